@@ -1,0 +1,120 @@
+"""Backend registry.
+
+Every kernel has a NumPy/SciPy reference (``rfl_fast.kernels.reference``); compiled versions
+live in the C++ extension (``rfl_fast._core``) and in Numba (``rfl_fast.kernels._numba``).
+A backend is a module whose attributes are kernels with the reference's names and calling
+convention. The choice, from strongest to weakest: the ``backend=`` argument of a call, the
+innermost ``with rfl_fast.backend(...)`` block (per thread/context), the environment variable
+``RFL_FAST_BACKEND``, then ``"auto"``: the first backend in the kernel's preference order that
+is installed and has the kernel.
+"""
+
+import contextlib
+import contextvars
+import importlib
+import os
+
+from .errors import BackendUnavailableError
+
+__all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends",
+           "resolve", "backend_kernels", "backend_error"]
+
+BACKENDS = ("cpp", "numba", "numpy")
+_CHOICES = BACKENDS + ("auto",)
+_MODULES = {
+    "cpp": "rfl_fast._core",
+    "numba": "rfl_fast.kernels._numba",
+    "numpy": "rfl_fast.kernels.reference",
+}
+_ENV = "RFL_FAST_BACKEND"
+_DEFAULT_ORDER = ("cpp", "numba", "numpy")
+# Per-kernel order for "auto", set from the side-by-side benchmarks (benchmarks/compare.py).
+PREFERENCE = {}
+
+_current = contextvars.ContextVar("rfl_fast_backend", default=None)
+_modules = {}
+_errors = {}
+_resolved = {}
+
+
+def _load(name):
+    """The backend's module, or ``None`` if it cannot be imported (the reason is kept)."""
+    if name not in _modules:
+        try:
+            _modules[name] = importlib.import_module(_MODULES[name])
+        except ImportError as exc:  # not built, or numba missing
+            _modules[name] = None
+            _errors[name] = f"{type(exc).__name__}: {exc}"
+    return _modules[name]
+
+
+def _check_choice(name, where):
+    if name not in _CHOICES:
+        raise ValueError(f"{where}: unknown backend {name!r}; expected one of {_CHOICES}")
+    return name
+
+
+def is_available(name):
+    """Whether backend ``name`` ("cpp", "numba" or "numpy") can be imported."""
+    return _load(_check_choice(name, "backend")) is not None
+
+
+def available_backends():
+    """Names of the importable backends, fastest first."""
+    return [b for b in BACKENDS if is_available(b)]
+
+
+def backend_error(name):
+    """Why backend ``name`` is unavailable (``None`` if it is available)."""
+    _load(_check_choice(name, "backend"))
+    return _errors.get(name)
+
+
+def backend_kernels(name):
+    """Sorted names of the kernels backend ``name`` provides (empty if unavailable)."""
+    from .kernels import KERNELS
+
+    mod = _load(_check_choice(name, "backend"))
+    return sorted(k for k in KERNELS if mod is not None and callable(getattr(mod, k, None)))
+
+
+def get_backend():
+    """The backend choice in force here: the ``with backend(...)`` block, the environment
+    variable ``RFL_FAST_BACKEND``, or ``"auto"``."""
+    choice = _current.get()
+    if choice is None:
+        choice = _check_choice(os.environ.get(_ENV, "auto") or "auto", _ENV)
+    return choice
+
+
+@contextlib.contextmanager
+def backend(name):
+    """Use backend ``name`` ("auto", "cpp", "numba", "numpy") for kernels called in the block.
+
+    The setting is per thread (a context variable), so two threads can use two backends.
+    """
+    token = _current.set(_check_choice(name, "backend"))
+    try:
+        yield name
+    finally:
+        _current.reset(token)
+
+
+def resolve(kernel, choice=None):
+    """Return ``(backend_name, function)`` for ``kernel`` under ``choice`` (default: in force)."""
+    choice = get_backend() if choice is None else choice
+    key = (kernel, choice)
+    hit = _resolved.get(key)
+    if hit is not None:
+        return hit
+    _check_choice(choice, "backend")
+    order = PREFERENCE.get(kernel, _DEFAULT_ORDER) if choice == "auto" else (choice,)
+    for name in order:
+        fn = getattr(_load(name), kernel, None) if _load(name) is not None else None
+        if callable(fn):
+            _resolved[key] = (name, fn)
+            return name, fn
+    if choice == "auto":
+        raise BackendUnavailableError(f"no backend provides kernel {kernel!r}")
+    reason = _errors.get(choice) or f"it provides {backend_kernels(choice)}"
+    raise BackendUnavailableError(f"backend {choice!r} has no kernel {kernel!r} ({reason})")

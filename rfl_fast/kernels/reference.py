@@ -1,0 +1,239 @@
+"""Plain NumPy/SciPy reference kernels: the test oracle and the benchmark baseline.
+
+Written for clarity, not speed: batched ``numpy.linalg`` where NumPy batches, a Python loop over
+items where it does not (the Lyapunov and triangular systems). Arrays are ``(N, ...)`` float64
+as described in ``rfl_fast.kernels``; items without an answer come back as NaN.
+"""
+
+import numpy as np
+import scipy.linalg
+
+__all__ = [
+    "stiefel_proj", "stiefel_retr_polar", "stiefel_inv_retr_polar", "stiefel_retr_qr",
+    "stiefel_inv_retr_qr", "polar",
+    "sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm", "spd_exp", "spd_log", "spd_dist",
+    "sphere_exp", "sphere_log", "sphere_dist", "sphere_transport",
+    "lorentz_exp", "lorentz_log", "lorentz_dist", "lorentz_transport",
+]
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _sym(a):
+    return 0.5 * (a + _t(a))
+
+
+# ---------------------------------------------------------------- Stiefel
+
+
+def stiefel_proj(x, u):
+    """Tangent projection ``u - x sym(x'u)``; x, u: (N, n, p)."""
+    return u - x @ _sym(_t(x) @ u)
+
+
+def polar(a):
+    """Polar factor ``a (a'a)^(-1/2)`` via the thin SVD ``U V'``; a: (N, n, p), n >= p.
+
+    NaN for rank-deficient items (the polar factor is then not unique).
+    """
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    q = u @ vt
+    bad = s[..., -1] <= s[..., 0] * np.finfo(float).eps * a.shape[-2]
+    q[bad] = np.nan
+    return q
+
+
+def stiefel_retr_polar(x, u):
+    """Polar retraction ``polar(x + u)``; x, u: (N, n, p)."""
+    return polar(x + u)
+
+
+def stiefel_inv_retr_polar(x, y):
+    """Inverse polar retraction ``y S - x`` with ``(x'y) S + S (y'x) = 2I``; (N, n, p).
+
+    One ``scipy.linalg.solve_continuous_lyapunov`` per item; NaN where it has no solution.
+    """
+    m = _t(x) @ y
+    p = x.shape[-1]
+    s = np.empty_like(m)
+    for k in range(m.shape[0]):
+        try:
+            sk = scipy.linalg.solve_continuous_lyapunov(m[k], 2.0 * np.eye(p))
+        except (np.linalg.LinAlgError, ValueError):
+            sk = np.full((p, p), np.nan)
+        s[k] = sk if np.isfinite(sk).all() and _unique_lyapunov(m[k]) else np.nan
+    return y @ s - x
+
+
+def _unique_lyapunov(m):
+    """``M S + S M' = C`` has a unique solution iff no two eigenvalues of M sum to zero."""
+    lam = np.linalg.eigvals(m)
+    sums = np.abs(lam[:, None] + lam[None, :])
+    return sums.min() > 1e-12 * max(1.0, np.abs(lam).max())
+
+
+def stiefel_retr_qr(x, u):
+    """QR retraction ``qf(x + u)`` with a positive diagonal of R; (N, n, p)."""
+    q, r = np.linalg.qr(x + u)
+    d = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
+    d[d == 0] = 1.0
+    return q * d[..., None, :]
+
+
+def stiefel_inv_retr_qr(x, y):
+    """Inverse QR retraction ``y R - x``, R upper triangular with ``(x'y)R + R'(y'x) = 2I``.
+
+    Column j of R solves ``M[:j+1, :j+1] r = b`` with ``M = x'y``, ``b_i = -(M r_i)_j`` for
+    i < j and ``b_j = 1`` (one triangular-system loop per item). NaN if a leading minor of
+    ``M`` vanishes.
+    """
+    m = _t(x) @ y
+    n_items, p, _ = m.shape
+    r = np.zeros_like(m)
+    for k in range(n_items):
+        mk = m[k]
+        try:
+            for j in range(p):
+                b = np.empty(j + 1)
+                b[:j] = -(mk[j, :] @ r[k, :, :j])
+                b[j] = 1.0
+                r[k, : j + 1, j] = np.linalg.solve(mk[: j + 1, : j + 1], b)
+        except np.linalg.LinAlgError:
+            r[k] = np.nan
+    return y @ r - x
+
+
+# ---------------------------------------------------------------- symmetric matrix functions
+
+
+def _sym_fun(s, f):
+    w, v = np.linalg.eigh(s)
+    return (v * f(w)[..., None, :]) @ _t(v)
+
+
+def _log_pos(w):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(w > 0, np.log(np.where(w > 0, w, 1.0)), np.nan)
+
+
+def sym_expm(s):
+    """Matrix exponential of symmetric s: (N, n, n)."""
+    return _sym_fun(s, np.exp)
+
+
+def sym_logm(s):
+    """Matrix logarithm of SPD s: (N, n, n); NaN items where s is not positive definite."""
+    return _sym_fun(s, _log_pos)
+
+
+def sym_sqrtm(s):
+    """Square root of SPD s: (N, n, n); NaN where s is not positive definite."""
+    return _sym_fun(s, lambda w: np.where(w > 0, np.sqrt(np.abs(w)), np.nan))
+
+
+def sym_invsqrtm(s):
+    """Inverse square root of SPD s: (N, n, n); NaN where s is not positive definite."""
+    return _sym_fun(s, lambda w: np.where(w > 0, 1.0 / np.sqrt(np.abs(w)), np.nan))
+
+
+def _halves(x):
+    """``x^½`` and ``x^-½`` from one eigendecomposition."""
+    w, v = np.linalg.eigh(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(w > 0, np.sqrt(np.abs(w)), np.nan)
+        return (v * r[..., None, :]) @ _t(v), (v / r[..., None, :]) @ _t(v)
+
+
+def spd_exp(x, u):
+    """Affine-invariant Exp ``x^½ expm(x^-½ u x^-½) x^½``; (N, n, n)."""
+    c, ci = _halves(x)
+    return c @ sym_expm(_sym(ci @ u @ ci)) @ c
+
+
+def spd_log(x, y):
+    """Affine-invariant Log ``x^½ logm(x^-½ y x^-½) x^½``; (N, n, n)."""
+    c, ci = _halves(x)
+    return c @ sym_logm(_sym(ci @ y @ ci)) @ c
+
+
+def spd_dist(x, y):
+    """Affine-invariant distance ``|logm(x^-½ y x^-½)|_F``; (N, n, n) -> (N,)."""
+    _, ci = _halves(x)
+    w = np.linalg.eigvalsh(_sym(ci @ y @ ci))
+    return np.sqrt(np.sum(_log_pos(w) ** 2, axis=-1))
+
+
+# ---------------------------------------------------------------- sphere
+
+
+def _dot(a, b):
+    return np.sum(a * b, axis=-1, keepdims=True)
+
+
+def sphere_exp(x, u):
+    """``cos|u| x + sin|u| u/|u|``; (N, d)."""
+    t = np.sqrt(_dot(u, u))
+    return np.cos(t) * x + np.sinc(t / np.pi) * u
+
+
+def sphere_log(x, y):
+    """``theta v/|v|``, ``v = y - <x,y> x``, ``theta = atan2(|v|, <x,y>)``; (N, d).
+
+    NaN at antipodal points, where the logarithm is not unique.
+    """
+    c = _dot(x, y)
+    v = y - c * x
+    nv = np.sqrt(_dot(v, v))
+    theta = np.arctan2(nv, c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(nv > 0, theta / np.where(nv > 0, nv, 1.0), np.where(c > 0, 1.0, np.nan))
+    return scale * v
+
+
+def sphere_dist(x, y):
+    """Great-circle distance ``2 asin(|x - y|/2)``; (N, d) -> (N,)."""
+    h = np.sqrt(np.sum((x - y) ** 2, axis=-1)) / 2.0
+    return 2.0 * np.arcsin(np.minimum(h, 1.0))
+
+
+def sphere_transport(x, y, v):
+    """Parallel transport along the minimizing geodesic, ``v - <y,v>/(1+<x,y>) (x+y)``."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return v - _dot(y, v) / (1.0 + _dot(x, y)) * (x + y)
+
+
+# ---------------------------------------------------------------- Lorentz (hyperboloid)
+
+
+def _ldot(a, b):
+    return np.sum(a * b, axis=-1, keepdims=True) - 2.0 * a[..., :1] * b[..., :1]
+
+
+def lorentz_exp(x, v):
+    """``cosh|v| x + sinh|v| v/|v|`` with the Minkowski norm of v; (N, d+1)."""
+    t = np.sqrt(np.maximum(_ldot(v, v), 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shc = np.where(t > 0, np.sinh(t) / np.where(t > 0, t, 1.0), 1.0)
+    return np.cosh(t) * x + shc * v
+
+
+def lorentz_log(x, y):
+    """``acosh(a) w / sqrt(a^2 - 1)`` with ``a = -<x,y>_L``, ``w = y - a x``; (N, d+1)."""
+    a = np.maximum(-_ldot(x, y), 1.0)
+    w = y - a * x
+    s = np.sqrt((a - 1.0) * (a + 1.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(s > 0, np.arccosh(a) / np.where(s > 0, s, 1.0), 1.0)
+    return scale * w
+
+
+def lorentz_dist(x, y):
+    """``acosh(-<x,y>_L)``; (N, d+1) -> (N,)."""
+    return np.arccosh(np.maximum(-_ldot(x, y)[..., 0], 1.0))
+
+
+def lorentz_transport(x, y, v):
+    """Parallel transport along the geodesic, ``v + <y,v>_L/(1 - <x,y>_L) (x+y)``."""
+    return v + _ldot(y, v) / (1.0 - _ldot(x, y)) * (x + y)

@@ -1,0 +1,51 @@
+"""Build of the C++ extension ``rfl_fast._core`` (pybind11) and shipping of the C++ headers.
+
+Portable optimisation flags by default; set ``RFL_FAST_NATIVE=1`` at build time for
+``-march=native`` (faster on the build machine, not portable to other CPUs).
+"""
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from pybind11.setup_helpers import Pybind11Extension, build_ext
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).parent.resolve()
+HEADERS = HERE / "cpp" / "include"
+VERSION = re.search(r'^version = "([^"]+)"', (HERE / "pyproject.toml").read_text(), re.M).group(1)
+
+
+def compile_flags():
+    if sys.platform == "win32":
+        return ["/O2"]
+    flags = ["-O3", "-fno-math-errno"]
+    if os.environ.get("RFL_FAST_NATIVE", "0") not in ("", "0"):
+        flags.append("-march=native")
+    return flags
+
+
+class build_py_with_headers(build_py):
+    """Copy ``cpp/include`` into the package as ``rfl_fast/include`` (see ``get_include()``)."""
+
+    def run(self):
+        super().run()
+        target = Path(self.build_lib) / "rfl_fast" / "include"
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(HEADERS, target)
+
+
+ext = Pybind11Extension(
+    "rfl_fast._core",
+    sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.cpp")),
+    include_dirs=[str(HEADERS.relative_to(HERE))],
+    cxx_std=17,
+    extra_compile_args=compile_flags(),
+    define_macros=[("RFL_FAST_VERSION", f'"{VERSION}"')],
+)
+
+setup(ext_modules=[ext], cmdclass={"build_ext": build_ext, "build_py": build_py_with_headers})
