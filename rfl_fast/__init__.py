@@ -1,0 +1,79 @@
+"""rfl_fast: Riemannian federated learning with a compiled core.
+
+Manifolds (``Sphere``, ``Stiefel``, ``SPD``, ``Lorentz``, ``Euclidean``) work on stacked
+arrays ``(..., n, p)``; their hot kernels run in a C++ extension or Numba, with a NumPy
+reference behind every one (see ``backend`` and ``show_config``).
+"""
+
+import os
+import platform
+import sys
+from importlib import metadata
+
+from . import errors, linalg
+from ._dispatch import available_backends, backend, get_backend
+from .manifolds import SPD, Euclidean, Lorentz, Manifold, Sphere, Stiefel
+
+try:
+    __version__ = metadata.version("rfl_fast")
+except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz",
+    "linalg", "errors", "backend", "get_backend", "available_backends",
+    "show_config", "get_include", "__version__",
+]
+
+
+def get_include():
+    """Folder holding the C++ headers (``#include <rfl/stiefel.hpp>``) for other C++ projects."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(here, "include")
+    if os.path.isdir(installed):
+        return installed
+    return os.path.join(os.path.dirname(here), "cpp", "include")  # source checkout
+
+
+def _thread_settings():
+    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+             "OPENBLAS_CORETYPE", "RFL_FAST_BACKEND", "RFL_FAST_VALIDATE")
+    lines = [f"  {n}={os.environ[n]}" for n in names if n in os.environ]
+    try:
+        from threadpoolctl import threadpool_info
+
+        for pool in threadpool_info():
+            lines.append(f"  {pool.get('internal_api')}: {pool.get('num_threads')} threads, "
+                         f"kernel {pool.get('architecture')}, {pool.get('version')}")
+    except ImportError:
+        lines.append("  (install threadpoolctl to see BLAS threads and kernel)")
+    return lines
+
+
+def show_config(file=None):
+    """Print versions, backends (with the kernels each provides) and thread settings."""
+    from . import _dispatch
+    from .kernels import KERNELS
+
+    import numpy
+    import scipy
+
+    out = [f"rfl_fast {__version__}", f"  python {platform.python_version()} ({sys.platform})",
+           f"  numpy {numpy.__version__}, scipy {scipy.__version__}"]
+    out.append(f"backends (auto order: cpp > numba > numpy; in force: {get_backend()!r}):")
+    for name in _dispatch.BACKENDS:
+        if _dispatch.is_available(name):
+            mod = _dispatch._load(name)
+            version = getattr(mod, "__version__", None)
+            if name == "numba":
+                import numba
+
+                version = f"numba {numba.__version__}, {numba.get_num_threads()} threads"
+            n = len(_dispatch.backend_kernels(name))
+            out.append(f"  {name:6s} available   {n}/{len(KERNELS)} kernels  {version or ''}")
+        else:
+            out.append(f"  {name:6s} unavailable ({_dispatch.backend_error(name)})")
+    out.append("threads:")
+    out.extend(_thread_settings())
+    out.append(f"C++ headers: {get_include()}")
+    print("\n".join(out), file=file)

@@ -1,0 +1,61 @@
+"""Matrix functions on stacks of small matrices: thin checked wrappers over the kernels.
+
+Each takes ``(..., n, n)`` (or ``(..., n, p)`` for ``polar``) and an optional ``backend``
+("auto", "cpp", "numba", "numpy"); float32 input gives float32 output.
+"""
+
+import numpy as np
+
+from ._validation import as_array, check_core_shape
+from .errors import NoSolutionError
+from .kernels import call
+
+__all__ = ["sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm", "polar"]
+
+
+def _symmetric(s, name="s"):
+    s = as_array(s, name, min_ndim=2)
+    check_core_shape(s, name, (s.shape[-1], s.shape[-1]))
+    asym = np.max(np.abs(s - np.swapaxes(s, -1, -2)), initial=0.0)
+    tol = (1e-5 if s.dtype == np.float32 else 1e-10) * max(1.0, np.max(np.abs(s), initial=0.0))
+    if asym > tol:
+        raise ValueError(f"{name}: expected symmetric matrices, |s - s'|_max = {asym:.3g}")
+    return s
+
+
+def _positive(out, name, what):
+    if not np.isfinite(out).all():
+        raise NoSolutionError(f"{name}: expected symmetric positive-definite matrices "
+                              f"for {what} (an eigenvalue is <= 0)")
+    return out
+
+
+def sym_expm(s, *, backend=None):
+    """``expm(s)`` of symmetric ``s``: (..., n, n) -> (..., n, n)."""
+    return call("sym_expm", _symmetric(s), backend=backend)
+
+
+def sym_logm(s, *, backend=None):
+    """``logm(s)`` of SPD ``s``: (..., n, n) -> (..., n, n)."""
+    return _positive(call("sym_logm", _symmetric(s), backend=backend), "s", "sym_logm")
+
+
+def sym_sqrtm(s, *, backend=None):
+    """Symmetric square root of SPD ``s``: (..., n, n) -> (..., n, n)."""
+    return _positive(call("sym_sqrtm", _symmetric(s), backend=backend), "s", "sym_sqrtm")
+
+
+def sym_invsqrtm(s, *, backend=None):
+    """``s^(-1/2)`` of SPD ``s``: (..., n, n) -> (..., n, n)."""
+    return _positive(call("sym_invsqrtm", _symmetric(s), backend=backend), "s", "sym_invsqrtm")
+
+
+def polar(a, *, backend=None):
+    """Orthonormal polar factor ``a (a'a)^(-1/2)`` of full-rank ``a``: (..., n, p), n >= p."""
+    a = as_array(a, "a", min_ndim=2)
+    if a.shape[-2] < a.shape[-1]:
+        raise ValueError(f"a: expected shape (..., n, p) with n >= p, got {a.shape}")
+    out = call("polar", a, backend=backend)
+    if not np.isfinite(out).all():
+        raise NoSolutionError("a: rank deficient; the polar factor is not unique")
+    return out

@@ -1,0 +1,10 @@
+"""Manifolds with one common interface (see ``base.Manifold``)."""
+
+from .base import Manifold
+from .euclidean import Euclidean
+from .lorentz import Lorentz
+from .spd import SPD
+from .sphere import Sphere
+from .stiefel import Stiefel
+
+__all__ = ["Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz"]

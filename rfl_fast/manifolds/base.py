@@ -1,0 +1,250 @@
+"""The manifold interface shared by every manifold of rfl_fast.
+
+Conventions (the same for every manifold):
+
+* the base point is always the first argument;
+* arrays are stacked: the trailing ``core_ndim`` axes hold one point or tangent vector
+  (``shape``), leading axes are a batch and broadcast (one point against a stack works);
+* float64 is the working precision; float32 input is accepted and gives float32 output
+  accurate to float32 tolerance (compiled kernels compute it in float64);
+* inputs are checked for shape, dtype and NaN/inf on every call; whether points lie on the
+  manifold is checked only when asked (``validate=True`` at construction, or the environment
+  variable ``RFL_FAST_VALIDATE=1``), since it costs as much as the operation itself;
+* an operation a manifold does not have raises ``MethodNotAvailableError``; an operation
+  without a solution for the given input (``NaN`` from a kernel) raises ``NoSolutionError``.
+"""
+
+import numpy as np
+
+from .._validation import as_array, check_core_shape, validation_enabled
+from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
+
+__all__ = ["Manifold", "as_rng"]
+
+
+def as_rng(rng):
+    """A ``numpy.random.Generator`` from ``None``, an int seed or a Generator."""
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def _default_atol(dtype):
+    return 1e-4 if dtype == np.float32 else 1e-8
+
+
+class Manifold:
+    """Base class: subclasses set ``shape``, ``dim``, the option tuples and implement methods.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        Shape of one point (the trailing axes of every array argument).
+    dim : int
+        Intrinsic dimension.
+    retractions : tuple of str
+        Names accepted by ``retr``; the first is the default.
+    inverse_retractions : tuple of str
+        Names accepted by ``inv_retr`` (exact inverses of the retraction of the same name).
+    transports : tuple of str
+        Names accepted by ``transport``; the first is the default.
+    """
+
+    retractions = ()
+    inverse_retractions = ()
+    transports = ()
+
+    def __init__(self, shape, dim, *, validate=None):
+        self.shape = tuple(int(s) for s in shape)
+        self.dim = int(dim)
+        self.validate = validate
+
+    @property
+    def core_ndim(self):
+        """Number of trailing axes that hold one point."""
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(map(str, self._repr_args()))})"
+
+    def _repr_args(self):
+        return self.shape
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.shape == other.shape
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.shape))
+
+    # ------------------------------------------------------------------ argument handling
+
+    def _missing(self, method):
+        raise MethodNotAvailableError(f"Manifold {type(self).__name__} provides no `{method}`")
+
+    def _array(self, a, name):
+        arr = as_array(a, name)
+        check_core_shape(arr, name, self.shape)
+        return arr
+
+    def _point(self, x, name="x"):
+        """Checked point array (shape, dtype, finite; on the manifold if validation is on)."""
+        arr = self._array(x, name)
+        if validation_enabled(self.validate):
+            self.assert_point(arr, name)
+        return arr
+
+    def _vector(self, x, u, name="u"):
+        """Checked tangent-vector array at the (already checked) point ``x``."""
+        arr = self._array(u, name)
+        if validation_enabled(self.validate):
+            self.assert_tangent(x, arr, name)
+        return arr
+
+    @staticmethod
+    def _option(method, options, kind):
+        if method is None:
+            return options[0]
+        if method not in options:
+            raise ValueError(f"method: unknown {kind} {method!r}; expected one of {options}")
+        return method
+
+    def _solved(self, out, what, name):
+        """Raise ``NoSolutionError`` if the kernel left NaN in ``out`` (no solution)."""
+        if not np.isfinite(out).all():
+            bad = ~np.isfinite(out.reshape(out.shape[: out.ndim - self.core_ndim] + (-1,))).all(-1)
+            where = np.argwhere(np.atleast_1d(bad))[:5].tolist()
+            raise NoSolutionError(f"{type(self).__name__}.{what}: no solution for {name} "
+                                  f"(batch index {where if bad.ndim else 'scalar'})")
+        return out
+
+    def _sum_core(self, a):
+        return np.sum(a, axis=tuple(range(-self.core_ndim, 0)))
+
+    # ------------------------------------------------------------------ checks
+
+    def check_point(self, x, *, atol=None):
+        """Return ``(ok, reason)``: whether every item of ``x`` lies on the manifold."""
+        arr = self._array(x, "x")
+        atol = _default_atol(arr.dtype) if atol is None else atol
+        return self._check_point(arr, atol)
+
+    def check_tangent(self, x, u, *, atol=None):
+        """Return ``(ok, reason)``: whether every item of ``u`` is tangent at ``x``."""
+        xa, ua = self._array(x, "x"), self._array(u, "u")
+        atol = _default_atol(np.result_type(xa, ua)) if atol is None else atol
+        ok, reason = self._check_point(xa, atol)
+        if not ok:
+            return ok, reason
+        return self._check_tangent(xa, ua, atol)
+
+    def is_point(self, x, *, atol=None):
+        """Whether every item of ``x`` lies on the manifold (within ``atol``)."""
+        return self.check_point(x, atol=atol)[0]
+
+    def is_tangent(self, x, u, *, atol=None):
+        """Whether every item of ``u`` lies in the tangent space at ``x`` (within ``atol``)."""
+        return self.check_tangent(x, u, atol=atol)[0]
+
+    def assert_point(self, x, name="x", *, atol=None):
+        """Raise ``NotOnManifoldError`` naming ``name`` with the reason if ``x`` is off."""
+        ok, reason = self.check_point(x, atol=atol)
+        if not ok:
+            raise NotOnManifoldError(f"{name}: not a point of {self!r}: {reason}")
+
+    def assert_tangent(self, x, u, name="u", *, atol=None):
+        """Raise ``NotOnManifoldError`` naming ``name`` if ``u`` is not tangent at ``x``."""
+        ok, reason = self.check_tangent(x, u, atol=atol)
+        if not ok:
+            raise NotOnManifoldError(f"{name}: not a tangent vector of {self!r}: {reason}")
+
+    def _check_point(self, x, atol):
+        return True, ""
+
+    def _check_tangent(self, x, u, atol):
+        gap = np.max(np.abs(u - self.proj(x, u)), initial=0.0)
+        return (gap <= atol * max(1.0, np.max(np.abs(u), initial=0.0)),
+                f"distance to the tangent space {gap:.3g} > atol {atol:g}")
+
+    # ------------------------------------------------------------------ metric
+
+    def inner(self, x, u, v):
+        """Riemannian inner product ``<u, v>_x``; returns shape (...)."""
+        x = self._point(x)
+        return self._sum_core(self._array(u, "u") * self._array(v, "v"))
+
+    def norm(self, x, u):
+        """Riemannian norm ``|u|_x``; returns shape (...)."""
+        return np.sqrt(np.maximum(self.inner(x, u, u), 0.0))
+
+    def dist(self, x, y):
+        """Geodesic distance; returns shape (...)."""
+        self._missing("dist")
+
+    # ------------------------------------------------------------------ tangent vectors
+
+    def proj(self, x, u):
+        """Orthogonal projection of an ambient ``u`` onto the tangent space at ``x``."""
+        self._missing("proj")
+
+    def egrad2rgrad(self, x, g):
+        """Riemannian gradient from the Euclidean gradient ``g`` of a function at ``x``."""
+        return self.proj(x, g)
+
+    def zero_vector(self, x):
+        """The zero tangent vector at ``x``."""
+        return np.zeros_like(self._point(x))
+
+    # ------------------------------------------------------------------ maps
+
+    def retr(self, x, u, method=None, *, backend=None):
+        """Retraction ``R_x(u)``; ``method`` one of ``retractions``."""
+        self._missing("retr")
+
+    def inv_retr(self, x, y, method=None, *, backend=None):
+        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``."""
+        self._missing("inv_retr")
+
+    def exp(self, x, u, *, backend=None):
+        """Riemannian exponential ``Exp_x(u)``."""
+        self._missing("exp")
+
+    def log(self, x, y, *, backend=None):
+        """Riemannian logarithm ``Log_x(y)`` (inverse of ``exp`` inside the injectivity radius)."""
+        self._missing("log")
+
+    def transport(self, x, y, v, method=None, *, backend=None):
+        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``."""
+        self._missing("transport")
+
+    def retr_transp(self, x, u, v, method=None, transport=None, *, backend=None):
+        """``(y, T_{x->y} v)`` with ``y = R_x(u)``; fast backends may fuse the two."""
+        y = self.retr(x, u, method, backend=backend)
+        return y, self.transport(x, y, v, transport, backend=backend)
+
+    def project(self, z):
+        """Nearest point ``P_M(z)`` on the manifold (embedded compact manifolds only)."""
+        self._missing("project")
+
+    # ------------------------------------------------------------------ random
+
+    def random_point(self, *batch, rng=None):
+        """A random point, or a stack of shape ``batch + shape``."""
+        self._missing("random_point")
+
+    def random_tangent(self, x, *, rng=None):
+        """A random tangent vector at each point of ``x``, of unit norm."""
+        u = self.tangent_gaussian(x, 1.0, rng=rng)
+        n = self.norm(x, u)
+        return u / np.where(n > 0, n, 1.0)[(...,) + (None,) * self.core_ndim]
+
+    def tangent_gaussian(self, x, sigma, *, rng=None):
+        """Gaussian ``N_x(0, sigma^2)`` on the tangent space at ``x``, isotropic in the metric.
+
+        ``sigma`` is a scalar or broadcasts against the batch axes of ``x``.
+        """
+        self._missing("tangent_gaussian")
+
+    def _sigma(self, sigma):
+        """``sigma`` checked (finite, >= 0) and shaped to broadcast against tangent vectors."""
+        s = np.asarray(sigma, dtype=float)
+        if not np.isfinite(s).all() or (s < 0).any():
+            raise ValueError(f"sigma: expected finite values >= 0, got {sigma!r}")
+        return s[(...,) + (None,) * self.core_ndim]

@@ -1,0 +1,126 @@
+"""Symmetric positive-definite matrices S++(n) with the affine-invariant metric."""
+
+import numpy as np
+
+from ..kernels import call
+from .base import Manifold, as_rng
+
+__all__ = ["SPD"]
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _sym(a):
+    return 0.5 * (a + _t(a))
+
+
+class SPD(Manifold):
+    """Points ``X`` of shape ``(..., n, n)``, symmetric positive definite; metric
+    ``<U, V>_X = tr(X^-1 U X^-1 V)``; tangent vectors are symmetric matrices.
+
+    Retractions: ``"exp"`` (the geodesic, default, inverse ``log``) and ``"second_order"``
+    (``X + U + U X^-1 U / 2``, no closed-form inverse). Transports: ``"parallel"``
+    (``E V E'``, ``E = X^½ (X^-½ Y X^-½)^½ X^-½``, default) and ``"projection"``
+    (``sym(V)``, the identity on tangent vectors).
+    """
+
+    retractions = ("exp", "second_order")
+    inverse_retractions = ("exp",)
+    transports = ("parallel", "projection")
+
+    def __init__(self, n, *, validate=None):
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"SPD: need n >= 1, got n={n}")
+        super().__init__((n, n), n * (n + 1) // 2, validate=validate)
+
+    def _repr_args(self):
+        return self.shape[:1]
+
+    def _check_point(self, x, atol):
+        asym = np.max(np.abs(x - _t(x)), initial=0.0)
+        scale = max(1.0, np.max(np.abs(x), initial=0.0))
+        if asym > atol * scale:
+            return False, f"not symmetric: |X - X'|_max = {asym:.3g}"
+        w = np.linalg.eigvalsh(x)
+        if (w[..., 0] <= 0).any():
+            return False, f"not positive definite: smallest eigenvalue {w[..., 0].min():.3g}"
+        return True, ""
+
+    def _check_tangent(self, x, u, atol):
+        asym = np.max(np.abs(u - _t(u)), initial=0.0)
+        return (asym <= atol * max(1.0, np.max(np.abs(u), initial=0.0)),
+                f"not symmetric: |U - U'|_max = {asym:.3g}")
+
+    def _spd_solved(self, out, what, name):
+        return self._solved(out, what, f"{name} (not positive definite)")
+
+    def inner(self, x, u, v):
+        """``tr(X^-1 U X^-1 V)``; returns (...)."""
+        x = self._point(x)
+        a = np.linalg.solve(x, self._array(u, "u"))
+        b = np.linalg.solve(x, self._array(v, "v"))
+        return np.sum(a * _t(b), axis=(-2, -1))
+
+    def proj(self, x, u):
+        """``sym(U)``; the tangent space is all symmetric matrices."""
+        self._point(x)
+        return _sym(self._array(u, "u"))
+
+    def egrad2rgrad(self, x, g):
+        """``X sym(G) X``."""
+        x = self._point(x)
+        return x @ _sym(self._array(g, "g")) @ x
+
+    def retr(self, x, u, method=None, *, backend=None):
+        method = self._option(method, self.retractions, "retraction")
+        if method == "exp":
+            return self.exp(x, u, backend=backend)
+        x = self._point(x)
+        u = self._vector(x, u)
+        return _sym(x + u + 0.5 * u @ np.linalg.solve(x, u))
+
+    def inv_retr(self, x, y, method=None, *, backend=None):
+        self._option(method, self.inverse_retractions, "inverse retraction")
+        return self.log(x, y, backend=backend)
+
+    def exp(self, x, u, *, backend=None):
+        x = self._point(x)
+        out = call("spd_exp", x, self._vector(x, u), backend=backend)
+        return self._spd_solved(out, "exp", "x")
+
+    def log(self, x, y, *, backend=None):
+        out = call("spd_log", self._point(x), self._point(y, "y"), backend=backend)
+        return self._spd_solved(out, "log", "x or y")
+
+    def dist(self, x, y, *, backend=None):
+        out = call("spd_dist", self._point(x), self._point(y, "y"), backend=backend)
+        return self._solved(out[..., None, None], "dist", "x or y (not positive definite)")[..., 0, 0]
+
+    def transport(self, x, y, v, method=None, *, backend=None):
+        method = self._option(method, self.transports, "transport")
+        if method == "projection":
+            self._point(x)
+            return self.proj(y, v)
+        x, y = self._point(x), self._point(y, "y")
+        v = self._vector(x, v, "v")
+        c = call("sym_sqrtm", x, backend=backend)
+        ci = call("sym_invsqrtm", x, backend=backend)
+        e = c @ call("sym_sqrtm", _sym(ci @ y @ ci), backend=backend) @ ci
+        return self._spd_solved(_sym(e @ v @ _t(e)), "transport", "x or y")
+
+    def random_point(self, *batch, rng=None):
+        """``expm(S)`` with S symmetric Gaussian (entries of variance 1/2 off-diagonal):
+        (*batch, n, n)."""
+        s = as_rng(rng).standard_normal(tuple(batch) + self.shape)
+        return call("sym_expm", _sym(s))
+
+    def tangent_gaussian(self, x, sigma, *, rng=None):
+        """``X^½ S X^½``, S symmetric with ``S_kk ~ N(0, s^2)``, ``S_kl ~ N(0, s^2/2)``."""
+        x = self._point(x)
+        g = as_rng(rng).standard_normal(x.shape)
+        s = self._sigma(sigma) * _sym(g)  # diagonal variance 1, off-diagonal 1/2
+        c = call("sym_sqrtm", x)
+        return _sym(c @ s @ c)

@@ -1,0 +1,120 @@
+"""The Stiefel manifold St(n, p) of n x p matrices with orthonormal columns, embedded metric."""
+
+import numpy as np
+import scipy.linalg
+
+from ..kernels import call
+from .base import Manifold, as_rng
+
+__all__ = ["Stiefel"]
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _sym(a):
+    return 0.5 * (a + _t(a))
+
+
+class Stiefel(Manifold):
+    """Points ``X`` of shape ``(..., n, p)`` with ``X'X = I_p``; metric ``tr(U'V)``.
+
+    Retractions: ``"polar"`` (default, ``P_M(X + U)``), ``"qr"`` (``qf(X + U)`` with a
+    positive diagonal of R), ``"cayley"`` and ``"exp"`` (Edelman's geodesic). Exact inverses
+    exist for ``"polar"`` and ``"qr"``. Transport: ``"projection"`` (``P_Y V``).
+    """
+
+    retractions = ("polar", "qr", "cayley", "exp")
+    inverse_retractions = ("polar", "qr")
+    transports = ("projection",)
+
+    def __init__(self, n, p, *, validate=None):
+        n, p = int(n), int(p)
+        if not n >= p >= 1:
+            raise ValueError(f"Stiefel: need n >= p >= 1; values supplied were n={n}, p={p}")
+        super().__init__((n, p), n * p - p * (p + 1) // 2, validate=validate)
+
+    def _check_point(self, x, atol):
+        gap = np.max(np.abs(_t(x) @ x - np.eye(self.shape[1])), initial=0.0)
+        return gap <= atol, f"|X'X - I|_max = {gap:.3g} > atol {atol:g}"
+
+    def proj(self, x, u, *, backend=None):
+        """``U - X sym(X'U)``; x, u: (..., n, p)."""
+        x = self._point(x)
+        return call("stiefel_proj", x, self._array(u, "u"), backend=backend)
+
+    def egrad2rgrad(self, x, g, *, backend=None):
+        return self.proj(x, g, backend=backend)
+
+    def retr(self, x, u, method=None, *, backend=None):
+        method = self._option(method, self.retractions, "retraction")
+        if method == "exp":
+            return self.exp(x, u)
+        x = self._point(x)
+        u = self._vector(x, u)
+        if method == "cayley":
+            return self._cayley(x, u)
+        out = call(f"stiefel_retr_{method}", x, u, backend=backend)
+        return self._solved(out, "retr", "u (X + U is rank deficient)")
+
+    def inv_retr(self, x, y, method=None, *, backend=None):
+        """Exact inverse of the polar (``(X'Y)S + S(Y'X) = 2I``) or QR retraction."""
+        method = self._option(method, self.inverse_retractions, "inverse retraction")
+        out = call(f"stiefel_inv_retr_{method}", self._point(x), self._point(y, "y"),
+                   backend=backend)
+        return self._solved(out, "inv_retr", f"y (X'Y is too singular for the {method} inverse)")
+
+    @staticmethod
+    def _cayley(x, u):
+        """Cayley retraction (Wen & Yin) in low-rank form: ``X + A (I - B'A/2)^-1 B'X`` with
+        ``W = A B'``, ``A = [P U, X]``, ``B = [X, -P U]``, ``P = I - XX'/2``."""
+        pu = u - 0.5 * x @ (_t(x) @ u)
+        a = np.concatenate([pu, x], axis=-1)
+        b = np.concatenate([x, -pu], axis=-1)
+        k = a.shape[-1]
+        inner = np.eye(k) - 0.5 * (_t(b) @ a)
+        return x + a @ np.linalg.solve(inner, _t(b) @ x)
+
+    def exp(self, x, u, *, backend=None):
+        """Edelman's geodesic ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
+        ``A = X'U``, ``S = U'U``."""
+        x = self._point(x)
+        u = self._vector(x, u)
+        p = self.shape[1]
+        a = _t(x) @ u
+        s = _t(u) @ u
+        eye = np.broadcast_to(np.eye(p), a.shape)
+        block = np.concatenate([np.concatenate([a, -s], -1), np.concatenate([eye, a], -1)], -2)
+        e = scipy.linalg.expm(block)[..., :, :p]
+        return np.concatenate([x, u], -1) @ e @ scipy.linalg.expm(-a)
+
+    def transport(self, x, y, v, method=None, *, backend=None):
+        """Projection transport ``P_Y(V)``."""
+        self._option(method, self.transports, "transport")
+        self._point(x)
+        return self.proj(y, v, backend=backend)
+
+    def project(self, z, *, backend=None):
+        """Nearest point ``P_M(Z)``: the polar factor of Z, (..., n, p) of full rank."""
+        out = call("polar", self._array(z, "z"), backend=backend)
+        return self._solved(out, "project", "z (rank deficient: the polar factor is not unique)")
+
+    def principal_angles(self, x, y):
+        """Principal angles between ``span(X)`` and ``span(Y)``: (..., p), ascending."""
+        s = np.linalg.svd(_t(self._point(x)) @ self._point(y, "y"), compute_uv=False)
+        return np.arccos(np.clip(s, -1.0, 1.0))
+
+    def dist_subspace(self, x, y):
+        """Grassmann distance ``|principal angles|_2`` between the spans; (...)."""
+        return np.linalg.norm(self.principal_angles(x, y), axis=-1)
+
+    def random_point(self, *batch, rng=None):
+        """Haar-distributed points: (*batch, n, p)."""
+        q, r = np.linalg.qr(as_rng(rng).standard_normal(tuple(batch) + self.shape))
+        d = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
+        return q * np.where(d == 0, 1.0, d)[..., None, :]
+
+    def tangent_gaussian(self, x, sigma, *, rng=None):
+        x = self._point(x)
+        return self.proj(x, self._sigma(sigma) * as_rng(rng).standard_normal(x.shape))
