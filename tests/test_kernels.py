@@ -9,7 +9,7 @@ from rfl_fast import _dispatch
 from rfl_fast.kernels import KERNELS, call
 from rfl_fast.kernels import reference as ref
 
-from kernel_inputs import kernel_inputs
+from rfl_fast.kernels.testing import kernel_inputs
 
 COMPILED = [b for b in _dispatch.BACKENDS if b != "numpy"]
 

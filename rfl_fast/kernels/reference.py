@@ -59,11 +59,13 @@ def stiefel_inv_retr_polar(x, y):
     p = x.shape[-1]
     s = np.empty_like(m)
     for k in range(m.shape[0]):
+        if not _unique_lyapunov(m[k]):
+            s[k] = np.nan
+            continue
         try:
-            sk = scipy.linalg.solve_continuous_lyapunov(m[k], 2.0 * np.eye(p))
+            s[k] = scipy.linalg.solve_continuous_lyapunov(m[k], 2.0 * np.eye(p))
         except (np.linalg.LinAlgError, ValueError):
-            sk = np.full((p, p), np.nan)
-        s[k] = sk if np.isfinite(sk).all() and _unique_lyapunov(m[k]) else np.nan
+            s[k] = np.nan
     return y @ s - x
 
 

@@ -1,4 +1,7 @@
-"""Valid random inputs for every kernel of ``rfl_fast.kernels.KERNELS`` (float64, batch axis N)."""
+"""Random valid inputs for every kernel of ``rfl_fast.kernels.KERNELS`` (float64, batch axis N).
+
+Used by the tests (oracle comparisons) and the benchmarks; not part of the stable API.
+"""
 
 import numpy as np
 

@@ -1,0 +1,57 @@
+"""asv: every hot kernel under every backend at the papers' shapes (see compare.py)."""
+
+import numpy as np
+
+from rfl_fast import _dispatch
+from rfl_fast.kernels.testing import kernel_inputs
+
+BACKENDS = ["numpy", "numba", "cpp"]
+
+
+def _case_id(name, shape):
+    return f"{name}{tuple(shape)}"
+
+
+class _KernelSuite:
+    """Parameterized by (case, backend); a case is a kernel at one shape."""
+
+    cases = []
+    param_names = ["case", "backend"]
+    timeout = 300
+
+    def __init_subclass__(cls):
+        cls.params = [[_case_id(n, s) for n, s in cls.cases], BACKENDS]
+        cls._by_id = {_case_id(n, s): (n, s) for n, s in cls.cases}
+
+    def setup(self, case, backend):
+        name, shape = self._by_id[case]
+        if not _dispatch.is_available(backend):
+            raise NotImplementedError(f"backend {backend} unavailable")  # asv: skipped
+        self.fn = getattr(_dispatch._load(backend), name)
+        self.args = kernel_inputs(name, np.random.default_rng(0), *shape)
+        self.fn(*self.args)  # compile / load from cache outside the timing
+
+    def time_kernel(self, case, backend):
+        self.fn(*self.args)
+
+
+class SPD(_KernelSuite):
+    cases = [(k, s) for k in ("sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm")
+             for s in ((10_000, 9), (1_000, 20))]
+    cases += [(k, (10_000, 9)) for k in ("spd_exp", "spd_log", "spd_dist")]
+
+
+class Stiefel(_KernelSuite):
+    cases = [(k, s) for k in ("stiefel_retr_polar", "stiefel_inv_retr_polar",
+                              "stiefel_inv_retr_qr", "stiefel_proj", "polar")
+             for s in ((200, 784, 5), (1_000, 200, 5), (1, 784, 5))]
+
+
+class Sphere(_KernelSuite):
+    cases = [(k, s) for k in ("sphere_exp", "sphere_log", "sphere_transport", "sphere_dist")
+             for s in ((100_000, 10), (10_000, 784))]
+
+
+class Lorentz(_KernelSuite):
+    cases = [(k, (100_000, d + 1)) for k in ("lorentz_exp", "lorentz_log", "lorentz_transport",
+                                              "lorentz_dist") for d in (2, 5, 10)]

@@ -1,0 +1,211 @@
+"""Side-by-side speed of every backend of every kernel against the NumPy reference.
+
+One process, the same inputs for every backend, medians of several repeats after a warm-up
+call. Prints a table (speed-up of each backend over the reference, and for memory-bound
+kernels the memory-traffic floor: bytes read + written / measured copy bandwidth), the
+machine (CPU, BLAS kernel and threads) and writes JSON.
+
+    rfl-fast bench                      # the papers' shapes (or: python benchmarks/compare.py)
+    rfl-fast bench --smoke              # tiny shapes: runs, and checks backends agree
+    rfl-fast bench --only sym_ --json out.json
+
+Never used for assertions on time; only ``--smoke`` fails (exit 1) when a backend disagrees
+with the reference.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import rfl_fast as rf
+
+from . import _dispatch
+from .kernels import reference as ref
+from .kernels.testing import kernel_inputs
+
+# (kernel, (N, n, p)) at the papers' shapes; vectors use (N, d)
+FULL_CASES = [
+    ("sym_expm", (10_000, 9)), ("sym_logm", (10_000, 9)),
+    ("sym_expm", (1_000, 20)), ("sym_logm", (1_000, 20)),
+    ("sym_sqrtm", (10_000, 9)), ("sym_invsqrtm", (10_000, 9)),
+    ("spd_exp", (10_000, 9)), ("spd_log", (10_000, 9)), ("spd_dist", (10_000, 9)),
+    ("stiefel_retr_polar", (200, 784, 5)), ("stiefel_retr_polar", (1_000, 200, 5)),
+    ("stiefel_retr_polar", (1, 784, 5)),
+    ("stiefel_inv_retr_polar", (200, 784, 5)), ("stiefel_inv_retr_polar", (1_000, 200, 5)),
+    ("stiefel_inv_retr_qr", (200, 784, 5)), ("stiefel_inv_retr_qr", (1_000, 200, 5)),
+    ("stiefel_retr_qr", (200, 784, 5)),
+    ("stiefel_proj", (200, 784, 5)), ("stiefel_proj", (1_000, 200, 5)),
+    ("polar", (200, 784, 5)), ("polar", (1_000, 200, 5)), ("polar", (1, 784, 5)),
+    ("sphere_exp", (100_000, 10)), ("sphere_log", (100_000, 10)),
+    ("sphere_transport", (100_000, 10)), ("sphere_dist", (100_000, 10)),
+    ("sphere_exp", (10_000, 784)), ("sphere_log", (10_000, 784)),
+    ("sphere_transport", (10_000, 784)),
+    ("lorentz_exp", (100_000, 3)), ("lorentz_log", (100_000, 3)),
+    ("lorentz_transport", (100_000, 3)), ("lorentz_dist", (100_000, 3)),
+    ("lorentz_exp", (100_000, 11)), ("lorentz_log", (100_000, 11)),
+    ("lorentz_transport", (100_000, 11)),
+]
+SMOKE_CASES = [(k, (3, 6, 2) if k.startswith(("stiefel", "polar")) else (3, 4))
+               for k in dict.fromkeys(k for k, _ in FULL_CASES)]
+# memory-bound: a few flops per byte, so the copy bandwidth bounds them
+MEMORY_BOUND = ("stiefel_", "polar", "sphere_", "lorentz_")
+
+
+def median_time(fn, args, repeats):
+    fn(*args)  # warm-up (and JIT compile / cache load)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def copy_bandwidth(n_bytes=256 * 2**20, repeats=5):
+    """Bytes moved (read + write) per second by a large ``np.copyto``."""
+    a = np.ones(n_bytes // 8)
+    b = np.empty_like(a)
+    t = median_time(np.copyto, (b, a), repeats)
+    return 2 * a.nbytes / t
+
+
+def machine():
+    info = {"python": platform.python_version(), "numpy": np.__version__,
+            "rfl_fast": rf.__version__, "machine": platform.machine(), "cpus": os.cpu_count(),
+            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)")}
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next((l.split(":", 1)[1].strip() for l in f if "model name" in l), "?")
+    except OSError:
+        info["cpu"] = platform.processor()
+    try:
+        from threadpoolctl import threadpool_info
+
+        info["blas"] = [f"{p.get('internal_api')} {p.get('version')} kernel="
+                        f"{p.get('architecture')} threads={p.get('num_threads')}"
+                        for p in threadpool_info()]
+    except ImportError:
+        info["blas"] = ["(threadpoolctl not installed)"]
+    if _dispatch.is_available("numba"):
+        import numba
+
+        info["numba_threads"] = numba.get_num_threads()
+    return info
+
+
+def agree(got, want):
+    scale = max(1.0, float(np.nanmax(np.abs(want))))
+    return bool(np.allclose(got, want, rtol=0, atol=1e-9 * scale, equal_nan=True))
+
+
+def run(cases, repeats, bandwidth):
+    backends = [b for b in _dispatch.BACKENDS if _dispatch.is_available(b)]
+    rows = []
+    for name, shape in cases:
+        rng = np.random.default_rng(0)
+        args = tuple(np.ascontiguousarray(a) for a in kernel_inputs(name, rng, *shape))
+        want = getattr(ref, name)(*args)
+        row = {"kernel": name, "shape": list(shape), "times": {}, "agree": {}}
+        for b in backends:
+            fn = getattr(_dispatch._load(b), name, None)
+            if fn is None:
+                continue
+            row["agree"][b] = agree(fn(*args), want)
+            row["times"][b] = median_time(fn, args, repeats)
+        if name.startswith(MEMORY_BOUND):
+            moved = sum(a.nbytes for a in args) + want.nbytes
+            row["floor"] = moved / bandwidth
+        rows.append(row)
+        print_row(row, backends)
+    return rows
+
+
+def print_header(backends):
+    cols = "".join(f"{b + ' ms (x)':>20s}" for b in backends)
+    print(f"{'kernel':24s}{'shape':>18s}{cols}{'floor ms':>10s}{'best/floor':>11s}")
+
+
+def print_row(row, backends):
+    ref_t = row["times"].get("numpy")
+    cells = ""
+    for b in backends:
+        t = row["times"].get(b)
+        if t is None:
+            cells += f"{'-':>20s}"
+            continue
+        mark = "" if row["agree"][b] else " DIFF"
+        cells += f"{t * 1e3:11.3f} ({ref_t / t:5.1f}x){mark}"[:20].rjust(20)
+    floor = row.get("floor")
+    best = min(row["times"].values())
+    tail = f"{floor * 1e3:10.3f}{best / floor:10.1f}x" if floor else f"{'':10s}{'':11s}"
+    print(f"{row['kernel']:24s}{str(tuple(row['shape'])):>18s}{cells}{tail}")
+
+
+def extra_baselines(repeats):
+    """Baselines users run today besides the reference: a scipy.linalg.logm loop."""
+    import scipy.linalg
+
+    x = kernel_inputs("sym_logm", np.random.default_rng(0), 1_000, 9)[0]
+    t_loop = median_time(lambda a: [scipy.linalg.logm(m) for m in a], (x,), max(1, repeats // 3))
+    _, fn = _dispatch.resolve("sym_logm", "auto")
+    t_fast = median_time(fn, (x,), repeats)
+    print(f"\nsym_logm 1000 x 9x9: scipy.linalg.logm loop {t_loop * 1e3:.1f} ms, "
+          f"auto backend {t_fast * 1e3:.3f} ms: {t_loop / t_fast:.0f}x")
+    return {"scipy_logm_loop_1000x9": t_loop, "auto_sym_logm_1000x9": t_fast}
+
+
+def dispatch_overhead(repeats):
+    """Public ``Stiefel.retr`` on one 784x5 matrix against the raw kernel."""
+    M = rf.Stiefel(784, 5)
+    x = M.random_point(rng=0)
+    u = M.random_tangent(x, rng=1)
+    name, fn = _dispatch.resolve("stiefel_retr_polar", "auto")
+    raw = median_time(fn, (x[None], u[None]), repeats * 20)
+    public = median_time(M.retr, (x, u), repeats * 20)
+    print(f"dispatch overhead, Stiefel(784, 5).retr on one matrix ({name}): "
+          f"public {public * 1e6:.1f} us, raw kernel {raw * 1e6:.1f} us, "
+          f"overhead {(public - raw) * 1e6:.1f} us")
+    return {"public_us": public * 1e6, "raw_us": raw * 1e6}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="rfl-fast bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, check agreement")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats (median)")
+    parser.add_argument("--only", default="", help="run kernels whose name contains this")
+    parser.add_argument("--json", default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (2 if args.smoke else 7)
+    cases = [c for c in (SMOKE_CASES if args.smoke else FULL_CASES) if args.only in c[0]]
+
+    info = machine()
+    bandwidth = copy_bandwidth(16 * 2**20 if args.smoke else 256 * 2**20)
+    info["copy_bandwidth_GBps"] = bandwidth / 1e9
+    for k, v in info.items():
+        print(f"{k}: {v}")
+    backends = [b for b in _dispatch.BACKENDS if _dispatch.is_available(b)]
+    print()
+    print_header(backends)
+    rows = run(cases, repeats, bandwidth)
+    result = {"machine": info, "repeats": repeats, "rows": rows}
+    if not args.smoke and not args.only:
+        result["baselines"] = extra_baselines(repeats)
+        result["dispatch"] = dispatch_overhead(repeats)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    bad = [(r["kernel"], b) for r in rows for b, ok in r["agree"].items() if not ok]
+    if bad:
+        print(f"\nbackends disagree with the reference: {bad}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
