@@ -1,0 +1,94 @@
+"""Argument checks shared by the data modules (private).
+
+Every check names the offending argument and says what was expected.
+"""
+
+import numbers
+
+import numpy as np
+
+__all__ = ["as_rng", "check_int", "check_float", "check_choice", "as_data_array", "as_labels"]
+
+
+def as_rng(rng, name="rng"):
+    """Return a ``numpy.random.Generator`` from ``rng``.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        ``None`` draws fresh OS entropy (not reproducible); an int (>= 0) or a
+        ``SeedSequence`` seeds a new PCG64 generator; a ``Generator`` is used as is (its state
+        advances).
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
+        raise TypeError(
+            f"{name}: expected None, a non-negative int or a numpy.random.Generator, "
+            f"got {type(rng).__name__}"
+        )
+    if rng < 0:
+        raise ValueError(f"{name}: a seed must be >= 0, got {rng}")
+    return np.random.default_rng(int(rng))
+
+
+def check_int(value, name, *, min_value=None, max_value=None):
+    """Return ``value`` as a Python int, checking type and bounds (inclusive)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({value!r})")
+    value = int(value)
+    if min_value is not None and value < min_value:
+        raise ValueError(f"{name}: expected an int >= {min_value}, got {value}")
+    if max_value is not None and value > max_value:
+        raise ValueError(f"{name}: expected an int <= {max_value}, got {value}")
+    return value
+
+
+def check_float(value, name, *, low=None, high=None, low_open=False, high_open=False):
+    """Return ``value`` as a finite Python float inside the given interval."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} ({value!r})")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name}: expected a finite number, got {value}")
+    bad_low = low is not None and (value <= low if low_open else value < low)
+    bad_high = high is not None and (value >= high if high_open else value > high)
+    if bad_low or bad_high:
+        lo = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
+        hi = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
+        raise ValueError(f"{name}: expected a value in {lo}, {hi}, got {value:g}")
+    return value
+
+
+def check_choice(value, name, choices):
+    """Check ``value`` is one of ``choices``."""
+    if value not in choices:
+        opts = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name}: expected one of {opts}, got {value!r}")
+    return value
+
+
+def as_data_array(x, name="X", *, min_ndim=1):
+    """``x`` as a numeric (bool/int/uint/float) ndarray with at least ``min_ndim`` axes."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim < min_ndim:
+        raise ValueError(
+            f"{name}: expected at least {min_ndim} dimension(s), got shape {arr.shape}"
+        )
+    return arr
+
+
+def as_labels(y, name="labels", *, length=None):
+    """``y`` as a 1-d int64 array (integer dtype required), optionally of a given length."""
+    arr = np.asarray(y)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array of class labels, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-d array, got shape {arr.shape}")
+    if length is not None and arr.shape[0] != length:
+        raise ValueError(f"{name}: expected {length} labels (one per sample), got {arr.shape[0]}")
+    return arr.astype(np.int64, copy=False)

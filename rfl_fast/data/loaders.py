@@ -1,0 +1,403 @@
+"""MNIST (IDX files) and CIFAR-10 (python pickle batches) from local files. Never downloads.
+
+Where the files are looked for, in order:
+
+1. ``path`` argument: the folder holding the files, or a data root with a ``mnist/``
+   (``cifar-10-batches-py/``) subfolder;
+2. otherwise the environment variable ``RFL_FAST_DATA``: ``$RFL_FAST_DATA/mnist/`` and
+   ``$RFL_FAST_DATA/cifar-10-batches-py/`` (or the root itself).
+
+When files are missing a ``FileNotFoundError`` names each missing file, where to download it
+and where to put it. Corrupt or truncated files raise ``ValueError`` naming the file.
+
+Seeds 000/001/004 use MNIST (``d = 784``) and 003 uses CIFAR-10 (``d = 3072``); none states a
+normalization beyond the data themselves, so pixel values are scaled to ``[0, 1]`` by default
+(``normalize="unit"``, i.e. ``/255``); ``"standardize"`` and ``"center"`` act per feature over
+the loaded split and ``"none"`` keeps raw values (the only choice allowed with ``dtype=uint8``).
+"""
+
+import gzip
+import importlib.util
+import os
+import pickle
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ._checks import check_choice
+from .real import NORMALIZATIONS, normalize_features
+
+__all__ = [
+    "ENV_VAR",
+    "MNIST_URLS",
+    "CIFAR10_URL",
+    "mnist_files",
+    "cifar10_files",
+    "read_idx",
+    "read_cifar10_batch",
+    "load_mnist",
+    "load_cifar10",
+]
+
+ENV_VAR = "RFL_FAST_DATA"
+MNIST_SUBDIR = "mnist"
+CIFAR10_SUBDIR = "cifar-10-batches-py"
+MNIST_URLS = (
+    "http://yann.lecun.com/exdb/mnist/",
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+)
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
+
+_MNIST = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+_CIFAR = {
+    "train": tuple(f"data_batch_{k}" for k in range(1, 6)),
+    "test": ("test_batch",),
+}
+_SPLITS = ("train", "test", "all")
+
+# IDX type codes (third magic byte) -> big-endian dtype
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def _splits(split):
+    check_choice(split, "split", _SPLITS)
+    return ("train", "test") if split == "all" else (split,)
+
+
+def mnist_files(split="all"):
+    """Names of the MNIST IDX files of a split (each may also be gzipped, ``name + ".gz"``)."""
+    return [f for s in _splits(split) for f in _MNIST[s]]
+
+
+def cifar10_files(split="all"):
+    """Names of the CIFAR-10 python batch files of a split."""
+    return [f for s in _splits(split) for f in _CIFAR[s]]
+
+
+# --------------------------------------------------------------------------- locating files
+
+
+def _candidates(path, subdir):
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(
+                f"path: expected a str or os.PathLike folder, got {type(path).__name__}"
+            )
+        root = Path(path)
+        return [root, root / subdir]
+    env = os.environ.get(ENV_VAR)
+    if env:
+        root = Path(env)
+        return [root / subdir, root]
+    return []
+
+
+def _find(folder, name, allow_gz):
+    for cand in (name, name + ".gz") if allow_gz else (name,):
+        p = folder / cand
+        if p.is_file():
+            return p
+    return None
+
+
+def _locate(path, subdir, names, allow_gz, what, how):
+    """Return the paths of ``names`` in the first candidate folder holding all of them."""
+    cands = _candidates(path, subdir)
+    best, best_missing = None, list(names)
+    for folder in cands:
+        found = {n: _find(folder, n, allow_gz) for n in names}
+        missing = [n for n, p in found.items() if p is None]
+        if not missing:
+            return [found[n] for n in names]
+        if len(missing) < len(best_missing) or best is None:
+            best, best_missing = folder, missing
+    suffix = "[.gz]" if allow_gz else ""
+    missing_txt = ", ".join(n + suffix for n in best_missing)
+    if cands:
+        where = "searched " + ", ".join(str(c) for c in cands)
+    else:
+        where = f"no path was given and the environment variable {ENV_VAR} is not set"
+    target = f"${ENV_VAR}/{subdir}/" if path is None else f"{Path(path) / subdir}/"
+    raise FileNotFoundError(
+        f"{what}: missing file(s) {missing_txt} ({where}). rfl_fast never downloads data. "
+        f"{how} Put the files in {target} (or in any folder passed as path=...; "
+        f"set {ENV_VAR}=<data root> to use <data root>/{subdir}/ by default)."
+    )
+
+
+# --------------------------------------------------------------------------- IDX
+
+
+def _read_bytes(path):
+    path = Path(path)
+    with open(path, "rb") as f:
+        head = f.read(2)
+    if head == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        except (EOFError, OSError, zlib.error) as exc:
+            raise ValueError(f"{path}: corrupt or truncated gzip file ({exc})") from None
+    return path.read_bytes()
+
+
+def read_idx(path):
+    """Read an IDX file (optionally gzipped), validating its magic number and size.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    a : ndarray, shape given by the file's dimensions
+        Native-endian copy, dtype from the type code (uint8, int8, int16, int32, float32,
+        float64).
+
+    Raises
+    ------
+    ValueError
+        Bad magic number (the first two bytes must be 0, the third a known type code, the
+        fourth the number of dimensions >= 1), or a file whose length does not match its
+        header (truncated or with trailing bytes), or a corrupt gzip stream.
+    """
+    path = Path(path)
+    raw = _read_bytes(path)
+    if len(raw) < 4:
+        raise ValueError(
+            f"{path}: not an IDX file (only {len(raw)} bytes, need a 4-byte magic number)"
+        )
+    magic = int.from_bytes(raw[:4], "big")
+    if raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES or raw[3] == 0:
+        raise ValueError(
+            f"{path}: bad IDX magic number 0x{magic:08X}; expected 0x0000TTNN with type code TT "
+            "in {08, 09, 0B, 0C, 0D, 0E} and NN >= 1 dimensions (MNIST: 0x00000803 images, "
+            "0x00000801 labels)"
+        )
+    dtype = np.dtype(_IDX_TYPES[raw[2]])
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"{path}: truncated IDX header ({len(raw)} bytes, need {header})")
+    dims = struct.unpack(">" + "I" * ndim, raw[4:header])
+    count = int(np.prod(dims, dtype=np.int64))
+    expected = header + count * dtype.itemsize
+    if len(raw) != expected:
+        kind = "truncated" if len(raw) < expected else "has trailing bytes"
+        raise ValueError(
+            f"{path}: IDX file {kind}: header says shape {tuple(dims)} of {dtype.name} "
+            f"({expected} bytes in total), file has {len(raw)} bytes"
+        )
+    arr = np.frombuffer(raw, dtype=dtype, count=count, offset=header).reshape(dims)
+    return arr.astype(dtype.newbyteorder("="))
+
+
+def _finish(x, normalize, dtype, name):
+    check_choice(normalize, "normalize", NORMALIZATIONS)
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "fu":
+        raise TypeError(f"dtype: expected a floating-point dtype or uint8, got {dtype}")
+    if dtype.kind == "u":
+        if dtype != np.uint8 or normalize != "none":
+            raise ValueError(
+                f"dtype: uint8 keeps the raw {name} pixels and needs normalize='none', "
+                f"got dtype={dtype}, normalize={normalize!r}"
+            )
+        return np.ascontiguousarray(x)
+    if normalize == "unit":
+        out = x.astype(dtype)
+        out /= dtype.type(255.0)
+        return out
+    if normalize == "none":
+        return x.astype(dtype)
+    shape = x.shape
+    flat = normalize_features(x.reshape(shape[0], -1), normalize)
+    return np.ascontiguousarray(flat.reshape(shape).astype(dtype, copy=False))
+
+
+def load_mnist(path=None, *, split="train", normalize="unit", dtype=np.float64, flatten=True):
+    """Load MNIST from local IDX files (plain or ``.gz``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        Folder with the files, or a data root with a ``mnist/`` subfolder. Default:
+        ``$RFL_FAST_DATA/mnist/``.
+    split : {"train", "test", "all"}
+        60000 training images, 10000 test images, or both (train first).
+    normalize : {"unit", "standardize", "center", "none"}
+        ``"unit"``: pixel / 255 in ``[0, 1]``; the others as in
+        :func:`rfl_fast.data.normalize_features` (per pixel, over the loaded split).
+    dtype : numpy dtype
+        float64 (default), float32, or uint8 (raw pixels, needs ``normalize="none"``).
+    flatten : bool
+        Return images as rows of length 784 (default) or as (28, 28) arrays.
+
+    Returns
+    -------
+    X : ndarray, shape (m, 784) or (m, 28, 28)
+    y : ndarray of int64, shape (m,)
+        Digits 0..9.
+
+    Raises
+    ------
+    FileNotFoundError
+        Files missing; the message names them, the download pages and the target folder.
+    ValueError
+        Corrupt, truncated or inconsistent files.
+    """
+    names = mnist_files(split)
+    how = (
+        f"Download {', '.join(n + '.gz' for n in names)} from {MNIST_URLS[0]} "
+        f"(mirror: {MNIST_URLS[1]}); they may stay gzipped."
+    )
+    paths = _locate(path, MNIST_SUBDIR, names, True, "MNIST", how)
+    xs, ys = [], []
+    for img_path, lab_path in zip(paths[::2], paths[1::2]):
+        img = read_idx(img_path)
+        lab = read_idx(lab_path)
+        if img.dtype != np.uint8 or img.ndim != 3 or img.shape[1:] != (28, 28):
+            raise ValueError(
+                f"{img_path}: expected MNIST images (magic 0x00000803, shape (m, 28, 28) uint8), "
+                f"got shape {img.shape} {img.dtype}"
+            )
+        if lab.dtype != np.uint8 or lab.ndim != 1:
+            raise ValueError(
+                f"{lab_path}: expected MNIST labels (magic 0x00000801, shape (m,) uint8), "
+                f"got shape {lab.shape} {lab.dtype}"
+            )
+        if lab.shape[0] != img.shape[0]:
+            raise ValueError(
+                f"{lab_path}: {lab.shape[0]} labels for {img.shape[0]} images in {img_path}"
+            )
+        if lab.size and lab.max() > 9:
+            raise ValueError(f"{lab_path}: labels must be digits 0..9, found {int(lab.max())}")
+        xs.append(img)
+        ys.append(lab)
+    x = np.concatenate(xs) if len(xs) > 1 else xs[0]
+    y = np.concatenate(ys).astype(np.int64)
+    if flatten:
+        x = x.reshape(x.shape[0], -1)
+    return _finish(x, normalize, dtype, "MNIST"), y
+
+
+# --------------------------------------------------------------------------- CIFAR-10
+
+_NUMPY_CORE = "numpy._core" if importlib.util.find_spec("numpy._core") is not None else "numpy.core"
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickler that only reconstructs numpy arrays and builtin containers (no code runs)."""
+
+    _ALLOWED = {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"),
+    }
+
+    def find_class(self, module, name):
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data file")
+        if module.startswith("numpy.core.") or module.startswith("numpy._core."):
+            module = _NUMPY_CORE + module[module.index(".", 6):]
+        return super().find_class(module, name)
+
+
+def read_cifar10_batch(path):
+    """Read one CIFAR-10 python batch (``data_batch_k`` / ``test_batch``).
+
+    Only numpy arrays and builtin containers are unpickled; any other object in the file is
+    refused.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    data : ndarray of uint8, shape (m, 3072)
+        Rows are 1024 red, then 1024 green, then 1024 blue values (row-major 32 x 32).
+    labels : ndarray of int64, shape (m,)
+        Classes 0..9.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            obj = _ArrayUnpickler(f, encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+            IndexError, KeyError, ImportError) as exc:
+        raise ValueError(f"{path}: corrupt or truncated CIFAR-10 batch ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(
+            f"{path}: expected a pickled dict with 'data' and 'labels', got {type(obj).__name__}"
+        )
+    keys = {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in obj.items()}
+    if "data" not in keys or "labels" not in keys:
+        found = sorted(map(str, keys))
+        raise ValueError(f"{path}: expected keys 'data' and 'labels', found {found}")
+    data = keys["data"]
+    labels = np.asarray(keys["labels"])
+    is_array = isinstance(data, np.ndarray)
+    if not is_array or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+        desc = f"{data.shape} {data.dtype}" if is_array else type(data).__name__
+        raise ValueError(f"{path}: expected 'data' as a uint8 array of shape (m, 3072), got {desc}")
+    if labels.ndim != 1 or labels.shape[0] != data.shape[0] or labels.dtype.kind not in "iu":
+        raise ValueError(
+            f"{path}: expected {data.shape[0]} integer labels, "
+            f"got shape {labels.shape} {labels.dtype}"
+        )
+    if labels.size and (labels.min() < 0 or labels.max() > 9):
+        raise ValueError(f"{path}: labels must be classes 0..9")
+    return data, labels.astype(np.int64)
+
+
+def load_cifar10(path=None, *, split="train", normalize="unit", dtype=np.float64, flatten=True):
+    """Load CIFAR-10 from the local python pickle batches.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        Folder ``cifar-10-batches-py`` itself, or a data root holding it. Default:
+        ``$RFL_FAST_DATA/cifar-10-batches-py/``.
+    split : {"train", "test", "all"}
+        ``data_batch_1..5`` (50000 images), ``test_batch`` (10000), or both (train first).
+    normalize : {"unit", "standardize", "center", "none"}
+        As in :func:`load_mnist`.
+    dtype : numpy dtype
+        float64 (default), float32, or uint8 (raw, needs ``normalize="none"``).
+    flatten : bool
+        Rows of length 3072 (default, channel-major as stored) or arrays (3, 32, 32).
+
+    Returns
+    -------
+    X : ndarray, shape (m, 3072) or (m, 3, 32, 32)
+    y : ndarray of int64, shape (m,)
+
+    Raises
+    ------
+    FileNotFoundError
+        Batches missing; the message names them, the download page and the target folder.
+    ValueError
+        Corrupt, truncated or malformed batches.
+    """
+    names = cifar10_files(split)
+    how = (
+        f"Download cifar-10-python.tar.gz ('CIFAR-10 python version') from {CIFAR10_URL} and "
+        f"extract it (tar xzf cifar-10-python.tar.gz), which creates {CIFAR10_SUBDIR}/."
+    )
+    paths = _locate(path, CIFAR10_SUBDIR, names, False, "CIFAR-10", how)
+    parts = [read_cifar10_batch(p) for p in paths]
+    x = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+    y = np.concatenate([p[1] for p in parts])
+    if not flatten:
+        x = x.reshape(x.shape[0], 3, 32, 32)
+    return _finish(x, normalize, dtype, "CIFAR-10"), y
