@@ -1,0 +1,193 @@
+"""The protocol every federated algorithm of rfl_fast follows, and shared helpers.
+
+An algorithm is a small frozen dataclass of hyperparameters. It owns no mutable state: the
+server state and the clients' persistent states are explicit values that its methods take and
+return, so the same methods drive the batched simulation engine
+(:func:`rfl_fast.federation.run`) and, one client at a time, a real deployment (a Flower
+strategy on the server, a Flower client per device).
+
+A round is at most three exchanges; the engine calls, in order::
+
+    # optional first exchange (``has_prepare``), e.g. RFedSVRG's full-gradient gathering
+    msg0                  = alg.prepare_message(problem, state, sctx)           # server
+    up0, cstate, memo     = alg.client_prepare(problem, idx, msg0, cstate, cctx)  # clients
+    state, msg            = alg.server_prepare(problem, state, idx, up0, sctx)  # server
+    # otherwise
+    msg                   = alg.broadcast(problem, state, sctx)                 # server
+    # main exchange
+    up, cstate, memo      = alg.client_update(problem, idx, msg, cstate, memo, cctx)
+    state, fmsg           = alg.server_update(problem, state, idx, up, sctx)
+    # optional notification (``has_finalize``), e.g. RFedProj's drift correction
+    cstate                = alg.client_finalize(problem, idx, fmsg, cstate, memo, cctx)
+
+* ``idx`` (k,) are the participating clients; client-side functions are batched over them:
+  every array in ``up`` and in ``cstate`` has a leading axis of length k (row j belongs to
+  client ``idx[j]``). With k = 1 they are the per-device computation.
+* Messages (``msg0``, ``msg``, ``fmsg``) are dicts of arrays sent by the server, the same to
+  every recipient; uploads are dicts of stacked arrays. The engine counts their floats and
+  bytes, so an algorithm's communication is exactly what its messages hold.
+* ``cstate`` is the clients' persistent state (dict of arrays, rows of the participants;
+  initialized by ``init_clients`` for all n clients). Non-participants keep theirs.
+* ``memo`` is what a client remembers within the round (never sent, dropped at round end).
+* ``cctx`` (:class:`~rfl_fast.federation.context.ClientContext`) gives the round and
+  per-client random streams; ``sctx`` (:class:`~rfl_fast.federation.context.ServerContext`)
+  the round, the number of rounds and the server's stream.
+* ``point(problem, state)`` is the server's current model (metrics are taken there);
+  ``output(problem, state)`` the algorithm's final answer.
+
+Set-up: ``validate(problem)`` raises before any work if the manifold lacks an ingredient or a
+hyperparameter does not fit the data; ``init_server(problem, x0, sctx)`` and
+``init_clients(problem, x0)`` build the initial states.
+
+Extending: a new algorithm subclasses :class:`FederatedAlgorithm` and fills in the parts it
+needs. Client state that must survive rounds (corrections, previous gradients, privacy
+budgets) goes into ``init_clients``; server memory (previous point and gradient, observed
+participation counts) into its own frozen server-state dataclass.
+"""
+
+import numpy as np
+
+from ..federation._checks import check_choice, check_int, check_positive, inverse_pair
+from ..federation.consensus import karcher_mean, tangent_mean
+from ..federation.schedules import as_schedule
+
+__all__ = ["FederatedAlgorithm", "check_problem", "stacked", "participant_weights"]
+
+
+def check_problem(problem, who):
+    """The problem's manifold, after checking the problem has the federated interface."""
+    M = getattr(problem, "manifold", None)
+    if M is None or not hasattr(problem, "rgrad") or not hasattr(problem, "sizes"):
+        raise TypeError(f"{who}: expected a rfl_fast Problem (with `manifold`, `sizes`, "
+                        f"`rgrad`), got {type(problem).__name__}")
+    return M
+
+
+def stacked(x, k):
+    """A read-only view of one point ``x`` repeated ``k`` times: shape (k, *x.shape)."""
+    return np.broadcast_to(x, (k,) + np.shape(x))
+
+
+def participant_weights(problem, idx):
+    """The problem's client weights over the participants, normalized to sum to one."""
+    w = np.asarray(problem.weights, dtype=np.float64)[idx]
+    return w / w.sum()
+
+
+class FederatedAlgorithm:
+    """Base class with the default (no-op) parts of the protocol; see the module docstring.
+
+    Subclasses implement ``validate``, ``init_server``, ``broadcast`` (or the prepare
+    exchange), ``client_update``, ``server_update`` and ``point``.
+    """
+
+    #: Whether a round starts with the prepare exchange.
+    has_prepare = False
+    #: Whether the server notifies the participants after aggregating.
+    has_finalize = False
+
+    @property
+    def name(self):
+        return type(self).__name__
+
+    # ------------------------------------------------------------------ set-up
+    def validate(self, problem):
+        """Raise a clear error if this algorithm cannot run on ``problem`` (before any work)."""
+
+    def init_server(self, problem, x0, ctx):
+        """The server state at round 0 from the initial point ``x0``."""
+        raise NotImplementedError
+
+    def init_clients(self, problem, x0):
+        """Persistent client states for all n clients: dict of arrays with leading axis n."""
+        return {}
+
+    # ------------------------------------------------------------------ prepare exchange
+    def prepare_message(self, problem, state, ctx):
+        raise NotImplementedError
+
+    def client_prepare(self, problem, idx, msg, cstate, ctx):
+        raise NotImplementedError
+
+    def server_prepare(self, problem, state, idx, upload, ctx):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ main exchange
+    def broadcast(self, problem, state, ctx):
+        """The message the server sends the round's recipients (dict of arrays)."""
+        raise NotImplementedError
+
+    def client_update(self, problem, idx, msg, cstate, memo, ctx):
+        """Local work of the participants: returns ``(upload, cstate, memo)``."""
+        raise NotImplementedError
+
+    def server_update(self, problem, state, idx, upload, ctx):
+        """Aggregate: returns ``(state, finalize_message_or_None)``."""
+        raise NotImplementedError
+
+    def client_finalize(self, problem, idx, msg, cstate, memo, ctx):
+        return cstate
+
+    # ------------------------------------------------------------------ points
+    def point(self, problem, state):
+        """The server's current model (where the per-round metrics are evaluated)."""
+        return state.x
+
+    def output(self, problem, state):
+        """The algorithm's output after the last round (default: the current model)."""
+        return self.point(problem, state)
+
+
+class _RetractionBased(FederatedAlgorithm):
+    """Shared parts of the algorithms that step with a retraction and aggregate by the
+    tangent-space mean or the Karcher mean (Li & Ma's RFedAvg, RFedProx, RFedSVRG)."""
+
+    _consensus_options = ("tangent", "karcher")
+
+    def _check_common(self):
+        object.__setattr__(self, "step", as_schedule(self.step, f"{self.name}: step"))
+        object.__setattr__(self, "local_steps",
+                           check_int(self.local_steps, f"{self.name}: local_steps", min_value=1))
+        check_choice(self.consensus, f"{self.name}: consensus", self._consensus_options)
+        object.__setattr__(self, "beta", check_positive(self.beta, f"{self.name}: beta"))
+        if self.consensus == "karcher" and self.beta != 1.0:
+            raise ValueError(f"{self.name}: beta={self.beta:g} applies to the tangent-space mean "
+                             f"only; the Karcher mean has no moving-average form (seed 001)")
+        object.__setattr__(self, "karcher_tol",
+                           check_positive(self.karcher_tol, f"{self.name}: karcher_tol"))
+
+    def _retraction(self, M):
+        return inverse_pair(M, self.retraction, self.name)
+
+    def _check_batch_size(self):
+        b = getattr(self, "batch_size", None)
+        if b is not None:
+            object.__setattr__(self, "batch_size",
+                               check_int(b, f"{self.name}: batch_size", min_value=1))
+
+    def _check_batch(self, problem):
+        b = getattr(self, "batch_size", None)
+        if b is None:
+            return
+        smallest = int(np.min(problem.sizes))
+        if b > smallest:
+            who = int(np.argmin(problem.sizes))
+            raise ValueError(f"{self.name}: batch_size={b} is larger than the data of client "
+                             f"{who} ({smallest} samples); use batch_size <= {smallest} or None "
+                             f"(full local gradients)")
+
+    def _batch(self, problem, ctx):
+        b = getattr(self, "batch_size", None)
+        if b is None:
+            return None
+        return ctx.rng.batches(np.asarray(problem.sizes)[ctx.idx], b)
+
+    def _aggregate(self, problem, x, idx, points):
+        """Consensus of the uploaded ``points`` (k, *shape) around the server point ``x``."""
+        M = problem.manifold
+        w = participant_weights(problem, idx)
+        method = self._retraction(M)
+        if self.consensus == "tangent":
+            return tangent_mean(M, x, points, weights=w, beta=self.beta, retraction=method)
+        return karcher_mean(M, points, x, weights=w, tol=self.karcher_tol,
+                            retraction=method).x

@@ -1,0 +1,132 @@
+"""RFedAvg and RFedProx (Li & Ma, seed 001, Algorithms 2 and 3).
+
+Local steps ``x <- R_x(-eta * d(x))`` from the server point ``x_t`` with
+
+* RFedAvg: ``d(x) = grad f_i(x)`` (full local gradient, or a mini-batch of ``batch_size``);
+* RFedProx: ``d(x) = grad f_i(x) - mu R_x^{-1}(x_t)``, the Riemannian gradient of
+  ``f_i(x) + mu/2 d^2(x, x_t)`` (seed 001, eq. 27-28: the prox subproblem solved inexactly by
+  ``local_steps`` gradient steps), with ``R^{-1}`` the exact inverse of the retraction in use
+  (Log where it exists).
+
+The server aggregates the last local iterates by the tangent-space mean (eq. 8, with
+``beta``) or the Karcher mean (eq. 7), weights ``w_i`` of the problem normalized over the
+participants. The retraction is the same for local steps and consensus (default: Exp/Log
+where they exist, Stiefel's polar pair), as in the paper's experiments.
+"""
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..federation._checks import check_nonnegative
+from .base import _RetractionBased, check_problem, stacked
+
+__all__ = ["RFedAvg", "RFedProx", "PointState"]
+
+
+@dataclass(frozen=True)
+class PointState:
+    """Server state of algorithms whose only server memory is the model ``x`` (M.shape)."""
+
+    x: np.ndarray
+
+
+class _LocalRetractionSteps(_RetractionBased):
+
+    def validate(self, problem):
+        M = check_problem(problem, self.name)
+        self._retraction(M)
+        self._check_batch(problem)
+
+    def init_server(self, problem, x0, ctx):
+        return PointState(x=np.array(x0))
+
+    def broadcast(self, problem, state, ctx):
+        return {"x": state.x}
+
+    def _direction(self, problem, idx, x, x_t, batch, method):
+        return problem.rgrad(idx, x, batch)
+
+    def client_update(self, problem, idx, msg, cstate, memo, ctx):
+        """``local_steps`` retraction steps for all k participants at once.
+
+        Returns the upload ``{"x": (k, *shape)}`` (the last local iterates).
+        """
+        M = problem.manifold
+        method = self._retraction(M)
+        eta = self.step(ctx.round)
+        x_t = msg["x"]
+        x = stacked(x_t, idx.size)
+        for _ in range(self.local_steps):
+            d = self._direction(problem, idx, x, x_t, self._batch(problem, ctx), method)
+            x = M.retr(x, -eta * d, method)
+        return {"x": x}, cstate, memo
+
+    def server_update(self, problem, state, idx, upload, ctx):
+        return replace(state, x=self._aggregate(problem, state.x, idx, upload["x"])), None
+
+
+@dataclass(frozen=True)
+class RFedAvg(_LocalRetractionSteps):
+    """Riemannian FedAvg (seed 001, Algorithm 2).
+
+    Parameters
+    ----------
+    step : float or Schedule
+        Local step size ``eta`` (> 0), fixed or a schedule of the round.
+    local_steps : int
+        Local steps ``tau`` per round (>= 1).
+    batch_size : int, optional
+        Mini-batch size (without replacement, redrawn every step); ``None`` for full local
+        gradients.
+    retraction : str, optional
+        A retraction of the manifold with an exact inverse (default: Exp/Log where they
+        exist, else the first such pair, e.g. Stiefel ``"polar"``).
+    consensus : {"tangent", "karcher"}
+        Server aggregation: tangent-space mean (eq. 8) or Karcher mean (eq. 7).
+    beta : float
+        Server step of the tangent-space mean (eq. 8's moving average; 1 = plain mean).
+    karcher_tol : float
+        Gradient-norm tolerance of the Karcher mean.
+    """
+
+    step: object
+    local_steps: int
+    batch_size: int = None
+    retraction: str = None
+    consensus: str = "tangent"
+    beta: float = 1.0
+    karcher_tol: float = 1e-6
+
+    def __post_init__(self):
+        self._check_common()
+        self._check_batch_size()
+
+
+@dataclass(frozen=True)
+class RFedProx(_LocalRetractionSteps):
+    """Riemannian FedProx (seed 001, Algorithm 3, with eq. 28's inexact local solver).
+
+    Parameters as :class:`RFedAvg`, plus ``mu`` (>= 0): the proximal weight; local direction
+    ``grad f_i(x) - mu R_x^{-1}(x_t)``. ``mu = 0`` is RFedAvg.
+    """
+
+    step: object
+    local_steps: int
+    mu: float
+    batch_size: int = None
+    retraction: str = None
+    consensus: str = "tangent"
+    beta: float = 1.0
+    karcher_tol: float = 1e-6
+
+    def __post_init__(self):
+        self._check_common()
+        self._check_batch_size()
+        object.__setattr__(self, "mu", check_nonnegative(self.mu, "RFedProx: mu"))
+
+    def _direction(self, problem, idx, x, x_t, batch, method):
+        g = problem.rgrad(idx, x, batch)
+        if self.mu == 0.0:
+            return g
+        return g - self.mu * problem.manifold.inv_retr(x, x_t, method)

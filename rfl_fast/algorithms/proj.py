@@ -1,0 +1,128 @@
+"""RFedProj: projection-based federated learning on compact submanifolds with client-drift
+correction (Zhang, Hu, So, Johansson, NeurIPS 2024; seed 000, Algorithm 1; SPEC.md section 3).
+
+Round ``r`` with server variable ``xhat_r`` (in the ambient space, not on M):
+
+* client ``i``: ``z_0 = zhat_0 = P_M(xhat_r)``; for ``t < tau``: ``g_t = grad f_i(z_t; B_t)``,
+  ``zhat_{t+1} = zhat_t - eta (g_t + c_i)``, ``z_{t+1} = P_M(zhat_{t+1})``; upload
+  ``zhat_tau``;
+* server: ``xhat_{r+1} = P_M(xhat_r) + eta_g (sum_i w_i zhat_tau^i - P_M(xhat_r))`` and sends
+  ``xhat_{r+1}`` to the participants (the paper's line 14 broadcast, counted as download);
+* client ``i`` (participants): ``c_i <- (P_M(xhat_r) - xhat_{r+1}) / (eta_g eta tau)
+  - (1/tau) sum_t g_t``. Clients that did not take part keep their ``c_i`` (``c_i = 0`` at the
+  start).
+
+Output ``P_M(xhat_{R+1})``; the per-round metrics are evaluated at ``P_M(xhat_r)``. The paper
+averages with ``1/n`` (full participation); here ``w_i`` are the problem's weights normalized
+over the participants (``1/k`` for uniform weighting). With ``tau = 1``, full batches and full
+participation the corrections make the iteration exactly projected gradient descent
+``y <- P_M(y - eta eta_g grad f(y))`` on ``y = P_M(xhat)`` (the poster's remark).
+``grad f_i(z; B)`` is the Riemannian gradient (the tangent projection of the Euclidean one).
+"""
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..federation._checks import check_int, check_positive, has_method
+from ..federation.schedules import as_schedule
+from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
+
+__all__ = ["RFedProj", "ProjState"]
+
+
+@dataclass(frozen=True)
+class ProjState:
+    """Server state of RFedProj: ``xhat`` (M.shape, ambient, generally off the manifold)."""
+
+    xhat: np.ndarray
+
+
+@dataclass(frozen=True)
+class RFedProj(FederatedAlgorithm):
+    """RFedProj (seed 000).
+
+    Parameters
+    ----------
+    step : float or Schedule
+        Local step ``eta`` (> 0).
+    local_steps : int
+        ``tau`` (>= 1).
+    step_global : float
+        Server step ``eta_g`` (> 0).
+    batch_size : int, optional
+        Mini-batch size ``b`` (without replacement, redrawn every local step); ``None`` for
+        full local gradients.
+    """
+
+    step: object
+    local_steps: int
+    step_global: float = 1.0
+    batch_size: int = None
+
+    has_finalize = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "step", as_schedule(self.step, "RFedProj: step"))
+        object.__setattr__(self, "local_steps",
+                           check_int(self.local_steps, "RFedProj: local_steps", min_value=1))
+        object.__setattr__(self, "step_global",
+                           check_positive(self.step_global, "RFedProj: step_global"))
+        if self.batch_size is not None:
+            object.__setattr__(self, "batch_size",
+                               check_int(self.batch_size, "RFedProj: batch_size", min_value=1))
+
+    def validate(self, problem):
+        M = check_problem(problem, self.name)
+        if not has_method(M, "project"):
+            raise ValueError(f"RFedProj: manifold {M!r} provides no nearest-point projection "
+                             f"`project` (P_M), which RFedProj needs; it runs on compact "
+                             f"embedded manifolds such as Sphere and Stiefel (and Euclidean)")
+        if self.batch_size is not None and self.batch_size > int(np.min(problem.sizes)):
+            who = int(np.argmin(problem.sizes))
+            raise ValueError(f"RFedProj: batch_size={self.batch_size} is larger than the data "
+                             f"of client {who} ({int(np.min(problem.sizes))} samples)")
+
+    def init_server(self, problem, x0, ctx):
+        return ProjState(xhat=np.array(x0))
+
+    def init_clients(self, problem, x0):
+        return {"c": np.zeros((problem.n_clients,) + problem.manifold.shape)}
+
+    def broadcast(self, problem, state, ctx):
+        return {"xhat": state.xhat}
+
+    def client_update(self, problem, idx, msg, cstate, memo, ctx):
+        """Local projected steps with correction ``c``; upload ``{"zhat": (k, *shape)}``."""
+        M = problem.manifold
+        eta = self.step(ctx.round)
+        p = M.project(msg["xhat"])
+        c = cstate["c"]
+        zhat = stacked(p, idx.size)
+        z = zhat
+        gsum = 0.0
+        for _ in range(self.local_steps):
+            batch = None
+            if self.batch_size is not None:
+                batch = ctx.rng.batches(np.asarray(problem.sizes)[idx], self.batch_size)
+            g = problem.rgrad(idx, z, batch)
+            zhat = zhat - eta * (g + c)
+            z = M.project(zhat)
+            gsum = gsum + g
+        return {"zhat": zhat}, cstate, {"p": p, "gsum": gsum, "eta": eta}
+
+    def server_update(self, problem, state, idx, upload, ctx):
+        p = problem.manifold.project(state.xhat)
+        mean = np.tensordot(participant_weights(problem, idx), upload["zhat"], axes=1)
+        xhat = p + self.step_global * (mean - p)
+        return replace(state, xhat=xhat), {"xhat": xhat}
+
+    def client_finalize(self, problem, idx, msg, cstate, memo, ctx):
+        """Drift correction ``c_i`` from ``xhat_{r+1}`` and the round's gradient sum."""
+        tau = self.local_steps
+        c = ((memo["p"] - msg["xhat"]) / (self.step_global * memo["eta"] * tau)
+             - memo["gsum"] / tau)
+        return {**cstate, "c": c}
+
+    def point(self, problem, state):
+        return problem.manifold.project(state.xhat)

@@ -1,0 +1,160 @@
+"""RFedSVRG (Li & Ma, seed 001, Algorithm 1).
+
+Round ``t``:
+
+1. *Prepare exchange.* The server sends ``x_t``; each participant returns its full local
+   gradient ``grad f_i(x_t)``; the server forms ``g_t = sum_{i in S_t} w_i grad f_i(x_t)``
+   (weights normalized over the participants; with full participation ``g_t = grad f(x_t)``)
+   and sends it back. Both directions are counted as communication.
+2. *Local steps* (eq. 9), for ``l = 0 .. tau-1``:
+   ``x <- R_x(-eta [grad f_i(x) - T_{x_t -> x}(grad f_i(x_t) - g_t)])``. At ``l = 0`` the
+   direction is exactly ``g_t`` (no gradient is evaluated).
+   Client output option 1: the last iterate ``x_tau``; option 2: ``x_l`` with ``l`` drawn
+   uniformly from ``{1, .., tau}`` (from the client's own stream).
+3. *Aggregation* by the tangent-space mean (eq. 8, ``beta``) or the Karcher mean (eq. 7).
+
+Global output option 1: ``x_T``; option 2: ``x_s`` with ``s`` uniform in ``{1, .., T}``, drawn
+from the server stream when the run starts. The paper writes Exp, Log and parallel transport;
+here ``R``, ``R^{-1}`` are a retraction and its exact inverse (Exp/Log where they exist,
+Stiefel's polar pair otherwise, as the paper's experiments do) and ``T`` the manifold's
+default transport (parallel on Sphere/SPD/Lorentz, projection on Stiefel) unless
+``transport`` names another.
+"""
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..federation._checks import check_choice, has_method
+from .base import _RetractionBased, check_problem, participant_weights, stacked
+
+__all__ = ["RFedSVRG", "SVRGState"]
+
+
+@dataclass(frozen=True)
+class SVRGState:
+    """Server state of RFedSVRG.
+
+    Attributes
+    ----------
+    x : ndarray, M.shape
+        The server point ``x_t``.
+    g : ndarray or None, M.shape
+        ``g_t`` of the current round once gathered (``None`` before the first round).
+    pick : int
+        Global option 2: the round ``s`` whose point is the output (0 for option 1).
+    x_out : ndarray or None
+        Global option 2: ``x_s`` once reached.
+    """
+
+    x: np.ndarray
+    g: np.ndarray = None
+    pick: int = 0
+    x_out: np.ndarray = None
+
+
+@dataclass(frozen=True)
+class RFedSVRG(_RetractionBased):
+    """Riemannian federated SVRG (seed 001, Algorithm 1).
+
+    Parameters
+    ----------
+    step : float or Schedule
+        Local step size ``eta`` (> 0).
+    local_steps : int
+        ``tau`` (>= 1).
+    client_option : {1, 2}
+        Client output: last local iterate (1) or a uniformly drawn one (2).
+    global_option : {1, 2}
+        Algorithm output: last server point (1) or a uniformly drawn one (2).
+    retraction : str, optional
+        Retraction with an exact inverse (default: Exp/Log where they exist).
+    transport : str, optional
+        Vector transport name (default: the manifold's first, see module docstring).
+    consensus : {"tangent", "karcher"}
+    beta : float
+        Server step of the tangent-space mean.
+    karcher_tol : float
+    """
+
+    step: object
+    local_steps: int
+    client_option: int = 1
+    global_option: int = 1
+    retraction: str = None
+    transport: str = None
+    consensus: str = "tangent"
+    beta: float = 1.0
+    karcher_tol: float = 1e-6
+
+    has_prepare = True
+
+    def __post_init__(self):
+        self._check_common()
+        check_choice(self.client_option, "RFedSVRG: client_option", (1, 2))
+        check_choice(self.global_option, "RFedSVRG: global_option", (1, 2))
+
+    def validate(self, problem):
+        M = check_problem(problem, self.name)
+        self._retraction(M)
+        self._transport(M)
+
+    def _transport(self, M):
+        if not has_method(M, "transport") or not M.transports:
+            raise ValueError(f"{self.name}: manifold {M!r} provides no vector transport "
+                             f"(`transport`), which the variance correction needs")
+        if self.transport is None:
+            return M.transports[0]
+        if self.transport not in M.transports:
+            raise ValueError(f"{self.name}: manifold {M!r} has no transport {self.transport!r}; "
+                             f"available: {M.transports}")
+        return self.transport
+
+    # ------------------------------------------------------------------ server
+    def init_server(self, problem, x0, ctx):
+        pick = int(ctx.rng.integers(1, ctx.rounds + 1)) if self.global_option == 2 else 0
+        return SVRGState(x=np.array(x0), pick=pick, x_out=np.array(x0) if pick else None)
+
+    def prepare_message(self, problem, state, ctx):
+        return {"x": state.x}
+
+    def server_prepare(self, problem, state, idx, upload, ctx):
+        g = np.tensordot(participant_weights(problem, idx), upload["grad"], axes=1)
+        return replace(state, g=g), {"g": g}
+
+    def server_update(self, problem, state, idx, upload, ctx):
+        x = self._aggregate(problem, state.x, idx, upload["x"])
+        x_out = x if ctx.round + 1 == state.pick else state.x_out
+        return replace(state, x=x, x_out=x_out), None
+
+    def output(self, problem, state):
+        return state.x_out if self.global_option == 2 else state.x
+
+    # ------------------------------------------------------------------ clients
+    def client_prepare(self, problem, idx, msg, cstate, ctx):
+        """Full local gradients at ``x_t``: upload ``{"grad": (k, *shape)}``."""
+        x_t = msg["x"]
+        grad = problem.rgrad(idx, stacked(x_t, idx.size))
+        return {"grad": grad}, cstate, {"x": x_t, "grad": grad}
+
+    def client_update(self, problem, idx, msg, cstate, memo, ctx):
+        """Variance-reduced local steps (eq. 9); upload ``{"x": (k, *shape)}``."""
+        M = problem.manifold
+        method, transport = self._retraction(M), self._transport(M)
+        eta = self.step(ctx.round)
+        x_t, g = memo["x"], msg["g"]
+        diff = memo["grad"] - g                      # grad f_i(x_t) - g_t, tangent at x_t
+        k = idx.size
+        if self.client_option == 2:
+            pick = ctx.rng.integers(1, self.local_steps + 1)        # l_j in {1..tau}
+            out = np.empty((k,) + M.shape)
+        x = M.retr(x_t, stacked(-eta * g, k), method)        # l = 0: the direction is g_t
+        for step in range(1, self.local_steps + 1):
+            if self.client_option == 2:
+                hit = pick == step
+                out[hit] = x[hit]
+            if step == self.local_steps:
+                break
+            d = problem.rgrad(idx, x) - M.transport(x_t, x, diff, transport)
+            x = M.retr(x, -eta * d, method)
+        return {"x": out if self.client_option == 2 else x}, cstate, memo

@@ -1,0 +1,158 @@
+"""Random streams and the per-round contexts handed to an algorithm's client and server steps.
+
+All randomness of a run derives from one seed through ``numpy.random.SeedSequence`` spawn keys,
+so that any party can rebuild its own stream from the seed alone (a Flower client needs only
+``(seed, round, client id)``):
+
+=================================  ==========================================================
+spawn key                          used for
+=================================  ==========================================================
+``(0,)``                           participation (which clients take part in each round)
+``(1,)``                           the server's own draws (e.g. RFedSVRG's global option 2)
+``(2,)``                           the default initial point ``x0``
+``(3, t, i)``                      client ``i`` in round ``t`` (mini-batches, option-2 draws,
+                                   privacy noise)
+=================================  ==========================================================
+
+``SeedSequence(seed, spawn_key=key)`` is exactly the child that ``SeedSequence(seed).spawn``
+(repeated along ``key``) returns. Because a client's stream depends only on ``(seed, t, i)``,
+its draws do not depend on which other clients take part or on the order of the batch.
+"""
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["STREAM_PARTICIPATION", "STREAM_SERVER", "STREAM_INIT", "STREAM_CLIENTS",
+           "resolve_seed", "stream", "client_rng", "ClientRandom", "ClientContext",
+           "ServerContext"]
+
+STREAM_PARTICIPATION = 0
+STREAM_SERVER = 1
+STREAM_INIT = 2
+STREAM_CLIENTS = 3
+
+
+def resolve_seed(seed):
+    """The integer entropy of a run: ``seed`` itself, or fresh OS entropy for ``None``.
+
+    Returned so that a run started with ``seed=None`` can be repeated exactly.
+    """
+    if seed is None:
+        return int(np.random.SeedSequence().entropy)
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed: expected None or an int >= 0, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed: expected an int >= 0, got {seed}")
+    return int(seed)
+
+
+def stream(seed, *key):
+    """The generator of spawn key ``key`` under the root ``seed`` (an int >= 0)."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def client_rng(seed, t, i):
+    """Client ``i``'s generator for round ``t`` (spawn key ``(3, t, i)``)."""
+    return stream(seed, STREAM_CLIENTS, int(t), int(i))
+
+
+class ClientRandom:
+    """The generators of the participating clients of one round, created lazily.
+
+    Every method draws client by client (row ``j`` from client ``idx[j]``'s own stream) and
+    stacks the rows, so a batched run and a run of one client at a time (a Flower client) draw
+    the same numbers.
+
+    Parameters
+    ----------
+    seed : int
+        Root seed of the run.
+    t : int
+        Round index.
+    idx : ndarray of int, shape (k,)
+        Participating clients.
+    """
+
+    def __init__(self, seed, t, idx):
+        self.seed, self.t = int(seed), int(t)
+        self.idx = np.asarray(idx, dtype=np.int64)
+        self._gens = [None] * self.idx.size
+
+    def generator(self, j):
+        """Generator of the ``j``-th participant (client ``idx[j]``)."""
+        g = self._gens[j]
+        if g is None:
+            g = self._gens[j] = client_rng(self.seed, self.t, self.idx[j])
+        return g
+
+    def batches(self, sizes, b):
+        """Sample indices without replacement: row ``j`` has ``b`` of ``range(sizes[j])``.
+
+        Returns ndarray of int64, shape (k, b).
+        """
+        out = np.empty((self.idx.size, int(b)), dtype=np.int64)
+        for j, m in enumerate(np.asarray(sizes)):
+            out[j] = self.generator(j).choice(int(m), int(b), replace=False)
+        return out
+
+    def integers(self, low, high):
+        """One integer in ``[low, high)`` per client: shape (k,)."""
+        return np.array([self.generator(j).integers(low, high) for j in range(self.idx.size)],
+                        dtype=np.int64)
+
+    def random(self):
+        """One uniform in ``[0, 1)`` per client: shape (k,)."""
+        return np.array([self.generator(j).random() for j in range(self.idx.size)])
+
+    def standard_normal(self, shape):
+        """Standard normal draws: shape (k, *shape)."""
+        shape = tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
+        out = np.empty((self.idx.size,) + shape)
+        for j in range(self.idx.size):
+            out[j] = self.generator(j).standard_normal(shape)
+        return out
+
+
+@dataclass(frozen=True)
+class ClientContext:
+    """What the clients of one round know besides the server's message.
+
+    Attributes
+    ----------
+    round : int
+        Round index ``t`` (0-based).
+    idx : ndarray of int, shape (k,)
+        The participating clients, in batch order.
+    rng : ClientRandom
+        Per-client random streams of this round.
+    """
+
+    round: int
+    idx: np.ndarray
+    rng: ClientRandom = field(repr=False)
+
+    @classmethod
+    def create(cls, seed, t, idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        return cls(int(t), idx, ClientRandom(seed, t, idx))
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    """What the server knows in round ``t``.
+
+    Attributes
+    ----------
+    round : int
+        Round index ``t`` (0-based); the update produces ``x_{t+1}``.
+    rounds : int
+        Total number of rounds of the run.
+    rng : numpy.random.Generator
+        The server's stream (spawn key ``(1,)``), advanced across rounds.
+    """
+
+    round: int
+    rounds: int
+    rng: np.random.Generator = field(repr=False)

@@ -1,0 +1,267 @@
+"""The federated round loop: :func:`run` orchestrates an algorithm over a problem.
+
+The engine holds no algorithm logic. Per round ``t`` it
+
+1. draws the participants ``S_t`` (participation stream);
+2. runs the algorithm's exchanges (see :mod:`rfl_fast.algorithms.base`): server message ->
+   batched client work over all of ``S_t`` -> uploads -> server aggregation (and the
+   optional prepare and finalize exchanges);
+3. keeps the clients' persistent states (rows of the participants are replaced, the others
+   kept);
+4. accounts for communication (floats and bytes of every message times its recipients, every
+   upload), CPU and wall time, and records the problem's metrics at the server's model.
+
+Rounds where nobody takes part (``Bernoulli`` participation) keep the server state unchanged;
+their row records the broadcast that went unanswered and ``n_participants = 0``.
+"""
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._checks import check_int, check_point_arg
+from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
+                      ServerContext, resolve_seed, stream)
+from .history import BASE_COLUMNS, History
+from .participation import Full, as_participation
+
+__all__ = ["run", "Result"]
+
+
+@dataclass(frozen=True)
+class Result:
+    """Outcome of :func:`run`.
+
+    Attributes
+    ----------
+    x : ndarray, M.shape
+        The algorithm's output after the last round (e.g. ``P_M(xhat_{R+1})`` for RFedProj,
+        a uniformly drawn iterate for RFedSVRG's global option 2).
+    history : History
+        Per-round metrics and accounting (row 0: the initial point).
+    algorithm : FederatedAlgorithm
+        The algorithm (its hyperparameters).
+    seed : int
+        The root seed; ``run(..., seed=result.seed)`` repeats the run bit for bit.
+    rounds : int
+        Rounds run (fewer than requested if the callback stopped the run).
+    participation : Participation
+    x0 : ndarray, M.shape
+        The initial point.
+    state : object
+        The final server state.
+    client_state : dict of str to ndarray
+        The final persistent client states (leading axis n).
+    """
+
+    x: np.ndarray
+    history: History
+    algorithm: object
+    seed: int
+    rounds: int
+    participation: object
+    x0: np.ndarray
+    state: object
+    client_state: dict
+
+
+def _size(msg):
+    """(floats, bytes) held by a message or upload (dict of arrays)."""
+    if not msg:
+        return 0, 0
+    arrs = [np.asarray(a) for a in msg.values()]
+    return sum(a.size for a in arrs), sum(a.nbytes for a in arrs)
+
+
+class _Metrics:
+    """Calls ``problem.metrics``; a problem without a known solution gets ``grad_norm`` only."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        self.full = True
+        self.note = None
+
+    def __call__(self, x):
+        if self.full:
+            try:
+                return dict(self.problem.metrics(x))
+            except NotImplementedError as exc:  # e.g. no `solution()`: keep the gradient norm
+                self.full = False
+                self.note = f"problem.metrics unavailable ({type(exc).__name__}: {exc})"
+        M = self.problem.manifold
+        return {"grad_norm": float(M.norm(x, self.problem.grad(x)))}
+
+
+def _check_rounds(rounds):
+    return check_int(rounds, "rounds", min_value=0)
+
+
+def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metrics=True,
+        metrics_every=1, callback=None):
+    """Run ``algorithm`` on ``problem`` for ``rounds`` communication rounds.
+
+    Parameters
+    ----------
+    problem : Problem
+        The federated objective (its ``manifold``, clients, gradients and metrics).
+    algorithm : FederatedAlgorithm
+        E.g. ``RFedAvg(step=0.1, local_steps=5)``.
+    rounds : int
+        Number of communication rounds (>= 0).
+    participation : Participation
+        ``Full()`` (default), ``Uniform(k)`` or ``Bernoulli(p)``.
+    x0 : ndarray, M.shape, optional
+        Initial server point (checked: shape and on the manifold); default a random point
+        from the seed's init stream.
+    seed : int or None
+        Root of all randomness (participation, server draws, mini-batches, ``x0``); the same
+        seed gives bit-identical histories (except the timing columns) and iterates. ``None``
+        draws fresh entropy, reported as ``Result.seed``.
+    metrics : bool
+        Record ``problem.metrics`` (grad norm, f - f*, distance, angle, ...) of the server's
+        model every ``metrics_every`` rounds, at round 0 and at the last round; NaN elsewhere.
+        Their cost is timed separately (``wall_metrics``), not in the round's times.
+    metrics_every : int
+        Spacing of metric rows (>= 1).
+    callback : callable, optional
+        ``callback(t, x, row)`` after round ``t`` (1-based) with the server's model ``x`` and
+        the round's row (dict); returning ``True`` stops the run.
+
+    Returns
+    -------
+    Result
+
+    Notes
+    -----
+    Accounting per round (columns of ``Result.history``):
+
+    * ``floats_down``/``bytes_down``: every server message times its recipients (the first
+      broadcast of a round reaches all ``n`` clients under ``Bernoulli`` participation, the
+      participants otherwise); ``floats_up``/``bytes_up``: every upload of every participant.
+    * ``cpu_server``: process CPU time of the server's functions (message, aggregation).
+    * ``cpu_clients_max``: the papers' "max over agents" CPU time. The participants run as one
+      batched computation over the client axis, so this is the CPU time of the batched client
+      work divided by the number of participants k: the per-client cost when clients cost
+      alike (all the built-in problems with equal client sizes); with unequal client sizes it
+      is the mean, a lower bound of the max. "CPU time = server + max agent" is
+      ``cpu_server + cpu_clients_max``.
+    * ``wall``: wall time of the round (excluding metrics); ``wall_metrics``: of the metrics.
+
+    CPU times are ``time.process_time`` (all threads of the process, so multi-threaded BLAS
+    counts every thread).
+    """
+    # ---------------------------------------------------------------- checks, before any work
+    if not hasattr(algorithm, "client_update") or not hasattr(algorithm, "server_update"):
+        raise TypeError(f"algorithm: expected a federated algorithm (e.g. RFedAvg(...)), "
+                        f"got {type(algorithm).__name__}")
+    M = getattr(problem, "manifold", None)
+    if M is None or not hasattr(problem, "n_clients"):
+        raise TypeError(f"problem: expected a rfl_fast Problem, got {type(problem).__name__}")
+    rounds = _check_rounds(rounds)
+    participation = as_participation(participation)
+    n = int(problem.n_clients)
+    participation.validate(n)
+    algorithm.validate(problem)
+    metrics_every = check_int(metrics_every, "metrics_every", min_value=1)
+    if callback is not None and not callable(callback):
+        raise TypeError("callback: expected a callable callback(t, x, row)")
+    seed = resolve_seed(seed)
+    if x0 is None:
+        x0 = M.random_point(rng=stream(seed, STREAM_INIT))
+    x0 = check_point_arg(M, x0, "x0")
+
+    # ---------------------------------------------------------------- set-up
+    prng = stream(seed, STREAM_PARTICIPATION)
+    srng = stream(seed, STREAM_SERVER)
+    state = algorithm.init_server(problem, x0, ServerContext(0, rounds, srng))
+    cstore = {k: np.array(v) for k, v in algorithm.init_clients(problem, x0).items()}
+    measure = _Metrics(problem) if metrics else None
+
+    def metric_row(t, st):
+        if measure is None or not (t % metrics_every == 0 or t == rounds):
+            return {}
+        w0 = time.perf_counter()
+        row = measure(algorithm.point(problem, st))
+        row["wall_metrics"] = time.perf_counter() - w0
+        return row
+
+    first = metric_row(0, state)
+    extra = [c for c in first if c not in BASE_COLUMNS]
+    hist = History._building(BASE_COLUMNS + tuple(extra),
+                             meta={"algorithm": repr(algorithm),
+                                   "participation": repr(participation),
+                                   "problem": type(problem).__name__, "manifold": repr(M),
+                                   "n_clients": n, "seed": seed, "rounds": rounds,
+                                   "metrics_every": metrics_every})
+    hist._append({"round": 0, "cpu_server": 0.0, "cpu_clients_max": 0.0, "wall": 0.0, **first})
+
+    # ---------------------------------------------------------------- rounds
+    done = rounds
+    for t in range(rounds):
+        w0 = time.perf_counter()
+        idx = participation.sample(prng, n)
+        k = int(idx.size)
+        sctx = ServerContext(t, rounds, srng)
+        acc = {"round": t + 1, "n_participants": k, "cpu_server": 0.0, "cpu_clients_max": 0.0,
+               "floats_up": 0, "floats_down": 0, "bytes_up": 0, "bytes_down": 0}
+        recipients = participation.recipients(n, k)
+
+        def down(msg, count):
+            fl, by = _size(msg)
+            acc["floats_down"] += fl * count
+            acc["bytes_down"] += by * count
+
+        def up(msg):
+            fl, by = _size(msg)
+            acc["floats_up"] += fl
+            acc["bytes_up"] += by
+
+        cpu_s = cpu_c = 0.0
+        c0 = time.process_time()
+        msg = (algorithm.prepare_message(problem, state, sctx) if algorithm.has_prepare
+               else algorithm.broadcast(problem, state, sctx))
+        cpu_s += time.process_time() - c0
+        down(msg, recipients)
+        if k > 0:
+            cctx = ClientContext.create(seed, t, idx)
+            rows = {name: arr[idx] for name, arr in cstore.items()}
+            memo = None
+            if algorithm.has_prepare:
+                c0 = time.process_time()
+                upl, rows, memo = algorithm.client_prepare(problem, idx, msg, rows, cctx)
+                cpu_c += time.process_time() - c0
+                up(upl)
+                c0 = time.process_time()
+                state, msg = algorithm.server_prepare(problem, state, idx, upl, sctx)
+                cpu_s += time.process_time() - c0
+                down(msg, k)
+            c0 = time.process_time()
+            upl, rows, memo = algorithm.client_update(problem, idx, msg, rows, memo, cctx)
+            cpu_c += time.process_time() - c0
+            up(upl)
+            c0 = time.process_time()
+            state, fmsg = algorithm.server_update(problem, state, idx, upl, sctx)
+            cpu_s += time.process_time() - c0
+            if algorithm.has_finalize and fmsg is not None:
+                down(fmsg, k)
+                c0 = time.process_time()
+                rows = algorithm.client_finalize(problem, idx, fmsg, rows, memo, cctx)
+                cpu_c += time.process_time() - c0
+            for name, arr in rows.items():
+                cstore[name][idx] = arr
+            cpu_c /= k
+        acc["cpu_server"], acc["cpu_clients_max"] = cpu_s, cpu_c
+        acc["wall"] = time.perf_counter() - w0
+        row = {**acc, **metric_row(t + 1, state)}
+        hist._append(row)
+        if callback is not None and callback(t + 1, algorithm.point(problem, state), row) is True:
+            done = t + 1
+            break
+
+    hist.meta["rounds"] = done
+    if measure is not None and measure.note:
+        hist.meta["metrics_note"] = measure.note
+    return Result(x=algorithm.output(problem, state), history=hist._freeze(),
+                  algorithm=algorithm, seed=seed, rounds=done, participation=participation,
+                  x0=x0, state=state, client_state=cstore)
