@@ -3,9 +3,15 @@
 Client computations are batched over the client axis: a call takes client ids ``idx`` of
 shape (k,) and one point per client ``x`` of shape (k, *manifold.shape), so an algorithm can
 advance all participating clients of a round with one call per local step.
+
+Per-sample quantities (``sample_rgrads``, ``sample_rgrad_norms``, ``weighted_rgrad``) are for
+one client ``i`` at one point ``x`` (*shape); they serve the privacy module (per-sample
+clipping) and the tests.
 """
 
 import numpy as np
+
+from ._clients import check_sample_index
 
 __all__ = ["Problem"]
 
@@ -15,12 +21,23 @@ class Problem:
 
     Subclasses set ``manifold``, ``sizes`` (samples per client, shape (n,)) and implement
     ``loss`` and ``egrad`` (and ``rgrad`` when a closed form beats ``egrad2rgrad``), plus
-    ``solution``.
+    ``sample_rgrads`` and ``solution``. Everything else has a default built on those.
 
     Parameters
     ----------
-    weighting : {"uniform", "samples"}
-        Client weights ``w_i = 1/n`` (default) or ``w_i = m_i / sum_j m_j``.
+    sizes : array_like of int, shape (n,)
+        Samples per client, every entry >= 1.
+    weighting : {"uniform", "samples"} or array_like, shape (n,)
+        Client weights ``w_i = 1/n`` (default), ``w_i = m_i / sum_j m_j`` (seed 002's
+        ``p_i = N_i / sum N_j``), or explicit non-negative weights (normalized to sum one).
+
+    Attributes
+    ----------
+    manifold : Manifold
+    sizes : ndarray of int64, shape (n,)
+    weights : ndarray, shape (n,)
+        Client weights ``w_i``, summing to one.
+    weighting : str
     """
 
     manifold = None
@@ -30,24 +47,86 @@ class Problem:
         if self.sizes.ndim != 1 or self.sizes.size == 0 or (self.sizes < 1).any():
             raise ValueError(f"client data: every client needs at least one sample; "
                              f"sizes were {self.sizes.tolist()}")
-        if weighting == "uniform":
+        if isinstance(weighting, str) and weighting == "uniform":
             self.weights = np.full(self.sizes.size, 1.0 / self.sizes.size)
-        elif weighting == "samples":
+        elif isinstance(weighting, str) and weighting == "samples":
             self.weights = self.sizes / self.sizes.sum()
+        elif isinstance(weighting, str):
+            raise ValueError(f"weighting: expected 'uniform', 'samples' or an array of client "
+                             f"weights, got {weighting!r}")
         else:
-            raise ValueError(f"weighting: expected 'uniform' or 'samples', got {weighting!r}")
+            w = np.asarray(weighting, dtype=np.float64)
+            if w.shape != self.sizes.shape or not np.isfinite(w).all() or (w < 0).any() \
+                    or w.sum() <= 0:
+                raise ValueError(f"weighting: expected {self.sizes.size} non-negative client "
+                                 f"weights with a positive sum, got {np.asarray(weighting)}")
+            self.weights = w / w.sum()
+            weighting = "custom"
         self.weighting = weighting
         self._solution = None
+        self._f_star = None
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({self.manifold!r}, n_clients={self.n_clients}, "
+                f"samples={int(self.sizes.sum())}, weighting={self.weighting!r})")
 
     @property
     def n_clients(self):
         return int(self.sizes.size)
 
+    @property
+    def shape(self):
+        """Shape of one point, ``manifold.shape``."""
+        return self.manifold.shape
+
+    # ---------------------------------------------------------------- argument checks
+
     def _clients(self, idx):
-        idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
+        idx = np.atleast_1d(np.asarray(idx))
+        if idx.dtype.kind not in "iu":
+            raise TypeError(f"idx: expected integer client ids, got dtype {idx.dtype}")
+        idx = idx.astype(np.int64, copy=False)
         if idx.ndim != 1 or (idx < 0).any() or (idx >= self.n_clients).any():
             raise ValueError(f"idx: expected client ids in [0, {self.n_clients}), got {idx}")
         return idx
+
+    def _client(self, i):
+        """One client id ``i`` as an int."""
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"i: expected one integer client id, got {type(i).__name__}")
+        if not 0 <= int(i) < self.n_clients:
+            raise ValueError(f"i: expected a client id in [0, {self.n_clients}), got {i}")
+        return int(i)
+
+    def _points(self, idx, x, name="x"):
+        """``x`` as a float64 array of shape (k, *shape) matching ``idx`` (k,)."""
+        x = np.asarray(x, dtype=np.float64)
+        want = (idx.size,) + self.shape
+        if x.shape != want:
+            raise ValueError(f"{name}: expected shape {want} (one point per client id), "
+                             f"got {x.shape}")
+        return x
+
+    def _point(self, x, name="x"):
+        """One point ``x`` (*shape) as a float64 array."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != self.shape:
+            raise ValueError(f"{name}: expected shape {self.shape}, got {x.shape}")
+        return x
+
+    def _batch(self, idx, batch):
+        """Sample indices (k, b) checked against the sizes of clients ``idx``."""
+        return check_sample_index(batch, self.sizes[idx])
+
+    def _sample_subset(self, i, batch):
+        """Local sample indices of client ``i``: all (``batch=None``) or the given 1-d set."""
+        if batch is None:
+            return None
+        b = np.asarray(batch)
+        if b.ndim != 1:
+            raise ValueError(f"batch: expected 1-d sample indices of client {i}, "
+                             f"got shape {b.shape}")
+        return check_sample_index(b[None, :], self.sizes[[i]])[0]
 
     # ---------------------------------------------------------------- per client, batched
 
@@ -71,6 +150,65 @@ class Problem:
         """
         raise NotImplementedError
 
+    def sample_rgrad_norms(self, i, x, batch=None):
+        """Riemannian norms ``|grad f_ij(x)|_x`` of client ``i``'s per-sample gradients.
+
+        Parameters
+        ----------
+        i : int
+        x : ndarray, shape (*shape)
+        batch : array_like of int, shape (b,), optional
+            Local sample indices; all ``m_i`` samples when omitted.
+
+        Returns
+        -------
+        ndarray, shape (m_i,) or (b,)
+
+        Subclasses override this with closed forms; the default materializes
+        ``sample_rgrads``.
+        """
+        i = self._client(i)
+        sel = self._sample_subset(i, batch)
+        g = self.sample_rgrads(i, x)
+        if sel is not None:
+            g = g[sel]
+        xs = np.broadcast_to(self._point(x), g.shape)
+        return np.asarray(self.manifold.norm(xs, g), dtype=np.float64)
+
+    def weighted_rgrad(self, i, x, coef, batch=None):
+        """``sum_j coef_j grad f_ij(x)`` over client ``i``'s samples (or ``batch``).
+
+        The fused form of a clipped mini-batch gradient: with ``coef_j = min(1, tau /
+        |grad f_ij|) / b`` it is the mean of the clipped per-sample gradients.
+
+        Parameters
+        ----------
+        i : int
+        x : ndarray, shape (*shape)
+        coef : array_like, shape (m_i,) or (b,)
+        batch : array_like of int, shape (b,), optional
+
+        Returns
+        -------
+        ndarray, shape (*shape)
+            A tangent vector at ``x``.
+        """
+        i = self._client(i)
+        sel = self._sample_subset(i, batch)
+        g = self.sample_rgrads(i, x)
+        if sel is not None:
+            g = g[sel]
+        coef = self._coef(coef, g.shape[0])
+        return np.tensordot(coef, g, axes=1)
+
+    @staticmethod
+    def _coef(coef, count):
+        coef = np.asarray(coef, dtype=np.float64)
+        if coef.shape != (count,):
+            raise ValueError(f"coef: expected shape ({count},) (one weight per sample), "
+                             f"got {coef.shape}")
+        return coef
+
     # ---------------------------------------------------------------- global
 
     def f(self, x):
@@ -91,11 +229,34 @@ class Problem:
         raise NotImplementedError
 
     def f_star(self):
-        return self.f(self.solution())
+        """``f(x*)`` (cached)."""
+        if self._f_star is None:
+            self._f_star = self.f(self.solution())
+        return self._f_star
+
+    def grad_norm(self, x):
+        """``|grad f(x)|_x`` at one point ``x`` (*shape) -> float."""
+        x = self._point(x)
+        return float(self.manifold.norm(x, self.grad(x)))
+
+    def dist_to_solution(self, x):
+        """Distance from ``x`` to the solution set (geodesic distance to ``x*`` by default;
+        subclasses account for symmetries such as ``x* ~ -x*``)."""
+        return float(self.manifold.dist(self._point(x), self.solution()))
+
+    def feasibility(self, x):
+        """Distance of ``x`` from the manifold constraint (0 where it does not apply)."""
+        return 0.0
 
     def metrics(self, x):
-        """Per-iterate metrics: ``grad_norm``, ``f_gap``, ``dist`` (to ``x*``) and, where
-        they apply, ``angle`` (sum of principal angles) and ``feasibility``."""
-        M = self.manifold
-        out = {"grad_norm": float(M.norm(x, self.grad(x))), "f_gap": self.f(x) - self.f_star()}
-        return out
+        """Per-iterate metrics at one point ``x`` (*shape) as a dict of floats.
+
+        Keys: ``grad_norm`` (``|grad f(x)|_x``), ``f_gap`` (``f(x) - f*``), ``dist``
+        (``dist_to_solution``), ``feasibility`` and, where they apply, ``angle`` (sum of
+        principal angles to ``x*``).
+        """
+        x = self._point(x)
+        return {"grad_norm": self.grad_norm(x),
+                "f_gap": float(self.f(x) - self.f_star()),
+                "dist": self.dist_to_solution(x),
+                "feasibility": float(self.feasibility(x))}

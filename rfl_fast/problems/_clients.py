@@ -1,0 +1,160 @@
+"""Client data as one contiguous array plus offsets (private helpers of the problems).
+
+Every problem keeps its samples as ``flat`` (M, *sample_shape), C-contiguous float64, with
+client ``i`` owning rows ``flat[offsets[i]:offsets[i+1]]``. These helpers turn the accepted
+inputs into that layout and build the index arrays of the batched (segment) computations.
+"""
+
+import numpy as np
+
+__all__ = ["pack_clients", "segments", "batch_rows", "check_sample_index"]
+
+
+def _client_data_parts(data):
+    """``(flat, offsets)`` of a ``rfl_fast.data.ClientData``-like object, else ``None``.
+
+    Duck-typed so that this module does not import ``rfl_fast.data``: any object with an
+    ``offsets`` array and one data array (``data``, ``X``, ``x``, ``samples`` or ``values``).
+    """
+    offsets = getattr(data, "offsets", None)
+    if offsets is None or isinstance(data, np.ndarray):
+        return None
+    for attr in ("data", "X", "x", "samples", "values"):
+        arr = getattr(data, attr, None)
+        if arr is not None:
+            return np.asarray(arr), np.asarray(offsets)
+    return None
+
+
+def pack_clients(data, sample_ndim, name="data", *, sample_shape=None):
+    """Pack client data into ``(flat, offsets)``.
+
+    Parameters
+    ----------
+    data : list of array_like (m_i, *s), ndarray (n, m, *s), or ClientData
+        Per-client samples; ``s`` has ``sample_ndim`` axes. A ``ClientData`` (one contiguous
+        array plus ``offsets`` of shape (n+1,)) is used without copying when it is already
+        float64 and C-contiguous.
+    sample_ndim : int
+        Number of axes of one sample (1 for vectors, 2 for matrices).
+    name : str
+        Argument name used in error messages.
+    sample_shape : tuple of int, optional
+        Required shape of one sample (``None`` entries match anything).
+
+    Returns
+    -------
+    flat : ndarray, shape (M, *s), float64, C-contiguous
+    offsets : ndarray of int64, shape (n+1,)
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: no clients, a client with no samples, inconsistent or wrong sample
+        shapes, non-finite values.
+    TypeError
+        Non-numeric data.
+    """
+    parts = _client_data_parts(data)
+    if parts is not None:
+        flat, offsets = parts
+        offsets = offsets.astype(np.int64, copy=False)
+        if offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or \
+                offsets[-1] != flat.shape[0] or (np.diff(offsets) < 0).any():
+            raise ValueError(f"{name}: offsets must rise from 0 to the number of samples "
+                             f"({flat.shape[0]}); got {offsets.tolist()[:10]}")
+    elif isinstance(data, np.ndarray) and data.dtype != object:
+        if data.ndim != sample_ndim + 2:
+            raise ValueError(f"{name}: a stacked array must have shape (n_clients, m, "
+                             f"{', '.join('?' * sample_ndim)}) ({sample_ndim + 2} axes); "
+                             f"got shape {data.shape}; pass a list for clients of different sizes")
+        n, m = data.shape[:2]
+        flat = data.reshape((n * m,) + data.shape[2:])
+        offsets = np.arange(n + 1, dtype=np.int64) * m
+    else:
+        try:
+            clients = list(data)
+        except TypeError:
+            raise TypeError(f"{name}: expected a list of per-client arrays, a stacked array or "
+                            f"a ClientData; got {type(data).__name__}") from None
+        if not clients:
+            raise ValueError(f"{name}: no clients (empty list)")
+        arrs = []
+        for i, c in enumerate(clients):
+            a = np.asarray(c)
+            if a.ndim != sample_ndim + 1:
+                raise ValueError(f"{name}: client {i} must be an array of shape (m_i, "
+                                 f"{', '.join('?' * sample_ndim)}); got shape {a.shape}")
+            arrs.append(a)
+        shapes = {a.shape[1:] for a in arrs}
+        if len(shapes) > 1:
+            raise ValueError(f"{name}: clients disagree on the sample shape: "
+                             f"{sorted(shapes)}")
+        sizes = np.array([a.shape[0] for a in arrs], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        flat = np.concatenate(arrs, axis=0) if len(arrs) > 1 else arrs[0]
+    if flat.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: expected real numeric data, got dtype {flat.dtype}")
+    sizes = np.diff(offsets)
+    if sizes.size == 0:
+        raise ValueError(f"{name}: no clients")
+    empty = np.flatnonzero(sizes == 0)
+    if empty.size:
+        raise ValueError(f"{name}: client(s) {empty[:10].tolist()} have no data; every client "
+                         f"needs at least one sample")
+    if sample_shape is not None:
+        got = flat.shape[1:]
+        if len(got) != len(sample_shape) or any(
+                s is not None and s != g for s, g in zip(sample_shape, got)):
+            want = ", ".join("?" if s is None else str(s) for s in sample_shape)
+            raise ValueError(f"{name}: expected samples of shape ({want}), got {got}")
+    flat = np.ascontiguousarray(flat, dtype=np.float64)
+    if not np.isfinite(flat).all():
+        raise ValueError(f"{name}: contains NaN or inf")
+    return flat, offsets
+
+
+def segments(offsets, idx):
+    """Rows of the clients ``idx`` in the flat array, as one gathered batch.
+
+    Parameters
+    ----------
+    offsets : ndarray of int64, shape (n+1,)
+    idx : ndarray of int64, shape (k,)
+
+    Returns
+    -------
+    rows : ndarray of int64, shape (T,)
+        Flat-array rows of the clients, client after client (``T = sum m_idx``).
+    seg : ndarray of int64, shape (T,)
+        Position (0..k-1) in ``idx`` of the client of each row.
+    starts : ndarray of int64, shape (k,)
+        First position of each client in ``rows`` (for ``np.add.reduceat``).
+    """
+    lens = offsets[idx + 1] - offsets[idx]
+    starts = np.zeros(idx.size, dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    seg = np.repeat(np.arange(idx.size), lens)
+    rows = offsets[idx][seg] + (np.arange(seg.size) - starts[seg])
+    return rows, seg, starts
+
+
+def check_sample_index(batch, sizes, name="batch"):
+    """Check sample indices ``batch`` (k, b) against client sizes (k,); return int64 array."""
+    b = np.asarray(batch)
+    if b.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected integer sample indices, got dtype {b.dtype}")
+    if b.ndim != 2 or b.shape[0] != sizes.size or b.shape[1] < 1:
+        raise ValueError(f"{name}: expected shape (k, b) = ({sizes.size}, b>=1), "
+                         f"got {b.shape}")
+    b = b.astype(np.int64, copy=False)
+    if (b < 0).any() or (b >= sizes[:, None]).any():
+        bad = int(np.argwhere((b < 0) | (b >= sizes[:, None]))[0, 0])
+        raise ValueError(f"{name}: row {bad} holds indices outside [0, {int(sizes[bad])}) "
+                         f"(that client's number of samples)")
+    return b
+
+
+def batch_rows(offsets, idx, batch):
+    """Flat-array rows (k, b) of the local sample indices ``batch`` (k, b) of clients ``idx``."""
+    return offsets[idx][:, None] + batch

@@ -1,0 +1,265 @@
+"""Shared implementation of the quadratic (PCA-type) problems ``f_i(X) = -c tr(X' A_i X)``.
+
+Two data forms:
+
+* ``"samples"``: client ``i`` holds rows ``z_ij`` (one contiguous array + offsets),
+  ``A_i = (1/m_i) Z_i' Z_i`` never formed unless cheaper, ``c = 1``: ``f_ij(X) = -|X' z_ij|^2``.
+* ``"covariances"``: client ``i`` holds ``A_i`` (d, d) itself, ``c = 1/2``; one "sample" per
+  client.
+
+Internally points are matrices (k, d, r); ``SpherePCA`` maps its vectors (k, d) to r = 1.
+"""
+
+import numpy as np
+import scipy.linalg.blas
+
+from ._clients import batch_rows, pack_clients
+from ._numerics import extreme_eigh
+from .base import Problem
+
+__all__ = ["QuadraticProblem"]
+
+#: Auto mode forms per-client Gram matrices only below this many bytes.
+GRAM_BYTES_LIMIT = 256 * 2**20
+
+#: Rows of Z_i processed together in ``Z_i'(Z_i X)``: a block of about this many bytes stays in
+#: cache between its two products, so the data is read from memory once (2-3x faster than
+#: two full passes at the MNIST shape d = 784, m = 300).
+BLOCK_BYTES = 2**18
+
+#: Row chunk (bytes) of the weighted copy used to form ``A = sum_i w_i A_i`` from rows.
+SYRK_CHUNK_BYTES = 2**25
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def check_covariances(A, name="A"):
+    """``A`` (n, d, d) symmetric, finite -> float64 C-contiguous symmetrized copy."""
+    a = np.asarray(A)
+    if a.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: expected a real array, got dtype {a.dtype}")
+    if a.ndim == 2:
+        raise ValueError(f"{name}: expected stacked client matrices of shape (n, d, d), got "
+                         f"{a.shape}; use A[None] for a single client")
+    if a.ndim != 3 or a.shape[1] != a.shape[2] or a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"{name}: expected shape (n_clients, d, d), got {a.shape}")
+    a = np.asarray(a, dtype=np.float64)
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name}: contains NaN or inf")
+    asym = np.max(np.abs(a - _t(a)))
+    if asym > 1e-10 * max(1.0, np.max(np.abs(a))):
+        raise ValueError(f"{name}: client matrices must be symmetric; |A - A'|_max = {asym:.3g}")
+    return np.ascontiguousarray(0.5 * (a + _t(a)))
+
+
+class QuadraticProblem(Problem):
+    """Base of ``SpherePCA`` and ``KPCA`` (private): see the module docstring."""
+
+    _c = 1.0
+
+    def _setup_samples(self, data, r, weighting, gram, name="data"):
+        flat, offsets = pack_clients(data, 1, name)
+        self._form = "samples"
+        self._flat, self._offsets = flat, offsets
+        self.d = flat.shape[1]
+        self.r = r
+        self._c = 1.0
+        super().__init__(np.diff(offsets), weighting)
+        n, d = self.n_clients, self.d
+        if gram is None:
+            gram = d <= self.sizes.mean() and n * d * d * 8 <= GRAM_BYTES_LIMIT
+        self._gram = None
+        if gram:
+            self._gram = np.empty((n, d, d))
+            for i in range(n):
+                z = flat[offsets[i]:offsets[i + 1]]
+                np.matmul(z.T, z, out=self._gram[i])
+                self._gram[i] /= z.shape[0]
+        self._global = None
+
+    def _setup_covariances(self, A, r, weighting):
+        a = check_covariances(A, "A")
+        self._form = "covariances"
+        self._flat = self._gram = a
+        self._offsets = np.arange(a.shape[0] + 1, dtype=np.int64)
+        self.d, self.r = a.shape[1], r
+        self._c = 0.5
+        super().__init__(np.ones(a.shape[0], dtype=np.int64), weighting)
+        self._global = None
+
+    @property
+    def form(self):
+        """``"samples"`` or ``"covariances"``."""
+        return self._form
+
+    # ------------------------------------------------------------------ shape adapters
+    # points are (k, d, r) internally; SpherePCA overrides these two for (k, d)
+
+    def _mat(self, x):
+        return x
+
+    def _unmat(self, g):
+        return g
+
+    # ------------------------------------------------------------------ client matrices
+
+    def _client_rows(self, i):
+        return self._flat[self._offsets[i]:self._offsets[i + 1]]
+
+    def _block(self):
+        return max(16, BLOCK_BYTES // (8 * self.d))
+
+    def _ax(self, idx, x):
+        """``A_i X_j`` (k, d, r) for clients ``idx`` at matrices ``x`` (k, d, r).
+
+        Rows form: ``(1/m_i) Z_i'(Z_i X)`` in cache-sized row blocks, one pass over the data.
+        """
+        if self._gram is not None:
+            if idx.size == self.n_clients and (idx == np.arange(idx.size)).all():
+                return np.matmul(self._gram, x)
+            return np.matmul(self._gram[idx], x)
+        out = np.zeros_like(x)
+        step = self._block()
+        for j, i in enumerate(idx):
+            z = self._client_rows(i)
+            xj, oj = x[j], out[j]
+            for s in range(0, z.shape[0], step):
+                zb = z[s:s + step]
+                oj += zb.T @ (zb @ xj)
+            oj /= z.shape[0]
+        return out
+
+    def _zx_sq(self, idx, x):
+        """``(1/m_i) |Z_i X_j|_F^2`` (k,), rows form."""
+        out = np.zeros(idx.size)
+        step = self._block()
+        for j, i in enumerate(idx):
+            z = self._client_rows(i)
+            for s in range(0, z.shape[0], step):
+                zx = z[s:s + step] @ x[j]
+                out[j] += np.vdot(zx, zx)
+            out[j] /= z.shape[0]
+        return out
+
+    def _global_matrix(self):
+        """``A = sum_i w_i A_i`` (d, d), formed once."""
+        if self._global is None:
+            if self._gram is not None:
+                self._global = np.tensordot(self.weights, self._gram, axes=1)
+            else:
+                # sum_j (w_i/m_i) z_j z_j' by symmetric rank-k updates on row chunks of
+                # sqrt(w_i/m_i) z_j (half the flops of a GEMM, bounded extra memory)
+                sw = np.sqrt(np.repeat(self.weights / self.sizes, self.sizes))
+                d = self.d
+                acc = np.zeros((d, d), order="F")
+                chunk = max(16, SYRK_CHUNK_BYTES // (8 * d))
+                for s in range(0, self._flat.shape[0], chunk):
+                    zs = self._flat[s:s + chunk] * sw[s:s + chunk, None]
+                    acc = scipy.linalg.blas.dsyrk(1.0, zs.T, beta=1.0, c=acc, overwrite_c=1)
+                self._global = np.triu(acc) + np.triu(acc, 1).T
+            self._global = 0.5 * (self._global + self._global.T)
+        return self._global
+
+    # ------------------------------------------------------------------ batched
+
+    def loss(self, idx, x):
+        """``f_i(x_j) = -c tr(X_j' A_i X_j)`` for clients ``idx`` (k,) at ``x`` (k, *shape)
+        -> (k,)."""
+        idx = self._clients(idx)
+        xm = self._mat(self._points(idx, x))
+        if self._gram is not None:
+            ax = self._ax(idx, xm)
+            return -self._c * np.einsum("kdr,kdr->k", xm, ax)
+        return -self._c * self._zx_sq(idx, xm)
+
+    def egrad(self, idx, x, batch=None):
+        """``-2c A_i X_j`` (k, *shape); with ``batch`` (k, b) sample indices the mean of
+        ``-2 z z' X`` over those samples (rows form)."""
+        idx = self._clients(idx)
+        xm = self._mat(self._points(idx, x))
+        if batch is None:
+            return self._unmat(-2.0 * self._c * self._ax(idx, xm))
+        batch = self._batch(idx, batch)
+        if self._form == "covariances":  # one sample per client: the batch repeats it
+            return self._unmat(-2.0 * self._c * self._ax(idx, xm))
+        zb = self._flat[batch_rows(self._offsets, idx, batch)]      # (k, b, d)
+        y = np.matmul(zb, xm)                                      # (k, b, r)
+        g = np.matmul(_t(zb), y)                                   # (k, d, r)
+        return self._unmat((-2.0 * self._c / batch.shape[1]) * g)
+
+    # ------------------------------------------------------------------ per sample
+
+    def _rows_at(self, i, x, batch):
+        i = self._client(i)
+        sel = self._sample_subset(i, batch)
+        xm = self._mat(self._point(x)[None])[0]
+        z = self._client_rows(i)
+        return (z if sel is None else z[sel]), xm
+
+    def sample_rgrads(self, i, x):
+        """Per-sample Riemannian gradients of client ``i`` at ``x`` -> (m_i, *shape).
+
+        Samples form: ``grad f_ij = -2 (I - XX') z_ij z_ij' X``. Covariances form: the
+        client's gradient (one "sample", shape (1, *shape)).
+        """
+        if self._form == "covariances":
+            return self.rgrad(np.array([self._client(i)]), self._point(x)[None])
+        z, xm = self._rows_at(i, x, None)
+        y = z @ xm                                   # (m, r)  X'z
+        p = z - y @ xm.T                             # (m, d)  (I - XX') z
+        g = (-2.0 * self._c) * p[:, :, None] * y[:, None, :]
+        return self._unmat(g)
+
+    def sample_rgrad_norms(self, i, x, batch=None):
+        """Closed form ``2 |(I - XX') z_ij| |X' z_ij|`` (samples form), shape (m_i,) or (b,)."""
+        if self._form == "covariances":
+            return super().sample_rgrad_norms(i, x, batch)
+        z, xm = self._rows_at(i, x, batch)
+        y = z @ xm
+        p = z - y @ xm.T
+        return 2.0 * self._c * np.linalg.norm(p, axis=1) * np.linalg.norm(y, axis=1)
+
+    def weighted_rgrad(self, i, x, coef, batch=None):
+        """``sum_j coef_j grad f_ij = -2 (I - XX') Z' diag(coef) Z X`` without per-sample
+        matrices (samples form)."""
+        if self._form == "covariances":
+            return super().weighted_rgrad(i, x, coef, batch)
+        z, xm = self._rows_at(i, x, batch)
+        coef = self._coef(coef, z.shape[0])
+        y = z @ xm
+        g = z.T @ (coef[:, None] * y)
+        g = (-2.0 * self._c) * (g - xm @ (xm.T @ g))
+        return self._unmat(g[None])[0]
+
+    # ------------------------------------------------------------------ global
+
+    def _pooled(self):
+        """Whether global f / grad go through the pooled ``d x d`` matrix (``d^2 r`` per call
+        instead of a pass over all data); not for very large ``d``."""
+        return self._gram is not None or self.d * self.d * 8 <= GRAM_BYTES_LIMIT
+
+    def f(self, x):
+        """``sum_i w_i f_i(x) = -c tr(X' A X)``, ``A = sum_i w_i A_i`` (formed once)."""
+        if not self._pooled():
+            return super().f(x)
+        xm = self._mat(self._point(x)[None])[0]
+        return float(-self._c * np.vdot(xm, self._global_matrix() @ xm))
+
+    def grad(self, x):
+        """``P_x(-2c A X)``, ``A = sum_i w_i A_i``, at one point -> (*shape)."""
+        if not self._pooled():
+            return super().grad(x)
+        x = self._point(x)
+        xm = self._mat(x[None])[0]
+        g = self._unmat((-2.0 * self._c * (self._global_matrix() @ xm))[None])[0]
+        return self.manifold.egrad2rgrad(x, g)
+
+    def solution(self):
+        """Top-``r`` eigenvectors of ``A = sum_i w_i A_i``, eigenvalues descending, each
+        column signed so that its largest-magnitude entry is positive."""
+        if self._solution is None:
+            _, v = extreme_eigh(self._global_matrix(), self.r, "largest")
+            self._solution = self._unmat(v[None])[0]
+        return self._solution.copy()

@@ -1,0 +1,144 @@
+"""The Brockett cost on the Stiefel manifold (seed 003, MBCFSti)."""
+
+import numpy as np
+
+from ..manifolds import Stiefel
+from ._clients import batch_rows, pack_clients
+from ._numerics import extreme_eigh
+from .base import Problem
+
+__all__ = ["Brockett"]
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+class Brockett(Problem):
+    """Federated Brockett cost ``f_ij(X) = tr(X' A_ij X H)`` on ``St(d, p)`` (seed 003).
+
+    Seed 003 writes ``F(X) = (1/S) sum_i sum_j tr(X' A_ij X H)`` with ``S`` samples per
+    client and ``N`` clients (the sums are garbled in the extraction); here, as for every
+    problem, ``f_i = (1/m_i) sum_j f_ij`` and ``f = sum_i w_i f_i``, which is 003's cost
+    divided by ``N`` (the same minimizers). ``H = diag(p, p-1, ..., 1)`` by default; the data
+    ``A_ij = B + B'`` come from ``rfl_fast.data.brockett_matrices`` (symmetric, not positive
+    definite). Non-symmetric ``A_ij`` are replaced by their symmetric part, which leaves the
+    cost unchanged (``tr(X'AXH) = tr(X' sym(A) X H)`` for symmetric ``H``).
+
+    With ``Abar = sum_i w_i (1/m_i) sum_j A_ij = V diag(lambda) V'`` (``lambda`` ascending)
+    and ``h`` positive, the minimum is ``sum_k h_(k) lambda_k`` pairing the largest ``h``
+    with the smallest eigenvalue: ``X*`` holds the eigenvectors of the ``p`` smallest
+    eigenvalues, column ``k`` the one matching the rank of ``h_k`` (for the default ``H``,
+    column 1 = smallest eigenvalue). Column signs are arbitrary; ``solution()`` makes each
+    column's largest-magnitude entry positive and ``dist`` takes the best signs.
+
+    Gradients: ``egrad f_ij = 2 A_ij X H``; ``grad f_ij = P_X(2 A_ij X H)``.
+
+    Parameters
+    ----------
+    data : list of array_like (m_i, d, d), ndarray (n, m, d, d) or ClientData
+        Client matrices ``A_ij``.
+    p : int
+        Number of columns, ``1 <= p <= d``.
+    h : array_like, shape (p,), optional
+        Positive diagonal of ``H``; default ``(p, p-1, ..., 1)``.
+    weighting : {"uniform", "samples"} or array_like (n,)
+
+    Attributes
+    ----------
+    manifold : Stiefel
+    d, p : int
+    h : ndarray, shape (p,)
+    """
+
+    def __init__(self, data, p, *, h=None, weighting="uniform"):
+        flat, offsets = pack_clients(data, 2, "data")
+        d = flat.shape[1]
+        if flat.shape[2] != d:
+            raise ValueError(f"data: expected square matrices (d, d), got {flat.shape[1:]}")
+        if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, np.integer)):
+            raise TypeError(f"p: expected an int, got {type(p).__name__}")
+        if not 1 <= p <= d:
+            raise ValueError(f"p: expected 1 <= p <= d = {d} (the matrix size), got p = {p}")
+        p = int(p)
+        if h is None:
+            h = np.arange(p, 0, -1, dtype=np.float64)
+        h = np.asarray(h, dtype=np.float64)
+        if h.shape != (p,) or not np.isfinite(h).all() or (h <= 0).any():
+            raise ValueError(f"h: expected {p} positive finite entries (the diagonal of H), "
+                             f"got {np.asarray(h).tolist()}")
+        super().__init__(np.diff(offsets), weighting)
+        if (flat != _t(flat)).any():   # symmetrize (a copy) only when needed
+            flat = np.ascontiguousarray(0.5 * (flat + _t(flat)))
+        self._flat = flat
+        self._offsets = offsets
+        self.d, self.p, self.h = d, p, h
+        self.manifold = Stiefel(d, p)
+        # per-client means (n, d, d): the full gradients cost d^2 p, not m d^2 p
+        self._mean = np.add.reduceat(self._flat, offsets[:-1], axis=0) / self.sizes[:, None, None]
+        self._global = np.tensordot(self.weights, self._mean, axes=1)
+
+    # ------------------------------------------------------------------ batched
+
+    def _means(self, idx):
+        if idx.size == self.n_clients and (idx == np.arange(idx.size)).all():
+            return self._mean
+        return self._mean[idx]
+
+    def loss(self, idx, x):
+        """``tr(X' Abar_i X H)`` -> (k,)."""
+        idx = self._clients(idx)
+        x = self._points(idx, x)
+        ax = np.matmul(self._means(idx), x)
+        return np.einsum("kdp,kdp,p->k", x, ax, self.h)
+
+    def egrad(self, idx, x, batch=None):
+        """``2 Abar_i X H`` (or the mean of ``2 A_ij X H`` over ``batch`` (k, b))."""
+        idx = self._clients(idx)
+        x = self._points(idx, x)
+        if batch is None:
+            a = self._means(idx)
+        else:
+            batch = self._batch(idx, batch)
+            a = self._flat[batch_rows(self._offsets, idx, batch)].mean(axis=1)
+        return 2.0 * np.matmul(a, x) * self.h
+
+    def sample_rgrads(self, i, x):
+        """``P_X(2 A_ij X H)`` for every sample -> (m_i, d, p)."""
+        i = self._client(i)
+        x = self._point(x)
+        a = self._flat[self._offsets[i]:self._offsets[i + 1]]
+        return self.manifold.proj(x, 2.0 * np.matmul(a, x) * self.h)
+
+    # ------------------------------------------------------------------ global
+
+    def f(self, x):
+        """``tr(X' Abar X H)`` with ``Abar = sum_i w_i (1/m_i) sum_j A_ij`` -> float."""
+        x = self._point(x)
+        return float(np.einsum("dp,dp,p->", x, self._global @ x, self.h))
+
+    def grad(self, x):
+        """``P_X(2 Abar X H)`` -> (d, p)."""
+        x = self._point(x)
+        return self.manifold.proj(x, 2.0 * (self._global @ x) * self.h)
+
+    def solution(self):
+        """Eigenvectors of the ``p`` smallest eigenvalues of ``Abar``, ordered against ``h``."""
+        if self._solution is None:
+            _, v = extreme_eigh(self._global, self.p, "smallest")   # ascending eigenvalues
+            rank = np.argsort(np.argsort(-self.h, kind="stable"), kind="stable")
+            self._solution = v[:, rank]
+        return self._solution.copy()
+
+    def dist_to_solution(self, x):
+        """``min_S |X - X* S|_F`` over column sign flips ``S``."""
+        x = self._point(x)
+        xs = self.solution()
+        s = np.sign(np.sum(x * xs, axis=0))
+        s[s == 0] = 1.0
+        return float(np.linalg.norm(x - xs * s))
+
+    def feasibility(self, x):
+        """``|X'X - I|_F``."""
+        x = self._point(x)
+        return float(np.linalg.norm(x.T @ x - np.eye(self.p)))
