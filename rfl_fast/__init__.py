@@ -16,8 +16,11 @@ from .manifolds import SPD, Euclidean, Lorentz, Manifold, Sphere, Stiefel
 
 try:
     __version__ = metadata.version("rfl_fast")
-except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+except metadata.PackageNotFoundError:  # a source tree with the extension built in place
+    try:
+        from ._core import __version__
+    except ImportError:
+        __version__ = "0+unknown"
 
 __all__ = [
     "Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz",

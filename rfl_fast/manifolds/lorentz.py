@@ -52,6 +52,20 @@ class Lorentz(Manifold):
         self._point(x)
         return _ldot(self._array(u, "u"), self._array(v, "v"))[..., 0]
 
+    def norm(self, x, u):
+        """``|u|_x`` for tangent ``u``, in a cancellation-free form: with ``<x,u>_L = 0``,
+        ``|u|^2 = (|u_r|^2 + |x_r|^2 |u_r - (u_r.x^)x^|^2) / x0^2`` (``r``: spatial part,
+        ``x^ = x_r/|x_r|``), a sum of non-negative terms; returns (...)."""
+        x = self._point(x)
+        u = self._array(u, "u")
+        xr, ur = x[..., 1:], u[..., 1:]
+        nx2 = np.sum(xr * xr, axis=-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            along = np.where(nx2 > 0, np.sum(ur * xr, -1, keepdims=True) / nx2, 0.0)
+        perp = ur - along * xr
+        sq = np.sum(ur * ur, -1) + nx2[..., 0] * np.sum(perp * perp, -1)
+        return np.sqrt(sq) / x[..., 0]
+
     def proj(self, x, u):
         """``u + <x,u>_L x``."""
         x = self._point(x)

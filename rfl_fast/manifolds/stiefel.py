@@ -101,9 +101,16 @@ class Stiefel(Manifold):
         return self._solved(out, "project", "z (rank deficient: the polar factor is not unique)")
 
     def principal_angles(self, x, y):
-        """Principal angles between ``span(X)`` and ``span(Y)``: (..., p), ascending."""
-        s = np.linalg.svd(_t(self._point(x)) @ self._point(y, "y"), compute_uv=False)
-        return np.arccos(np.clip(s, -1.0, 1.0))
+        """Principal angles between ``span(X)`` and ``span(Y)``: (..., p), ascending.
+
+        ``atan2(sin, cos)`` from the singular values of ``X'Y`` (cosines) and of
+        ``Y - X X'Y`` (sines), accurate for tiny angles where ``arccos`` alone loses them.
+        """
+        x, y = self._point(x), self._point(y, "y")
+        xty = _t(x) @ y
+        cos = np.linalg.svd(xty, compute_uv=False)                 # descending
+        sin = np.linalg.svd(y - x @ xty, compute_uv=False)[..., ::-1]  # ascending
+        return np.arctan2(np.clip(sin, 0.0, 1.0), np.clip(cos, 0.0, 1.0))
 
     def dist_subspace(self, x, y):
         """Grassmann distance ``|principal angles|_2`` between the spans; (...)."""
