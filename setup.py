@@ -22,7 +22,7 @@ VERSION = re.search(r'^version = "([^"]+)"', (HERE / "pyproject.toml").read_text
 def compile_flags():
     if sys.platform == "win32":
         return ["/O2"]
-    flags = ["-O3", "-fno-math-errno"]
+    flags = ["-O3", "-fno-math-errno", "-fno-trapping-math"]
     if os.environ.get("RFL_FAST_NATIVE", "0") not in ("", "0"):
         flags.append("-march=native")
     return flags
@@ -43,9 +43,14 @@ ext = Pybind11Extension(
     "rfl_fast._core",
     sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.cpp")),
     include_dirs=[str(HEADERS.relative_to(HERE))],
+    depends=sorted(str(p.relative_to(HERE)) for p in HEADERS.rglob("*.hpp")),  # rebuild on edits
     cxx_std=17,
     extra_compile_args=compile_flags(),
     define_macros=[("RFL_FAST_VERSION", f'"{VERSION}"')],
 )
 
-setup(ext_modules=[ext], cmdclass={"build_ext": build_ext, "build_py": build_py_with_headers})
+setup(
+    ext_modules=[ext],
+    package_data={"rfl_fast": ["_core.pyi"]},  # typed stub of the extension
+    cmdclass={"build_ext": build_ext, "build_py": build_py_with_headers},
+)

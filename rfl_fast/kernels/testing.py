@@ -69,8 +69,10 @@ def kernel_inputs(name, rng, n_items, n, p=None, cond=10.0):
         return (symmetric(rng, n_items, n),)
     if name in ("sym_logm", "sym_sqrtm", "sym_invsqrtm"):
         return (spd(rng, n_items, n, cond),)
-    if name == "spd_exp":
-        return (spd(rng, n_items, n, cond), symmetric(rng, n_items, n))
+    if name == "spd_exp":  # u = x^½ s x^½ with |s| ~ 1: a unit-size step in the metric
+        x = spd(rng, n_items, n, cond)
+        c = ref.sym_sqrtm(x)
+        return (x, c @ symmetric(rng, n_items, n, scale=0.5) @ c)
     if name in ("spd_log", "spd_dist"):
         return (spd(rng, n_items, n, cond), spd(rng, n_items, n, cond))
     if name.startswith("sphere_"):

@@ -1,0 +1,346 @@
+// Small dense linear algebra for the rfl_fast kernels: header-only C++17, no dependencies.
+//
+// Everything works on raw row-major float64 buffers of one small matrix (n up to a few dozen)
+// and takes its scratch memory from the caller, so a batched loop allocates nothing per item
+// and concurrent calls from several threads never share state.
+//
+// Contents
+//   eigh        symmetric eigendecomposition: Householder tridiagonalisation + implicit QL
+//               (the EISPACK tred2/tql2 pair as in JAMA), eigenvectors returned as ROWS
+//   cholesky    in-place lower Cholesky factor
+//   lu_solve    Gaussian elimination with partial pivoting (one right-hand side)
+//   svd_jacobi  one-sided (Hestenes) Jacobi SVD of a column-major n x p matrix
+//
+// Conventions: "lower" means only the lower triangle (i >= j) of an input is read, as LAPACK's
+// UPLO='L' (numpy.linalg.eigh's default). Functions return false when they cannot produce an
+// answer (non-finite input, no convergence, not positive definite, singular); callers turn
+// that into NaN items.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+namespace rfl {
+namespace linalg {
+
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+inline bool all_finite(const double* a, std::size_t len) {
+    double acc = 0.0;
+    for (std::size_t i = 0; i < len; ++i) acc += a[i] * 0.0;  // NaN/inf poison the sum
+    return acc == 0.0;
+}
+
+inline void fill_nan(double* a, std::size_t len) { std::fill(a, a + len, kNaN); }
+
+// sqrt(a^2 + b^2) without the slow path of std::hypot unless squaring over/underflows.
+inline double hypot2(double a, double b) {
+    const double s = a * a + b * b;
+    if (s > 1e-290 && s < 1e290) return std::sqrt(s);
+    return std::hypot(a, b);
+}
+
+// ------------------------------------------------------------------ symmetric eigenproblem
+
+// Householder reduction of the symmetric matrix in V (lower triangle read, n x n row-major) to
+// tridiagonal form: diagonal in d, subdiagonal in e[1..n-1] (e[0] = 0). With `vectors`, V is
+// overwritten by the orthogonal transformation (columns), otherwise its content is destroyed.
+inline void tred2(double* V, double* d, double* e, int n, bool vectors) {
+    auto at = [V, n](int i, int j) -> double& { return V[static_cast<std::size_t>(i) * n + j]; };
+    for (int j = 0; j < n; ++j) d[j] = at(n - 1, j);
+    for (int i = n - 1; i > 0; --i) {
+        double scale = 0.0, h = 0.0;
+        for (int k = 0; k < i; ++k) scale += std::fabs(d[k]);
+        if (scale == 0.0) {
+            e[i] = d[i - 1];
+            for (int j = 0; j < i; ++j) {
+                d[j] = at(i - 1, j);
+                at(i, j) = 0.0;
+                at(j, i) = 0.0;
+            }
+        } else {
+            for (int k = 0; k < i; ++k) {
+                d[k] /= scale;
+                h += d[k] * d[k];
+            }
+            double f = d[i - 1];
+            double g = std::sqrt(h);
+            if (f > 0) g = -g;
+            e[i] = scale * g;
+            h -= f * g;
+            d[i - 1] = f - g;
+            for (int j = 0; j < i; ++j) e[j] = 0.0;
+            for (int j = 0; j < i; ++j) {
+                f = d[j];
+                at(j, i) = f;
+                g = e[j] + at(j, j) * f;
+                for (int k = j + 1; k <= i - 1; ++k) {
+                    g += at(k, j) * d[k];
+                    e[k] += at(k, j) * f;
+                }
+                e[j] = g;
+            }
+            f = 0.0;
+            for (int j = 0; j < i; ++j) {
+                e[j] /= h;
+                f += e[j] * d[j];
+            }
+            const double hh = f / (h + h);
+            for (int j = 0; j < i; ++j) e[j] -= hh * d[j];
+            for (int j = 0; j < i; ++j) {
+                f = d[j];
+                g = e[j];
+                for (int k = j; k <= i - 1; ++k) at(k, j) -= (f * e[k] + g * d[k]);
+                d[j] = at(i - 1, j);
+                at(i, j) = 0.0;
+            }
+        }
+        d[i] = h;
+    }
+    if (!vectors) {
+        for (int i = 0; i < n; ++i) d[i] = at(i, i);
+        e[0] = 0.0;
+        return;
+    }
+    for (int i = 0; i < n - 1; ++i) {
+        at(n - 1, i) = at(i, i);
+        at(i, i) = 1.0;
+        const double h = d[i + 1];
+        if (h != 0.0) {
+            for (int k = 0; k <= i; ++k) d[k] = at(k, i + 1) / h;
+            for (int j = 0; j <= i; ++j) {
+                double g = 0.0;
+                for (int k = 0; k <= i; ++k) g += at(k, i + 1) * at(k, j);
+                for (int k = 0; k <= i; ++k) at(k, j) -= g * d[k];
+            }
+        }
+        for (int k = 0; k <= i; ++k) at(k, i + 1) = 0.0;
+    }
+    for (int j = 0; j < n; ++j) {
+        d[j] = at(n - 1, j);
+        at(n - 1, j) = 0.0;
+    }
+    at(n - 1, n - 1) = 1.0;
+    e[0] = 0.0;
+}
+
+// Implicit QL on the tridiagonal (d, e) from tred2. With Vt non-null it holds the
+// transformation TRANSPOSED (rows) and receives the eigenvectors as rows. Returns false if an
+// eigenvalue needs more than 60 iterations (not seen for finite input).
+inline bool tql2(double* d, double* e, double* Vt, int n) {
+    for (int i = 1; i < n; ++i) e[i - 1] = e[i];
+    e[n - 1] = 0.0;
+    double f = 0.0, tst1 = 0.0;
+    for (int l = 0; l < n; ++l) {
+        tst1 = std::max(tst1, std::fabs(d[l]) + std::fabs(e[l]));
+        int m = l;
+        while (m < n - 1) {
+            if (std::fabs(e[m]) <= kEps * tst1) break;
+            ++m;
+        }
+        if (m > l) {
+            int iter = 0;
+            do {
+                if (++iter > 60) return false;
+                double g = d[l];
+                double p = (d[l + 1] - g) / (2.0 * e[l]);
+                double r = hypot2(p, 1.0);
+                if (p < 0) r = -r;
+                d[l] = e[l] / (p + r);
+                d[l + 1] = e[l] * (p + r);
+                const double dl1 = d[l + 1];
+                double h = g - d[l];
+                for (int i = l + 2; i < n; ++i) d[i] -= h;
+                f += h;
+                p = d[m];
+                double c = 1.0, c2 = 1.0, c3 = 1.0, s = 0.0, s2 = 0.0;
+                const double el1 = e[l + 1];
+                for (int i = m - 1; i >= l; --i) {
+                    c3 = c2;
+                    c2 = c;
+                    s2 = s;
+                    g = c * e[i];
+                    h = c * p;
+                    r = hypot2(p, e[i]);
+                    e[i + 1] = s * r;
+                    s = e[i] / r;
+                    c = p / r;
+                    p = c * d[i] - s * g;
+                    d[i + 1] = h + s * (c * g + s * d[i]);
+                    if (Vt) {
+                        double* vi = Vt + static_cast<std::size_t>(i) * n;
+                        double* vj = vi + n;
+                        for (int k = 0; k < n; ++k) {
+                            const double t = vj[k];
+                            vj[k] = s * vi[k] + c * t;
+                            vi[k] = c * vi[k] - s * t;
+                        }
+                    }
+                }
+                p = -s * s2 * c3 * el1 * e[l] / dl1;
+                e[l] = s * p;
+                d[l] = c * p;
+            } while (std::fabs(e[l]) > kEps * tst1);
+        }
+        d[l] += f;
+        e[l] = 0.0;
+    }
+    return true;
+}
+
+// Scratch doubles needed by eigh for an n x n matrix.
+inline std::size_t eigh_work(int n) { return static_cast<std::size_t>(n) * n + n; }
+
+// Eigendecomposition of the symmetric matrix a (lower triangle read, n x n row-major):
+// a = Vt' diag(w) Vt, eigenvectors as the ROWS of Vt (n x n), eigenvalues unsorted.
+// Pass Vt = nullptr for eigenvalues only. work: eigh_work(n) doubles. a may alias Vt.
+inline bool eigh(const double* a, double* w, double* Vt, int n, double* work) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    double* V = work;           // n*n
+    double* e = work + nn;      // n
+    for (int i = 0; i < n; ++i)  // copy lower triangle, mirror (tred2 reads the lower part)
+        for (int j = 0; j <= i; ++j) V[i * n + j] = V[j * n + i] = a[i * n + j];
+    if (!all_finite(V, nn)) return false;
+    const bool vectors = Vt != nullptr;
+    tred2(V, w, e, n, vectors);
+    if (vectors)
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j) Vt[i * n + j] = V[j * n + i];
+    return tql2(w, e, Vt, n);
+}
+
+// out = Vt' diag(f) Vt (n x n, symmetric by construction: the upper triangle is mirrored).
+// scratch: n*n doubles.
+inline void sym_from_eig(const double* Vt, const double* f, double* out, int n, double* scratch) {
+    for (int k = 0; k < n; ++k)
+        for (int j = 0; j < n; ++j) scratch[k * n + j] = f[k] * Vt[k * n + j];
+    for (int i = 0; i < n; ++i) {
+        double* oi = out + static_cast<std::size_t>(i) * n;
+        for (int j = i; j < n; ++j) oi[j] = 0.0;
+        for (int k = 0; k < n; ++k) {
+            const double vki = Vt[k * n + i];
+            const double* sk = scratch + static_cast<std::size_t>(k) * n;
+            for (int j = i; j < n; ++j) oi[j] += vki * sk[j];
+        }
+    }
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < i; ++j) out[i * n + j] = out[j * n + i];
+}
+
+// ------------------------------------------------------------------ factorizations, solves
+
+// In-place lower Cholesky factor of the SPD matrix a (lower triangle read); the strict upper
+// triangle is zeroed. False if a pivot is not positive (or not finite).
+inline bool cholesky(double* a, int n) {
+    for (int j = 0; j < n; ++j) {
+        double* aj = a + static_cast<std::size_t>(j) * n;
+        double s = aj[j];
+        for (int k = 0; k < j; ++k) s -= aj[k] * aj[k];
+        if (!(s > 0.0) || !std::isfinite(s)) return false;
+        const double ljj = std::sqrt(s);
+        aj[j] = ljj;
+        const double inv = 1.0 / ljj;
+        for (int i = j + 1; i < n; ++i) {
+            double* ai = a + static_cast<std::size_t>(i) * n;
+            double t = ai[j];
+            for (int k = 0; k < j; ++k) t -= ai[k] * aj[k];
+            ai[j] = t * inv;
+        }
+        for (int k = j + 1; k < n; ++k) aj[k] = 0.0;
+    }
+    return true;
+}
+
+// Solve A x = b in place (b <- x) by Gaussian elimination with partial pivoting; A (n x n,
+// row-major) is destroyed. False if a pivot is <= tol in magnitude (exactly zero by default)
+// or the result is not finite.
+inline bool lu_solve(double* A, double* b, int n, double tol = 0.0) {
+    for (int k = 0; k < n; ++k) {
+        int piv = k;
+        double best = std::fabs(A[k * n + k]);
+        for (int i = k + 1; i < n; ++i) {
+            const double v = std::fabs(A[i * n + k]);
+            if (v > best) {
+                best = v;
+                piv = i;
+            }
+        }
+        if (!(best > tol)) return false;
+        if (piv != k) {
+            for (int j = k; j < n; ++j) std::swap(A[k * n + j], A[piv * n + j]);
+            std::swap(b[k], b[piv]);
+        }
+        const double inv = 1.0 / A[k * n + k];
+        for (int i = k + 1; i < n; ++i) {
+            const double l = A[i * n + k] * inv;
+            if (l == 0.0) continue;
+            for (int j = k + 1; j < n; ++j) A[i * n + j] -= l * A[k * n + j];
+            b[i] -= l * b[k];
+        }
+    }
+    for (int i = n - 1; i >= 0; --i) {
+        double s = b[i];
+        for (int j = i + 1; j < n; ++j) s -= A[i * n + j] * b[j];
+        b[i] = s / A[i * n + i];
+    }
+    return all_finite(b, static_cast<std::size_t>(n));
+}
+
+// One-sided Jacobi SVD of the COLUMN-major n x p matrix A (column j at A + j*n), n >= p:
+// on return the columns of A are U_j * s_j (mutually orthogonal), s holds the singular values
+// (unsorted) and Vt (p x p, row-major) the right singular vectors as rows: A_in = sum_j
+// (U_j s_j) (Vt row j)'. False without convergence in 60 sweeps or for non-finite input.
+inline bool svd_jacobi(double* A, double* s, double* Vt, int n, int p) {
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    if (!all_finite(A, np)) return false;
+    std::fill(Vt, Vt + static_cast<std::size_t>(p) * p, 0.0);
+    for (int j = 0; j < p; ++j) Vt[j * p + j] = 1.0;
+    bool converged = p < 2;
+    for (int sweep = 0; sweep < 60 && !converged; ++sweep) {
+        converged = true;
+        for (int j = 0; j < p - 1; ++j) {
+            for (int k = j + 1; k < p; ++k) {
+                double* aj = A + static_cast<std::size_t>(j) * n;
+                double* ak = A + static_cast<std::size_t>(k) * n;
+                double alpha = 0.0, beta = 0.0, gamma = 0.0;
+                for (int i = 0; i < n; ++i) {
+                    alpha += aj[i] * aj[i];
+                    beta += ak[i] * ak[i];
+                    gamma += aj[i] * ak[i];
+                }
+                if (gamma == 0.0 || std::fabs(gamma) <= kEps * std::sqrt(alpha * beta)) continue;
+                converged = false;
+                const double zeta = (beta - alpha) / (2.0 * gamma);
+                double t = 1.0 / (std::fabs(zeta) + std::sqrt(1.0 + zeta * zeta));
+                if (zeta < 0.0) t = -t;
+                const double c = 1.0 / std::sqrt(1.0 + t * t);
+                const double sn = c * t;
+                for (int i = 0; i < n; ++i) {
+                    const double x = aj[i], y = ak[i];
+                    aj[i] = c * x - sn * y;
+                    ak[i] = sn * x + c * y;
+                }
+                double* vj = Vt + static_cast<std::size_t>(j) * p;
+                double* vk = Vt + static_cast<std::size_t>(k) * p;
+                for (int i = 0; i < p; ++i) {
+                    const double x = vj[i], y = vk[i];
+                    vj[i] = c * x - sn * y;
+                    vk[i] = sn * x + c * y;
+                }
+            }
+        }
+    }
+    for (int j = 0; j < p; ++j) {
+        const double* aj = A + static_cast<std::size_t>(j) * n;
+        double ss = 0.0;
+        for (int i = 0; i < n; ++i) ss += aj[i] * aj[i];
+        s[j] = std::sqrt(ss);
+    }
+    return converged;
+}
+
+}  // namespace linalg
+}  // namespace rfl

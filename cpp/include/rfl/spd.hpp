@@ -1,0 +1,174 @@
+// Symmetric matrix functions and the affine-invariant SPD kernels (one n x n item per call).
+//
+//   sym_expm / sym_logm / sym_sqrtm / sym_invsqrtm  f(S) = V f(diag w) V' from one symmetric
+//       eigendecomposition of S (lower triangle read, as numpy.linalg.eigh); the log and the
+//       square roots give an all-NaN item when an eigenvalue is <= 0.
+//   spd_exp(x, u) = x^½ expm(x^-½ u x^-½) x^½,  spd_log(x, y) = x^½ logm(x^-½ y x^-½) x^½,
+//   spd_dist(x, y) = |logm(x^-½ y x^-½)|_F
+//       all computed through the Cholesky factor x = L L' instead of x^½: with
+//       M = L^-1 sym(u) L^-T (similar to x^-½ u x^-½ by the orthogonal Q = L^-1 x^½),
+//       x^½ f(x^-½ u x^-½) x^½ = L f(M) L', and the eigenvalues of M are those of
+//       x^-½ y x^-½. One Cholesky + one eigendecomposition instead of two eigendecompositions.
+//       x not positive definite (Cholesky fails) -> NaN item; spd_log/spd_dist also give NaN
+//       when x^-½ y x^-½ has an eigenvalue <= 0.
+//
+// Scratch: sym_work(n) / spd_work(n) doubles.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include "linalg_small.hpp"
+
+namespace rfl {
+namespace spd {
+
+using linalg::kNaN;
+
+inline std::size_t sym_work(int n) {
+    return 2 * static_cast<std::size_t>(n) * n + linalg::eigh_work(n) + n;
+}
+
+// f(s) for a symmetric s; f maps an eigenvalue to a value (NaN for "no answer").
+template <class F>
+inline void sym_fun(const double* s, double* out, int n, F f, double* work) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    double* Vt = work;
+    double* scratch = Vt + nn;
+    double* w = scratch + nn;
+    double* ework = w + n;
+    if (!linalg::eigh(s, w, Vt, n, ework)) return linalg::fill_nan(out, nn);
+    for (int k = 0; k < n; ++k) {
+        w[k] = f(w[k]);
+        if (std::isnan(w[k])) return linalg::fill_nan(out, nn);
+    }
+    linalg::sym_from_eig(Vt, w, out, n, scratch);
+}
+
+inline double f_exp(double w) { return std::exp(w); }
+inline double f_log(double w) { return w > 0.0 ? std::log(w) : kNaN; }
+inline double f_sqrt(double w) { return w > 0.0 ? std::sqrt(w) : kNaN; }
+inline double f_invsqrt(double w) { return w > 0.0 ? 1.0 / std::sqrt(w) : kNaN; }
+
+inline void sym_expm(const double* s, double* out, int n, double* work) {
+    sym_fun(s, out, n, f_exp, work);
+}
+inline void sym_logm(const double* s, double* out, int n, double* work) {
+    sym_fun(s, out, n, f_log, work);
+}
+inline void sym_sqrtm(const double* s, double* out, int n, double* work) {
+    sym_fun(s, out, n, f_sqrt, work);
+}
+inline void sym_invsqrtm(const double* s, double* out, int n, double* work) {
+    sym_fun(s, out, n, f_invsqrt, work);
+}
+
+inline std::size_t spd_work(int n) {
+    return 4 * static_cast<std::size_t>(n) * n + linalg::eigh_work(n) + n;
+}
+
+namespace detail {
+
+// L <- chol(x) (lower), M <- L^-1 sym(b) L^-T symmetrised. scratch: n*n. False if x is not
+// positive definite or an input is not finite.
+inline bool congruence(const double* x, const double* b, double* L, double* M, int n,
+                       double* scratch) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    for (std::size_t i = 0; i < nn; ++i) L[i] = x[i];
+    if (!linalg::all_finite(L, nn) || !linalg::cholesky(L, n)) return false;
+    // scratch <- L^-1 sym(b), row by row (forward substitution on rows)
+    for (int i = 0; i < n; ++i) {
+        double* ri = scratch + static_cast<std::size_t>(i) * n;
+        for (int j = 0; j < n; ++j) ri[j] = 0.5 * (b[i * n + j] + b[j * n + i]);
+        const double* li = L + static_cast<std::size_t>(i) * n;
+        for (int k = 0; k < i; ++k) {
+            const double lik = li[k];
+            const double* rk = scratch + static_cast<std::size_t>(k) * n;
+            for (int j = 0; j < n; ++j) ri[j] -= lik * rk[j];
+        }
+        const double inv = 1.0 / li[i];
+        for (int j = 0; j < n; ++j) ri[j] *= inv;
+    }
+    // M = (L^-1 sym(b)) L^-T = L^-1 (L^-1 sym(b))'  (M symmetric): transpose, solve again
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) M[i * n + j] = scratch[j * n + i];
+    for (int i = 0; i < n; ++i) {
+        double* mi = M + static_cast<std::size_t>(i) * n;
+        const double* li = L + static_cast<std::size_t>(i) * n;
+        for (int k = 0; k < i; ++k) {
+            const double lik = li[k];
+            const double* mk = M + static_cast<std::size_t>(k) * n;
+            for (int j = 0; j < n; ++j) mi[j] -= lik * mk[j];
+        }
+        const double inv = 1.0 / li[i];
+        for (int j = 0; j < n; ++j) mi[j] *= inv;
+    }
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < i; ++j) {
+            const double v = 0.5 * (M[i * n + j] + M[j * n + i]);
+            M[i * n + j] = M[j * n + i] = v;
+        }
+    return linalg::all_finite(M, nn);
+}
+
+// out = L f(M) L' with M = Wt' diag(w) Wt: Zt = Wt L' (rows k: (L W)_{:,k}), out = Zt' f Zt.
+template <class F>
+inline void spd_fun(const double* x, const double* b, double* out, int n, F f, double* work) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    double* L = work;
+    double* M = L + nn;
+    double* Wt = M + nn;
+    double* scratch = Wt + nn;
+    double* w = scratch + nn;
+    double* ework = w + n;
+    if (!congruence(x, b, L, M, n, scratch) || !linalg::eigh(M, w, Wt, n, ework))
+        return linalg::fill_nan(out, nn);
+    for (int k = 0; k < n; ++k) {
+        w[k] = f(w[k]);
+        if (std::isnan(w[k])) return linalg::fill_nan(out, nn);
+    }
+    // Zt[k][i] = sum_{l <= i} Wt[k][l] L[i][l]   (stored in M)
+    double* Zt = M;
+    for (int k = 0; k < n; ++k) {
+        const double* wk = Wt + static_cast<std::size_t>(k) * n;
+        double* zk = Zt + static_cast<std::size_t>(k) * n;
+        for (int i = 0; i < n; ++i) {
+            const double* li = L + static_cast<std::size_t>(i) * n;
+            double acc = 0.0;
+            for (int l = 0; l <= i; ++l) acc += wk[l] * li[l];
+            zk[i] = acc;
+        }
+    }
+    linalg::sym_from_eig(Zt, w, out, n, scratch);
+}
+
+}  // namespace detail
+
+inline void spd_exp(const double* x, const double* u, double* out, int n, double* work) {
+    detail::spd_fun(x, u, out, n, f_exp, work);
+}
+
+inline void spd_log(const double* x, const double* y, double* out, int n, double* work) {
+    detail::spd_fun(x, y, out, n, f_log, work);
+}
+
+inline double spd_dist(const double* x, const double* y, int n, double* work) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    double* L = work;
+    double* M = L + nn;
+    double* scratch = M + nn;
+    double* w = scratch + nn;
+    double* ework = w + n;
+    if (!detail::congruence(x, y, L, M, n, scratch) || !linalg::eigh(M, w, nullptr, n, ework))
+        return kNaN;
+    double acc = 0.0;
+    for (int k = 0; k < n; ++k) {
+        if (!(w[k] > 0.0)) return kNaN;
+        const double l = std::log(w[k]);
+        acc += l * l;
+    }
+    return std::sqrt(acc);
+}
+
+}  // namespace spd
+}  // namespace rfl

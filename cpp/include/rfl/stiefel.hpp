@@ -1,0 +1,552 @@
+// Stiefel manifold St(n, p) kernels, one item per call: row-major (n, p) float64, n >= p.
+//
+//   proj(x, u)          u - x sym(x'u)
+//   polar(a)            a (a'a)^-½, the polar factor (nearest point of St(n, p)); NaN when
+//                       rank-deficient (s_min <= s_max * eps * n, as the NumPy reference)
+//   retr_polar(x, u)    polar(x + u)
+//   inv_retr_polar(x,y) y S - x with S symmetric, (x'y) S + S (y'x) = 2I; NaN if the
+//                       Lyapunov operator is singular (two eigenvalues of x'y sum to ~0)
+//   retr_qr(x, u)       qf(x + u), R with positive diagonal
+//   inv_retr_qr(x, y)   y R - x with R upper triangular, (x'y) R + R'(y'x) = 2I; NaN if a
+//                       leading minor of x'y vanishes
+//
+// Algorithms. Polar: the p x p Gram route G = a'a = W diag(l) W', Q0 = a W diag(l^-½) W',
+// whose error (eps cond(a)^2) is only in the symmetric part of Q0'Q0 - I: when that is not
+// negligible one more Gram step Q = Q0 (Q0'Q0)^-½ restores orthonormality (the rotation part
+// of the error is eps cond(a)). For cond(a) > 1e5 (or rank deficiency) the kernel switches to
+// a one-sided Jacobi SVD of a. QR: Cholesky QR, Q = a chol(a'a)^-T, repeated once
+// (CholeskyQR2) when Q'Q - I is not negligible; Householder QR when a'a is not numerically
+// positive definite. Lyapunov: the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of
+// S by Gaussian elimination with partial pivoting (cost O(p^6): fine for p up to ~30).
+// QR inverse: one LU of x'y without pivoting gives every leading block at once (columns
+// solved by forward/back substitution); partial-pivoting solves per column when a pivot is
+// small. All loops over n are fused passes over contiguous rows.
+//
+// Every function takes `work`, scratch of at least work_size(n, p) doubles, and a template
+// parameter P: 0 for any p, or the compile-time value of p (the binding instantiates 1..8).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include "linalg_small.hpp"
+
+namespace rfl {
+namespace stiefel {
+
+using linalg::kEps;
+using linalg::kNaN;
+
+inline std::size_t work_size(int n, int p) {
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    const std::size_t q = static_cast<std::size_t>(p) * (p + 1) / 2;
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    std::size_t small = 8 * pp + 4 * p + linalg::eigh_work(p) + q * q + q;
+    std::size_t big = 2 * np + pp + 2 * p + static_cast<std::size_t>(n);  // SVD / Householder
+    return small + big;
+}
+
+namespace detail {
+
+// G (lower triangle, p x p) = a'a with a = x (+ u when ADD).
+template <int P, bool ADD>
+inline void gram(const double* x, const double* u, double* G, int n, int p_) {
+    const int p = P > 0 ? P : p_;
+    double local[P > 0 ? P * P : 1];  // register/stack accumulator: no aliasing with x, u
+    double* const Gout = G;
+    if (P > 0) G = local;
+    for (int i = 0; i < p * p; ++i) G[i] = 0.0;
+    for (int i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * p;
+        const double* ui = ADD ? u + static_cast<std::size_t>(i) * p : nullptr;
+        double a[P > 0 ? P : 1];
+        if (P > 0) {
+            for (int r = 0; r < p; ++r) a[r] = ADD ? xi[r] + ui[r] : xi[r];
+            for (int r = 0; r < p; ++r)
+                for (int c = 0; c <= r; ++c) G[r * p + c] += a[r] * a[c];
+        } else {
+            for (int r = 0; r < p; ++r) {
+                const double ar = ADD ? xi[r] + ui[r] : xi[r];
+                for (int c = 0; c <= r; ++c) G[r * p + c] += ar * (ADD ? xi[c] + ui[c] : xi[c]);
+            }
+        }
+    }
+    if (P > 0)
+        for (int i = 0; i < p * p; ++i) Gout[i] = local[i];
+}
+
+// out_i = a_i C (C p x p row-major) for every row, accumulating H = out'out (lower) if H.
+// out may alias x (each row is read before it is written). rowbuf: 2p doubles.
+template <int P, bool ADD>
+inline void right_mul(const double* x, const double* u, const double* C, double* out, double* H,
+                      int n, int p_, double* rowbuf) {
+    const int p = P > 0 ? P : p_;
+    double Hl[P > 0 ? P * P : 1], Cl[P > 0 ? P * P : 1];
+    double* const Hout = H;
+    if (P > 0) {
+        for (int i = 0; i < p * p; ++i) Cl[i] = C[i];
+        C = Cl;
+        if (H) H = Hl;
+    }
+    if (H)
+        for (int i = 0; i < p * p; ++i) H[i] = 0.0;
+    double abuf[P > 0 ? P : 1], obuf[P > 0 ? P : 1];
+    double* a = P > 0 ? abuf : rowbuf;
+    double* o = P > 0 ? obuf : rowbuf + p;
+    for (int i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * p;
+        double* oi = out + static_cast<std::size_t>(i) * p;
+        for (int r = 0; r < p; ++r) a[r] = ADD ? xi[r] + u[static_cast<std::size_t>(i) * p + r] : xi[r];
+        for (int c = 0; c < p; ++c) o[c] = 0.0;
+        for (int r = 0; r < p; ++r) {
+            const double ar = a[r];
+            const double* cr = C + r * p;
+            for (int c = 0; c < p; ++c) o[c] += ar * cr[c];
+        }
+        for (int c = 0; c < p; ++c) oi[c] = o[c];
+        if (H)
+            for (int r = 0; r < p; ++r)
+                for (int c = 0; c <= r; ++c) H[r * p + c] += o[r] * o[c];
+    }
+    if (P > 0 && Hout)
+        for (int i = 0; i < p * p; ++i) Hout[i] = Hl[i];
+}
+
+// off-orthonormality max |H - I| of a lower-triangle Gram H
+inline double off_identity(const double* H, int p) {
+    double m = 0.0;
+    for (int r = 0; r < p; ++r)
+        for (int c = 0; c <= r; ++c) m = std::fmax(m, std::fabs(H[r * p + c] - (r == c ? 1.0 : 0.0)));
+    return m;
+}
+
+// Accurate polar factor by one-sided Jacobi SVD (slow path). a = x (+u); work >= 2np + p*p + p.
+template <bool ADD>
+inline void polar_svd(const double* x, const double* u, double* out, int n, int p, double* work) {
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    double* A = work;          // column-major n x p
+    double* Vt = A + np;       // p x p
+    double* s = Vt + static_cast<std::size_t>(p) * p;
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < p; ++j)
+            A[static_cast<std::size_t>(j) * n + i] =
+                ADD ? x[static_cast<std::size_t>(i) * p + j] + u[static_cast<std::size_t>(i) * p + j]
+                    : x[static_cast<std::size_t>(i) * p + j];
+    if (!linalg::svd_jacobi(A, s, Vt, n, p)) return linalg::fill_nan(out, np);
+    double smax = 0.0, smin = INFINITY;
+    for (int j = 0; j < p; ++j) {
+        smax = std::fmax(smax, s[j]);
+        smin = std::fmin(smin, s[j]);
+    }
+    if (!(smin > smax * kEps * n)) return linalg::fill_nan(out, np);
+    for (int j = 0; j < p; ++j) {
+        const double inv = 1.0 / s[j];
+        double* aj = A + static_cast<std::size_t>(j) * n;
+        for (int i = 0; i < n; ++i) aj[i] *= inv;
+    }
+    for (int i = 0; i < n; ++i) {
+        double* oi = out + static_cast<std::size_t>(i) * p;
+        for (int c = 0; c < p; ++c) oi[c] = 0.0;
+        for (int j = 0; j < p; ++j) {
+            const double uij = A[static_cast<std::size_t>(j) * n + i];
+            const double* vj = Vt + static_cast<std::size_t>(j) * p;
+            for (int c = 0; c < p; ++c) oi[c] += uij * vj[c];
+        }
+    }
+}
+
+// C = G^-½ from the lower-triangle Gram G; returns lmin/lmax (negative or NaN if G unusable).
+inline double inv_sqrt_gram(const double* G, double* C, int p, double* work) {
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    double* Vt = work;
+    double* w = Vt + pp;
+    double* scratch = w + p;
+    double* ework = scratch + pp;
+    if (!linalg::eigh(G, w, Vt, p, ework)) return kNaN;
+    double lmin = INFINITY, lmax = 0.0;
+    for (int k = 0; k < p; ++k) {
+        lmin = std::fmin(lmin, w[k]);
+        lmax = std::fmax(lmax, w[k]);
+    }
+    if (!(lmin > 0.0)) return -1.0;
+    for (int k = 0; k < p; ++k) w[k] = 1.0 / std::sqrt(w[k]);
+    linalg::sym_from_eig(Vt, w, C, p, scratch);
+    return lmin / lmax;
+}
+
+template <int P, bool ADD>
+inline void polar_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
+    const int p = P > 0 ? P : p_;
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    double* G = work;
+    double* C = G + pp;
+    double* H = C + pp;
+    double* ework = H + pp;  // 2pp + p + eigh_work(p)
+    gram<P, ADD>(x, u, G, n, p);
+    const double ratio = inv_sqrt_gram(G, C, p, ework);
+    if (!(ratio > 1e-10)) return polar_svd<ADD>(x, u, out, n, p, work);
+    right_mul<P, ADD>(x, u, C, out, H, n, p, ework);
+    if (off_identity(H, p) <= 1e-13) return;
+    // one more Gram step on the nearly orthonormal Q0 (in place: out <- out (Q0'Q0)^-½)
+    if (!(inv_sqrt_gram(H, C, p, ework) > 0.5)) return polar_svd<ADD>(x, u, out, n, p, work);
+    right_mul<P, false>(out, nullptr, C, out, nullptr, n, p, ework);
+}
+
+}  // namespace detail
+
+template <int P = 0>
+inline void polar(const double* a, double* out, int n, int p, double* work) {
+    detail::polar_impl<P, false>(a, nullptr, out, n, p, work);
+}
+
+template <int P = 0>
+inline void retr_polar(const double* x, const double* u, double* out, int n, int p, double* work) {
+    detail::polar_impl<P, true>(x, u, out, n, p, work);
+}
+
+template <int P = 0>
+inline void proj(const double* x, const double* u, double* out, int n, int p_, double* work) {
+    const int p = P > 0 ? P : p_;
+    double local[P > 0 ? P * P : 1];
+    double* A = P > 0 ? local : work;  // x'u, then sym
+    for (int i = 0; i < p * p; ++i) A[i] = 0.0;
+    for (int i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * p;
+        const double* ui = u + static_cast<std::size_t>(i) * p;
+        for (int r = 0; r < p; ++r) {
+            const double xr = xi[r];
+            for (int c = 0; c < p; ++c) A[r * p + c] += xr * ui[c];
+        }
+    }
+    for (int r = 0; r < p; ++r)
+        for (int c = 0; c < r; ++c) A[r * p + c] = A[c * p + r] = 0.5 * (A[r * p + c] + A[c * p + r]);
+    for (int i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * p;
+        const double* ui = u + static_cast<std::size_t>(i) * p;
+        double* oi = out + static_cast<std::size_t>(i) * p;
+        double o[P > 0 ? P : 1];
+        if (P > 0) {
+            for (int c = 0; c < p; ++c) o[c] = ui[c];
+            for (int r = 0; r < p; ++r) {
+                const double xr = xi[r];
+                for (int c = 0; c < p; ++c) o[c] -= xr * A[r * p + c];
+            }
+            for (int c = 0; c < p; ++c) oi[c] = o[c];
+        } else {
+            for (int c = 0; c < p; ++c) {
+                double acc = ui[c];
+                for (int r = 0; r < p; ++r) acc -= xi[r] * A[r * p + c];
+                oi[c] = acc;
+            }
+        }
+    }
+}
+
+// M = x'y (full p x p)
+template <int P>
+inline void cross(const double* x, const double* y, double* M, int n, int p_) {
+    const int p = P > 0 ? P : p_;
+    double local[P > 0 ? P * P : 1];
+    double* const Mout = M;
+    if (P > 0) M = local;
+    for (int i = 0; i < p * p; ++i) M[i] = 0.0;
+    for (int i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * p;
+        const double* yi = y + static_cast<std::size_t>(i) * p;
+        for (int r = 0; r < p; ++r) {
+            const double xr = xi[r];
+            for (int c = 0; c < p; ++c) M[r * p + c] += xr * yi[c];
+        }
+    }
+    if (P > 0)
+        for (int i = 0; i < p * p; ++i) Mout[i] = local[i];
+}
+
+// out = y S - x
+template <int P>
+inline void y_times_minus_x(const double* x, const double* y, const double* S, double* out, int n,
+                            int p_) {
+    const int p = P > 0 ? P : p_;
+    double Sl[P > 0 ? P * P : 1];
+    if (P > 0) {
+        for (int i = 0; i < p * p; ++i) Sl[i] = S[i];
+        S = Sl;
+    }
+    for (int i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * p;
+        const double* yi = y + static_cast<std::size_t>(i) * p;
+        double* oi = out + static_cast<std::size_t>(i) * p;
+        double o[P > 0 ? P : 1];
+        if (P > 0) {
+            for (int c = 0; c < p; ++c) o[c] = -xi[c];
+            for (int r = 0; r < p; ++r) {
+                const double yr = yi[r];
+                for (int c = 0; c < p; ++c) o[c] += yr * S[r * p + c];
+            }
+            for (int c = 0; c < p; ++c) oi[c] = o[c];
+        } else {
+            for (int c = 0; c < p; ++c) {
+                double acc = -xi[c];
+                for (int r = 0; r < p; ++r) acc += yi[r] * S[r * p + c];
+                oi[c] = acc;
+            }
+        }
+    }
+}
+
+// Solve M S + S M' = 2I for symmetric S (p x p, written full into S). False if singular.
+// Unknowns s_ab, a <= b, indexed by idx(a, b); equation (i, j), i <= j:
+//   sum_k M_ik S_kj + S_ik M_jk = 2 delta_ij.
+// work: q*q + q doubles, q = p(p+1)/2.
+inline bool lyapunov_sym(const double* M, double* S, int p, double* work) {
+    const int q = p * (p + 1) / 2;
+    double* A = work;
+    double* b = work + static_cast<std::size_t>(q) * q;
+    auto idx = [p](int a, int c) {
+        if (a > c) std::swap(a, c);
+        return a * p - a * (a - 1) / 2 + (c - a);  // row-major upper triangle
+    };
+    for (std::size_t i = 0; i < static_cast<std::size_t>(q) * q; ++i) A[i] = 0.0;
+    for (int i = 0; i < p; ++i) {
+        for (int j = i; j < p; ++j) {
+            const int e = idx(i, j);
+            double* row = A + static_cast<std::size_t>(e) * q;
+            for (int k = 0; k < p; ++k) {
+                row[idx(k, j)] += M[i * p + k];
+                row[idx(i, k)] += M[j * p + k];
+            }
+            b[e] = i == j ? 2.0 : 0.0;
+        }
+    }
+    if (p == 1) {
+        if (!(std::fabs(A[0]) > 1e-12 * std::fmax(1.0, std::fabs(M[0])))) return false;
+        S[0] = b[0] / A[0];
+        return std::isfinite(S[0]);
+    }
+    // near-singular operator (eigenvalues of M summing to ~0, the reference's 1e-12 relative
+    // test): pivots below 1e-12 max(1, max|M|) count as zero
+    double mmax = 1.0;
+    for (int i = 0; i < p * p; ++i) mmax = std::fmax(mmax, std::fabs(M[i]));
+    if (!linalg::lu_solve(A, b, q, 1e-12 * mmax)) return false;
+    for (int i = 0; i < p; ++i)
+        for (int j = 0; j < p; ++j) S[i * p + j] = b[idx(i, j)];
+    return true;
+}
+
+template <int P = 0>
+inline void inv_retr_polar(const double* x, const double* y, double* out, int n, int p_,
+                           double* work) {
+    const int p = P > 0 ? P : p_;
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    double* M = work;
+    double* S = M + pp;
+    double* lw = S + pp;
+    cross<P>(x, y, M, n, p);
+    if (!linalg::all_finite(M, pp) || !lyapunov_sym(M, S, p, lw))
+        return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
+    y_times_minus_x<P>(x, y, S, out, n, p);
+}
+
+namespace detail {
+
+// out_i = a_i R^-1 for upper-triangular R (p x p), row-wise forward substitution, accumulating
+// H = out'out (lower) when H.
+template <int P, bool ADD>
+inline void right_solve_upper(const double* x, const double* u, const double* R, double* out,
+                              double* H, int n, int p_) {
+    const int p = P > 0 ? P : p_;
+    double Hl[P > 0 ? P * P : 1], Rl[P > 0 ? P * P : 1], o[P > 0 ? P : 1];
+    double* const Hout = H;
+    if (P > 0) {
+        for (int i = 0; i < p * p; ++i) Rl[i] = R[i];
+        for (int c = 0; c < p; ++c) Rl[c * p + c] = 1.0 / R[c * p + c];  // inverse diagonal
+        if (H) H = Hl;
+    }
+    if (H)
+        for (int i = 0; i < p * p; ++i) H[i] = 0.0;
+    for (int i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * p;
+        double* oi = out + static_cast<std::size_t>(i) * p;
+        double* oo = P > 0 ? o : oi;
+        // o R = a  ->  o_c = (a_c - sum_{r<c} o_r R_rc) / R_cc
+        for (int c = 0; c < p; ++c) {
+            double acc = ADD ? xi[c] + u[static_cast<std::size_t>(i) * p + c] : xi[c];
+            if (P > 0) {
+                for (int r = 0; r < c; ++r) acc -= oo[r] * Rl[r * p + c];
+                oo[c] = acc * Rl[c * p + c];
+            } else {
+                for (int r = 0; r < c; ++r) acc -= oo[r] * R[r * p + c];
+                oo[c] = acc / R[c * p + c];
+            }
+        }
+        if (P > 0)
+            for (int c = 0; c < p; ++c) oi[c] = oo[c];
+        if (H)
+            for (int r = 0; r < p; ++r)
+                for (int c = 0; c <= r; ++c) H[r * p + c] += oo[r] * oo[c];
+    }
+    if (P > 0 && Hout)
+        for (int i = 0; i < p * p; ++i) Hout[i] = Hl[i];
+}
+
+// R (upper) with R'R = G from the lower-triangle G; false if not positive definite.
+inline bool chol_upper(const double* G, double* R, int p) {
+    for (int i = 0; i < p; ++i)
+        for (int j = 0; j < p; ++j) R[i * p + j] = j <= i ? G[i * p + j] : 0.0;
+    if (!linalg::cholesky(R, p)) return false;  // R now holds L (lower), G = L L'
+    for (int i = 0; i < p; ++i)
+        for (int j = i + 1; j < p; ++j) {
+            R[i * p + j] = R[j * p + i];
+            R[j * p + i] = 0.0;
+        }
+    return true;
+}
+
+// Householder QR fallback: Q with positive diag(R), like numpy + the sign fix of the reference.
+template <bool ADD>
+inline void qr_householder(const double* x, const double* u, double* out, int n, int p,
+                           double* work) {
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    double* A = work;        // column-major n x p, Householder vectors below the diagonal
+    double* beta = A + np;   // p
+    double* rdiag = beta + p;
+    double* col = rdiag + p; // n
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < p; ++j)
+            A[static_cast<std::size_t>(j) * n + i] =
+                ADD ? x[static_cast<std::size_t>(i) * p + j] + u[static_cast<std::size_t>(i) * p + j]
+                    : x[static_cast<std::size_t>(i) * p + j];
+    if (!linalg::all_finite(A, np)) return linalg::fill_nan(out, np);
+    for (int k = 0; k < p; ++k) {
+        double* ak = A + static_cast<std::size_t>(k) * n;
+        double norm = 0.0;
+        for (int i = k; i < n; ++i) norm += ak[i] * ak[i];
+        norm = std::sqrt(norm);
+        const double alpha = ak[k] > 0 ? -norm : norm;  // R_kk = alpha
+        rdiag[k] = alpha;
+        if (norm == 0.0) {
+            beta[k] = 0.0;
+            continue;
+        }
+        ak[k] -= alpha;  // v = a - alpha e_k, H = I - beta v v'
+        double vv = 0.0;
+        for (int i = k; i < n; ++i) vv += ak[i] * ak[i];
+        beta[k] = vv > 0 ? 2.0 / vv : 0.0;
+        for (int j = k + 1; j < p; ++j) {
+            double* aj = A + static_cast<std::size_t>(j) * n;
+            double t = 0.0;
+            for (int i = k; i < n; ++i) t += ak[i] * aj[i];
+            t *= beta[k];
+            for (int i = k; i < n; ++i) aj[i] -= t * ak[i];
+        }
+    }
+    // Q = H_0 ... H_{p-1} [I; 0], column j scaled by sign(R_jj) (0 -> +1)
+    for (int j = 0; j < p; ++j) {
+        for (int i = 0; i < n; ++i) col[i] = i == j ? 1.0 : 0.0;
+        for (int k = std::min(j, p - 1); k >= 0; --k) {
+            const double* ak = A + static_cast<std::size_t>(k) * n;
+            double t = 0.0;
+            for (int i = k; i < n; ++i) t += ak[i] * col[i];
+            t *= beta[k];
+            for (int i = k; i < n; ++i) col[i] -= t * ak[i];
+        }
+        const double sg = rdiag[j] < 0 ? -1.0 : 1.0;
+        for (int i = 0; i < n; ++i) out[static_cast<std::size_t>(i) * p + j] = sg * col[i];
+    }
+}
+
+template <int P, bool ADD>
+inline void qr_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
+    const int p = P > 0 ? P : p_;
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    double* G = work;
+    double* R = G + pp;
+    double* H = R + pp;
+    gram<P, ADD>(x, u, G, n, p);
+    if (!linalg::all_finite(G, pp) || !chol_upper(G, R, p))
+        return qr_householder<ADD>(x, u, out, n, p, work);
+    double dmin = INFINITY, dmax = 0.0;
+    for (int k = 0; k < p; ++k) {
+        dmin = std::fmin(dmin, R[k * p + k]);
+        dmax = std::fmax(dmax, R[k * p + k]);
+    }
+    if (!(dmin > 1e-6 * dmax)) return qr_householder<ADD>(x, u, out, n, p, work);
+    right_solve_upper<P, ADD>(x, u, R, out, H, n, p);
+    const double off = off_identity(H, p);
+    if (off <= 1e-13) return;
+    if (!(off < 0.5) || !chol_upper(H, R, p)) return qr_householder<ADD>(x, u, out, n, p, work);
+    right_solve_upper<P, false>(out, nullptr, R, out, nullptr, n, p);
+}
+
+}  // namespace detail
+
+template <int P = 0>
+inline void retr_qr(const double* x, const double* u, double* out, int n, int p, double* work) {
+    detail::qr_impl<P, true>(x, u, out, n, p, work);
+}
+
+// R upper triangular with (x'y) R + R'(y'x) = 2I, out = y R - x.
+template <int P = 0>
+inline void inv_retr_qr(const double* x, const double* y, double* out, int n, int p_,
+                        double* work) {
+    const int p = P > 0 ? P : p_;
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    double* M = work;
+    double* LU = M + pp;
+    double* R = LU + pp;
+    double* A = R + pp;
+    double* b = A + pp;
+    cross<P>(x, y, M, n, p);
+    if (!linalg::all_finite(M, pp)) return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
+    // LU of M without pivoting (Doolittle): M = L U, L unit lower (strict part stored)
+    for (std::size_t i = 0; i < pp; ++i) LU[i] = M[i];
+    double mmax = 0.0;
+    for (std::size_t i = 0; i < pp; ++i) mmax = std::fmax(mmax, std::fabs(M[i]));
+    bool stable = mmax > 0.0;
+    for (int k = 0; k < p && stable; ++k) {
+        const double piv = LU[k * p + k];
+        if (!(std::fabs(piv) > 1e-3 * mmax)) {
+            stable = false;
+            break;
+        }
+        for (int i = k + 1; i < p; ++i) {
+            const double l = LU[i * p + k] / piv;
+            LU[i * p + k] = l;
+            for (int j = k + 1; j < p; ++j) LU[i * p + j] -= l * LU[k * p + j];
+        }
+    }
+    for (std::size_t i = 0; i < pp; ++i) R[i] = 0.0;
+    for (int j = 0; j < p; ++j) {
+        // b_i = -(M R)_{j,i} for i < j, b_j = 1; solve M[:j+1,:j+1] r = b
+        for (int i = 0; i < j; ++i) {
+            double acc = 0.0;
+            for (int l = 0; l <= i; ++l) acc += M[j * p + l] * R[l * p + i];
+            b[i] = -acc;
+        }
+        b[j] = 1.0;
+        if (stable) {
+            for (int i = 0; i <= j; ++i) {  // forward: L z = b
+                double acc = b[i];
+                for (int l = 0; l < i; ++l) acc -= LU[i * p + l] * b[l];
+                b[i] = acc;
+            }
+            for (int i = j; i >= 0; --i) {  // back: U r = z
+                double acc = b[i];
+                for (int l = i + 1; l <= j; ++l) acc -= LU[i * p + l] * b[l];
+                b[i] = acc / LU[i * p + i];
+            }
+        } else {
+            const int m = j + 1;
+            for (int r = 0; r < m; ++r)
+                for (int c = 0; c < m; ++c) A[r * m + c] = M[r * p + c];
+            if (!linalg::lu_solve(A, b, m))
+                return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
+        }
+        for (int i = 0; i <= j; ++i) R[i * p + j] = b[i];
+    }
+    if (!linalg::all_finite(R, pp)) return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
+    y_times_minus_x<P>(x, y, R, out, n, p);
+}
+
+}  // namespace stiefel
+}  // namespace rfl

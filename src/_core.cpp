@@ -1,0 +1,371 @@
+// pybind11 binding of the rfl_fast C++ kernels: the private extension module rfl_fast._core.
+//
+// Kernel contract (see rfl_fast/kernels/__init__.py): each array argument is float64 with one
+// leading batch axis N followed by the kernel's core shape; the result has the same leading
+// axis. Arguments are taken as C-contiguous float64 (pybind11 converts anything else, so the
+// fast path is the caller handing clean arrays). Shapes are checked cheaply here and a mismatch
+// raises ValueError, so malformed input never reaches the loops. Items without an answer come
+// back as NaN. The batch loop runs with the GIL released: calls from several Python threads
+// run in parallel; there is no threading inside the extension.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "rfl/lorentz.hpp"
+#include "rfl/spd.hpp"
+#include "rfl/sphere.hpp"
+#include "rfl/stiefel.hpp"
+
+#ifndef RFL_FAST_VERSION
+#define RFL_FAST_VERSION "0+unknown"
+#endif
+
+namespace py = pybind11;
+
+namespace {
+
+using Arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+std::string shape_str(const Arr& a) {
+    std::string s = "(";
+    for (py::ssize_t k = 0; k < a.ndim(); ++k) {
+        if (k) s += ", ";
+        s += std::to_string(a.shape(k));
+    }
+    return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+[[noreturn]] void fail(const char* kernel, const std::string& what) {
+    throw py::value_error(std::string(kernel) + ": " + what);
+}
+
+void check_ndim(const Arr& a, int ndim, const char* kernel, const char* arg, const char* core) {
+    if (a.ndim() != ndim)
+        fail(kernel, std::string("argument ") + arg + " must have shape " + core + ", got " +
+                         shape_str(a));
+    for (int k = 1; k < ndim; ++k)
+        if (a.shape(k) < 1)
+            fail(kernel, std::string("argument ") + arg + " has an empty core axis, shape " +
+                             shape_str(a));
+}
+
+void check_same(const Arr& a, const Arr& b, const char* kernel, const char* an, const char* bn) {
+    bool same = a.ndim() == b.ndim();
+    for (py::ssize_t k = 0; same && k < a.ndim(); ++k) same = a.shape(k) == b.shape(k);
+    if (!same)
+        fail(kernel, std::string("arguments ") + an + " and " + bn +
+                         " must have the same shape, got " + shape_str(a) + " and " +
+                         shape_str(b));
+}
+
+template <class F>
+void with_p(int p, F&& f) {
+    switch (p) {
+        case 1: f(std::integral_constant<int, 1>{}); break;
+        case 2: f(std::integral_constant<int, 2>{}); break;
+        case 3: f(std::integral_constant<int, 3>{}); break;
+        case 4: f(std::integral_constant<int, 4>{}); break;
+        case 5: f(std::integral_constant<int, 5>{}); break;
+        case 6: f(std::integral_constant<int, 6>{}); break;
+        case 7: f(std::integral_constant<int, 7>{}); break;
+        case 8: f(std::integral_constant<int, 8>{}); break;
+        default: f(std::integral_constant<int, 0>{}); break;
+    }
+}
+
+// ---------------------------------------------------------------- Stiefel
+
+enum class StOp { proj, retr_polar, inv_retr_polar, retr_qr, inv_retr_qr };
+
+template <StOp OP>
+Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
+    check_ndim(x, 3, kernel, "x", "(N, n, p)");
+    check_ndim(b, 3, kernel, bname, "(N, n, p)");
+    check_same(x, b, kernel, "x", bname);
+    const py::ssize_t N = x.shape(0);
+    const int n = static_cast<int>(x.shape(1)), p = static_cast<int>(x.shape(2));
+    if (p > n) fail(kernel, "need n >= p for Stiefel points (n, p), got shape " + shape_str(x));
+    Arr out({N, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(p)});
+    const double* px = x.data();
+    const double* pb = b.data();
+    double* po = out.mutable_data();
+    const std::size_t item = static_cast<std::size_t>(n) * p;
+    {
+        py::gil_scoped_release release;
+        std::vector<double> work(rfl::stiefel::work_size(n, p));
+        with_p(p, [&](auto P) {
+            constexpr int PP = decltype(P)::value;
+            for (py::ssize_t i = 0; i < N; ++i) {
+                const double* xi = px + i * item;
+                const double* bi = pb + i * item;
+                double* oi = po + i * item;
+                if constexpr (OP == StOp::proj) rfl::stiefel::proj<PP>(xi, bi, oi, n, p, work.data());
+                if constexpr (OP == StOp::retr_polar)
+                    rfl::stiefel::retr_polar<PP>(xi, bi, oi, n, p, work.data());
+                if constexpr (OP == StOp::inv_retr_polar)
+                    rfl::stiefel::inv_retr_polar<PP>(xi, bi, oi, n, p, work.data());
+                if constexpr (OP == StOp::retr_qr)
+                    rfl::stiefel::retr_qr<PP>(xi, bi, oi, n, p, work.data());
+                if constexpr (OP == StOp::inv_retr_qr)
+                    rfl::stiefel::inv_retr_qr<PP>(xi, bi, oi, n, p, work.data());
+            }
+        });
+    }
+    return out;
+}
+
+Arr polar(const Arr& a) {
+    const char* kernel = "polar";
+    check_ndim(a, 3, kernel, "a", "(N, n, p)");
+    const py::ssize_t N = a.shape(0);
+    const int n = static_cast<int>(a.shape(1)), p = static_cast<int>(a.shape(2));
+    if (p > n) fail(kernel, "need n >= p, got shape " + shape_str(a));
+    Arr out({N, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(p)});
+    const double* pa = a.data();
+    double* po = out.mutable_data();
+    const std::size_t item = static_cast<std::size_t>(n) * p;
+    {
+        py::gil_scoped_release release;
+        std::vector<double> work(rfl::stiefel::work_size(n, p));
+        with_p(p, [&](auto P) {
+            constexpr int PP = decltype(P)::value;
+            for (py::ssize_t i = 0; i < N; ++i)
+                rfl::stiefel::polar<PP>(pa + i * item, po + i * item, n, p, work.data());
+        });
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------- symmetric / SPD
+
+template <double (*F)(double)>
+Arr sym_unary(const Arr& s, const char* kernel) {
+    check_ndim(s, 3, kernel, "s", "(N, n, n)");
+    if (s.shape(1) != s.shape(2)) fail(kernel, "expected square matrices, got " + shape_str(s));
+    const py::ssize_t N = s.shape(0);
+    const int n = static_cast<int>(s.shape(1));
+    Arr out({N, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(n)});
+    const double* ps = s.data();
+    double* po = out.mutable_data();
+    const std::size_t item = static_cast<std::size_t>(n) * n;
+    {
+        py::gil_scoped_release release;
+        std::vector<double> work(rfl::spd::sym_work(n));
+        for (py::ssize_t i = 0; i < N; ++i)
+            rfl::spd::sym_fun(ps + i * item, po + i * item, n, F, work.data());
+    }
+    return out;
+}
+
+template <void (*F)(const double*, const double*, double*, int, double*)>
+Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
+    check_ndim(x, 3, kernel, "x", "(N, n, n)");
+    check_ndim(b, 3, kernel, bname, "(N, n, n)");
+    check_same(x, b, kernel, "x", bname);
+    if (x.shape(1) != x.shape(2)) fail(kernel, "expected square matrices, got " + shape_str(x));
+    const py::ssize_t N = x.shape(0);
+    const int n = static_cast<int>(x.shape(1));
+    Arr out({N, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(n)});
+    const double* px = x.data();
+    const double* pb = b.data();
+    double* po = out.mutable_data();
+    const std::size_t item = static_cast<std::size_t>(n) * n;
+    {
+        py::gil_scoped_release release;
+        std::vector<double> work(rfl::spd::spd_work(n));
+        for (py::ssize_t i = 0; i < N; ++i)
+            F(px + i * item, pb + i * item, po + i * item, n, work.data());
+    }
+    return out;
+}
+
+Arr spd_dist(const Arr& x, const Arr& y) {
+    const char* kernel = "spd_dist";
+    check_ndim(x, 3, kernel, "x", "(N, n, n)");
+    check_ndim(y, 3, kernel, "y", "(N, n, n)");
+    check_same(x, y, kernel, "x", "y");
+    if (x.shape(1) != x.shape(2)) fail(kernel, "expected square matrices, got " + shape_str(x));
+    const py::ssize_t N = x.shape(0);
+    const int n = static_cast<int>(x.shape(1));
+    Arr out(N);
+    const double* px = x.data();
+    const double* py_ = y.data();
+    double* po = out.mutable_data();
+    const std::size_t item = static_cast<std::size_t>(n) * n;
+    {
+        py::gil_scoped_release release;
+        std::vector<double> work(rfl::spd::spd_work(n));
+        for (py::ssize_t i = 0; i < N; ++i)
+            po[i] = rfl::spd::spd_dist(px + i * item, py_ + i * item, n, work.data());
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------- vector manifolds
+
+template <void (*F)(const double*, const double*, double*, std::size_t)>
+Arr vec_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
+    check_ndim(x, 2, kernel, "x", "(N, d)");
+    check_ndim(b, 2, kernel, bname, "(N, d)");
+    check_same(x, b, kernel, "x", bname);
+    const py::ssize_t N = x.shape(0);
+    const std::size_t d = static_cast<std::size_t>(x.shape(1));
+    Arr out({N, static_cast<py::ssize_t>(d)});
+    const double* px = x.data();
+    const double* pb = b.data();
+    double* po = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        for (py::ssize_t i = 0; i < N; ++i) F(px + i * d, pb + i * d, po + i * d, d);
+    }
+    return out;
+}
+
+template <double (*F)(const double*, const double*, std::size_t)>
+Arr vec_dist(const Arr& x, const Arr& y, const char* kernel) {
+    check_ndim(x, 2, kernel, "x", "(N, d)");
+    check_ndim(y, 2, kernel, "y", "(N, d)");
+    check_same(x, y, kernel, "x", "y");
+    const py::ssize_t N = x.shape(0);
+    const std::size_t d = static_cast<std::size_t>(x.shape(1));
+    Arr out(N);
+    const double* px = x.data();
+    const double* py_ = y.data();
+    double* po = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        for (py::ssize_t i = 0; i < N; ++i) po[i] = F(px + i * d, py_ + i * d, d);
+    }
+    return out;
+}
+
+template <void (*F)(const double*, const double*, const double*, double*, std::size_t)>
+Arr vec_ternary(const Arr& x, const Arr& y, const Arr& v, const char* kernel) {
+    check_ndim(x, 2, kernel, "x", "(N, d)");
+    check_ndim(y, 2, kernel, "y", "(N, d)");
+    check_ndim(v, 2, kernel, "v", "(N, d)");
+    check_same(x, y, kernel, "x", "y");
+    check_same(x, v, kernel, "x", "v");
+    const py::ssize_t N = x.shape(0);
+    const std::size_t d = static_cast<std::size_t>(x.shape(1));
+    Arr out({N, static_cast<py::ssize_t>(d)});
+    const double* px = x.data();
+    const double* py_ = y.data();
+    const double* pv = v.data();
+    double* po = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        for (py::ssize_t i = 0; i < N; ++i) F(px + i * d, py_ + i * d, pv + i * d, po + i * d, d);
+    }
+    return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = R"pbdoc(
+        rfl_fast._core: compiled kernels (C++17, header-only core in rfl_fast.get_include()).
+
+        Private backend module: use the public API (rfl_fast.linalg, the manifolds) or
+        rfl_fast.kernels.call. Every kernel takes C-contiguous float64 arrays with one leading
+        batch axis N and returns an array with the same leading axis; items without an answer
+        are NaN. The GIL is released during the computation.
+    )pbdoc";
+    m.attr("__version__") = RFL_FAST_VERSION;
+
+    // Stiefel
+    m.def("stiefel_proj", [](const Arr& x, const Arr& u) {
+        return stiefel_binary<StOp::proj>(x, u, "stiefel_proj", "u"); }, py::arg("x"), py::arg("u"),
+        R"pbdoc(Tangent projection ``u - x sym(x'u)``; x, u: (N, n, p) -> (N, n, p).)pbdoc");
+    m.def("stiefel_retr_polar", [](const Arr& x, const Arr& u) {
+        return stiefel_binary<StOp::retr_polar>(x, u, "stiefel_retr_polar", "u"); },
+        py::arg("x"), py::arg("u"),
+        R"pbdoc(Polar retraction ``polar(x + u)``; x, u: (N, n, p) -> (N, n, p).
+
+p x p Gram route with a refinement step when x + u is ill-conditioned, a one-sided Jacobi SVD
+beyond cond 1e5; NaN for rank-deficient x + u.)pbdoc");
+    m.def("stiefel_inv_retr_polar", [](const Arr& x, const Arr& y) {
+        return stiefel_binary<StOp::inv_retr_polar>(x, y, "stiefel_inv_retr_polar", "y"); },
+        py::arg("x"), py::arg("y"),
+        R"pbdoc(Inverse polar retraction ``y S - x``, S symmetric with ``(x'y)S + S(y'x) = 2I``.
+
+x, y: (N, n, p) -> (N, n, p). The Lyapunov equation is solved as a p(p+1)/2 linear system;
+NaN where it is singular.)pbdoc");
+    m.def("stiefel_retr_qr", [](const Arr& x, const Arr& u) {
+        return stiefel_binary<StOp::retr_qr>(x, u, "stiefel_retr_qr", "u"); },
+        py::arg("x"), py::arg("u"),
+        R"pbdoc(QR retraction ``qf(x + u)`` with a positive diagonal of R; (N, n, p) -> (N, n, p).
+
+CholeskyQR2 (Householder QR when (x+u)'(x+u) is not numerically positive definite).)pbdoc");
+    m.def("stiefel_inv_retr_qr", [](const Arr& x, const Arr& y) {
+        return stiefel_binary<StOp::inv_retr_qr>(x, y, "stiefel_inv_retr_qr", "y"); },
+        py::arg("x"), py::arg("y"),
+        R"pbdoc(Inverse QR retraction ``y R - x``, R upper triangular, ``(x'y)R + R'(y'x) = 2I``.
+
+x, y: (N, n, p) -> (N, n, p); NaN where a leading minor of x'y vanishes.)pbdoc");
+    m.def("polar", &polar, py::arg("a"),
+        R"pbdoc(Polar factor ``a (a'a)^(-1/2)`` (nearest Stiefel point); a: (N, n, p), n >= p.
+
+NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");
+
+    // symmetric matrix functions
+    m.def("sym_expm", [](const Arr& s) { return sym_unary<rfl::spd::f_exp>(s, "sym_expm"); },
+        py::arg("s"), R"pbdoc(Matrix exponential of symmetric s (lower triangle read): (N, n, n).)pbdoc");
+    m.def("sym_logm", [](const Arr& s) { return sym_unary<rfl::spd::f_log>(s, "sym_logm"); },
+        py::arg("s"), R"pbdoc(Matrix logarithm of SPD s: (N, n, n); NaN items where s is not positive definite.)pbdoc");
+    m.def("sym_sqrtm", [](const Arr& s) { return sym_unary<rfl::spd::f_sqrt>(s, "sym_sqrtm"); },
+        py::arg("s"), R"pbdoc(Square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
+    m.def("sym_invsqrtm", [](const Arr& s) {
+        return sym_unary<rfl::spd::f_invsqrt>(s, "sym_invsqrtm"); }, py::arg("s"),
+        R"pbdoc(Inverse square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
+
+    // SPD
+    m.def("spd_exp", [](const Arr& x, const Arr& u) {
+        return spd_binary<rfl::spd::spd_exp>(x, u, "spd_exp", "u"); }, py::arg("x"), py::arg("u"),
+        R"pbdoc(Affine-invariant Exp ``x^1/2 expm(x^-1/2 u x^-1/2) x^1/2``; (N, n, n).
+
+Computed as ``L expm(L^-1 sym(u) L^-T) L'`` with the Cholesky factor x = L L' (equal in exact
+arithmetic); NaN where x is not positive definite.)pbdoc");
+    m.def("spd_log", [](const Arr& x, const Arr& y) {
+        return spd_binary<rfl::spd::spd_log>(x, y, "spd_log", "y"); }, py::arg("x"), py::arg("y"),
+        R"pbdoc(Affine-invariant Log ``x^1/2 logm(x^-1/2 y x^-1/2) x^1/2``; (N, n, n).
+
+Computed through the Cholesky factor of x; NaN where x or y is not positive definite.)pbdoc");
+    m.def("spd_dist", &spd_dist, py::arg("x"), py::arg("y"),
+        R"pbdoc(Affine-invariant distance ``|logm(x^-1/2 y x^-1/2)|_F``; (N, n, n) -> (N,).)pbdoc");
+
+    // sphere
+    m.def("sphere_exp", [](const Arr& x, const Arr& u) {
+        return vec_binary<rfl::sphere::exp>(x, u, "sphere_exp", "u"); }, py::arg("x"), py::arg("u"),
+        R"pbdoc(Sphere Exp ``cos|u| x + sin|u| u/|u|``; (N, d) -> (N, d).)pbdoc");
+    m.def("sphere_log", [](const Arr& x, const Arr& y) {
+        return vec_binary<rfl::sphere::log>(x, y, "sphere_log", "y"); }, py::arg("x"), py::arg("y"),
+        R"pbdoc(Sphere Log ``theta v/|v|``, ``v = y - <x,y>x``; (N, d); NaN at antipodal points.)pbdoc");
+    m.def("sphere_dist", [](const Arr& x, const Arr& y) {
+        return vec_dist<rfl::sphere::dist>(x, y, "sphere_dist"); }, py::arg("x"), py::arg("y"),
+        R"pbdoc(Great-circle distance ``2 asin(|x - y|/2)``; (N, d) -> (N,).)pbdoc");
+    m.def("sphere_transport", [](const Arr& x, const Arr& y, const Arr& v) {
+        return vec_ternary<rfl::sphere::transport>(x, y, v, "sphere_transport"); },
+        py::arg("x"), py::arg("y"), py::arg("v"),
+        R"pbdoc(Parallel transport ``v - <y,v>/(1+<x,y>) (x+y)``; (N, d) -> (N, d).)pbdoc");
+
+    // Lorentz
+    m.def("lorentz_exp", [](const Arr& x, const Arr& v) {
+        return vec_binary<rfl::lorentz::exp>(x, v, "lorentz_exp", "v"); }, py::arg("x"), py::arg("v"),
+        R"pbdoc(Hyperboloid Exp ``cosh|v| x + sinh|v| v/|v|``; (N, d+1) -> (N, d+1).)pbdoc");
+    m.def("lorentz_log", [](const Arr& x, const Arr& y) {
+        return vec_binary<rfl::lorentz::log>(x, y, "lorentz_log", "y"); }, py::arg("x"), py::arg("y"),
+        R"pbdoc(Hyperboloid Log ``acosh(a) (y - a x)/sqrt(a^2-1)``, ``a = -<x,y>_L``; (N, d+1).)pbdoc");
+    m.def("lorentz_dist", [](const Arr& x, const Arr& y) {
+        return vec_dist<rfl::lorentz::dist>(x, y, "lorentz_dist"); }, py::arg("x"), py::arg("y"),
+        R"pbdoc(Hyperboloid distance ``acosh(-<x,y>_L)``; (N, d+1) -> (N,).)pbdoc");
+    m.def("lorentz_transport", [](const Arr& x, const Arr& y, const Arr& v) {
+        return vec_ternary<rfl::lorentz::transport>(x, y, v, "lorentz_transport"); },
+        py::arg("x"), py::arg("y"), py::arg("v"),
+        R"pbdoc(Parallel transport ``v + <y,v>_L/(1-<x,y>_L) (x+y)``; (N, d+1) -> (N, d+1).)pbdoc");
+}
