@@ -1,0 +1,28 @@
+"""Differential privacy for Riemannian federated learning (seed 002, PriRFed).
+
+Mechanism building blocks: per-sample clipping in the manifold's metric and fused clipped sums
+(``clipping``), tangent Gaussian noise (``noise``). Accounting (``accounting``): the seed's
+closed-form noise calibrations and Theorem 9, tight RDP/PLD accountants from Google's
+``dp-accounting`` (optional extra ``rfl_fast[privacy]``), ``calibrate_sigma`` and
+``privacy_report``.
+"""
+
+from .accounting import (DPSettings, PrivacyBudget, calibrate_sigma, dp_rsgd_epsilon,
+                         dp_rsgd_sigma, dp_rsvrg_epsilon, dp_rsvrg_sigma, epsilon_pld,
+                         epsilon_rdp, epsilon_seed, epsilon_seed_composition,
+                         epsilon_subsampled_gaussian, gaussian_mechanism_epsilon,
+                         gaussian_mechanism_sigma, privacy_report)
+from .clipping import (clip, clip_factors, clipped_sum_frechet, clipped_sum_pca,
+                       clipped_sum_reference, frechet_sample_rgrads, pca_sample_rgrads)
+from .noise import gaussian_tangent_noise
+
+__all__ = [
+    # mechanism
+    "clip", "clip_factors", "clipped_sum_reference", "clipped_sum_pca", "clipped_sum_frechet",
+    "pca_sample_rgrads", "frechet_sample_rgrads", "gaussian_tangent_noise",
+    # accounting
+    "gaussian_mechanism_sigma", "gaussian_mechanism_epsilon", "dp_rsgd_sigma", "dp_rsgd_epsilon",
+    "dp_rsvrg_sigma", "dp_rsvrg_epsilon", "epsilon_seed_composition", "epsilon_seed",
+    "DPSettings", "epsilon_subsampled_gaussian", "epsilon_rdp", "epsilon_pld", "calibrate_sigma",
+    "PrivacyBudget", "privacy_report",
+]

@@ -1,0 +1,825 @@
+"""Privacy accounting for PriRFed (seed 002): closed-form calibrations, Theorem 9, tight accountants.
+
+Three ways to turn a noise level into a privacy guarantee, side by side (``privacy_report``):
+
+* **the seed's closed forms** -- per-client noise for a local ``(eps, delta)`` target
+  (``dp_rsgd_sigma``, ``dp_rsvrg_sigma``, ``gaussian_mechanism_sigma``) followed by the server-level
+  composition of seed 002, Theorem 9 (``epsilon_seed_composition``);
+* **RDP** (Renyi DP) with Google's ``dp-accounting`` (``epsilon_rdp``);
+* **PLD** (privacy loss distributions) with ``dp-accounting`` (``epsilon_pld``), the tightest.
+
+Neighbouring relations (which pairs of datasets count as adjacent) differ by accountant and are
+named in every docstring: *replace-one* (one sample replaced by another; the clipped sum moves by
+at most ``2 tau``) and *add/remove-one* (one sample added or removed; it moves by at most
+``tau``). Epsilons under different relations are not directly comparable: by group privacy an
+add/remove ``(eps, delta)`` guarantee implies a replace-one ``(2 eps, (1 + e^eps) delta)`` one.
+
+The mechanism being accounted (one client, one round; SPEC.md section 3, seed 002):
+
+* DP-RSGD: ``K`` steps, each releases ``(1/b) sum_{p in B} clip_tau(grad f_p(x)) + N_x(0, sigma^2)``
+  with ``|B| = b`` of the client's ``N`` samples. Multiplying by ``b``, each step is a Gaussian
+  mechanism on the clipped *sum* with noise standard deviation ``b sigma``, so its noise
+  multiplier is ``b sigma / (2 tau)`` under replace-one and ``b sigma / tau`` under add/remove.
+* DP-RSVRG: ``K`` epochs of ``m`` steps; step ``j`` releases
+  ``clip(grad f_l(x)) - T(clip(grad f_l(xs)) - g) + N_x(0, sigma^2)`` with one uniformly picked
+  sample ``l`` and the snapshot mean ``g = (1/N) sum_j clip(grad f_j(xs))`` (not subsampled). Under
+  replace-one the picked-sample part moves by at most ``4 tau`` (only when ``l`` is the changed
+  sample, probability ``1/N``) and ``T g`` by at most ``2 tau / N`` (always). Splitting the
+  Gaussian noise as ``sigma^2 = lam sigma^2 + (1 - lam) sigma^2`` (``DPSettings.rsvrg_split``),
+  each step is a post-processing of two independent releases: a Gaussian subsampled without
+  replacement (``1`` of ``N``, noise multiplier ``sqrt(lam) sigma / (4 tau)``) and a plain Gaussian
+  (noise multiplier ``sqrt(1 - lam) sigma N / (2 tau)``). Any ``lam`` in (0, 1) is valid.
+* Server: each round samples ``s`` of the ``n`` clients without replacement, so the client
+  holding the changed sample takes part with probability ``rho = s / n``, independently of the
+  data. The tight accountants take the participation as **revealed** (the server knows which
+  clients it asked): a round is the mixture "with probability ``rho`` the client's ``K``-step
+  mechanism, else nothing", whose privacy-loss distribution is the mixture of the two (PLD:
+  ``PrivacyLossDistribution.compute_mixture``; RDP:
+  ``eps_round(a) = log(1 - rho + rho exp((a-1) eps_K(a))) / (a-1)``). This is valid whatever the
+  adversary sees. Theorem 9's amplification (``log(1 + rho(e^eps - 1))``) treats the selection as
+  secret; dp-accounting has no subsampling of a composed mechanism, so the tight accountants do
+  not claim it. Passing ``clients_per_round = n_clients`` gives the bound for a client that
+  takes part in every round.
+
+A run's guarantee for the whole federated dataset is the largest over clients (the changed
+sample lies in one client): call these functions per client with its ``n_samples`` (and
+``sigma_i``) and take the maximum.
+"""
+
+import contextlib
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "gaussian_mechanism_sigma", "gaussian_mechanism_epsilon",
+    "dp_rsgd_sigma", "dp_rsgd_epsilon", "dp_rsvrg_sigma", "dp_rsvrg_epsilon",
+    "epsilon_seed_composition", "epsilon_seed",
+    "DPSettings", "epsilon_subsampled_gaussian", "epsilon_rdp", "epsilon_pld",
+    "calibrate_sigma", "PrivacyBudget", "privacy_report",
+]
+
+TRAINERS = ("dp-rsgd", "dp-rsvrg")
+ACCOUNTANTS = ("pld", "rdp", "seed")
+SAMPLINGS = ("without_replacement", "poisson")
+
+
+# ---------------------------------------------------------------------------- validation
+
+def _real(value, name):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a real number, got {value!r}") from None
+    if math.isnan(v):
+        raise ValueError(f"{name}: expected a number, got NaN")
+    return v
+
+
+def _check_eps(eps, name="eps"):
+    v = _real(eps, name)
+    if not (0.0 < v < math.inf):
+        raise ValueError(f"{name}: expected a finite epsilon > 0, got {eps!r}")
+    return v
+
+
+def _check_delta(delta, name="delta"):
+    v = _real(delta, name)
+    if not (0.0 < v < 1.0):
+        raise ValueError(f"{name}: expected 0 < delta < 1, got {delta!r}")
+    return v
+
+
+def _check_sigma(sigma, name="sigma"):
+    v = _real(sigma, name)
+    if not (0.0 <= v < math.inf):
+        raise ValueError(f"{name}: expected a finite noise level >= 0, got {sigma!r}")
+    return v
+
+
+def _check_positive(value, name):
+    v = _real(value, name)
+    if not (0.0 < v < math.inf):
+        raise ValueError(f"{name}: expected a finite value > 0, got {value!r}")
+    return v
+
+
+def _check_rate(rate, name):
+    v = _real(rate, name)
+    if not (0.0 < v <= 1.0):
+        raise ValueError(f"{name}: expected a sampling rate in (0, 1], got {rate!r}")
+    return v
+
+
+def _check_int(value, name, minimum=1):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise TypeError(f"{name}: expected an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def _choice(value, options, name):
+    if value not in options:
+        raise ValueError(f"{name}: expected one of {options}, got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------- closed forms
+
+def gaussian_mechanism_sigma(eps, delta, sensitivity=1.0):
+    """Noise for the (tangent) Gaussian mechanism, seed 002: ``sigma^2 = 2 log(1.25/delta) D^2/eps^2``.
+
+    ``H(D) + N_x(0, sigma^2)`` with ``D = sup |H(D) - H(D')|_x`` is ``(eps, delta)``-DP. The
+    classical proof (Dwork & Roth 2014, Theorem A.1) needs ``eps < 1``; the seed states the
+    formula without that condition, and it is returned for any ``eps > 0`` as the seed does.
+
+    Parameters
+    ----------
+    eps : float, > 0
+    delta : float, in (0, 1)
+    sensitivity : float, > 0
+        ``D``, in the metric of the tangent space the noise lives in.
+
+    Returns
+    -------
+    sigma : float
+    """
+    eps, delta = _check_eps(eps), _check_delta(delta)
+    sens = _check_positive(sensitivity, "sensitivity")
+    return math.sqrt(2.0 * math.log(1.25 / delta)) * sens / eps
+
+
+def gaussian_mechanism_epsilon(sigma, delta, sensitivity=1.0):
+    """Inverse of ``gaussian_mechanism_sigma``: ``eps = sqrt(2 log(1.25/delta)) D / sigma``."""
+    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    sens = _check_positive(sensitivity, "sensitivity")
+    if sigma == 0.0:
+        return math.inf
+    return math.sqrt(2.0 * math.log(1.25 / delta)) * sens / sigma
+
+
+_CONSTANT_NOTE = """
+    The seed (002, after Algorithms DP-RSGD / DP-RSVRG) states the calibration with a constant
+    (``o_i`` resp. ``sigma~_i``) and does not give its value. It is the absolute constant of
+    the moments-accountant theorem the seed cites ([Han+24, Theorem 3] for DP-RSGD, following
+    Abadi et al. 2016, Theorem 1; [Upt+23] for DP-RSVRG), which holds under side conditions of
+    the form ``eps <= c1 (b/N)^2 K``. The seed's experiments give ``eps, delta, K, b_i, m, tau``
+    but no ``o_i``; the reference code of [Han+24] (DP-RiemOpt, same authors' group) uses
+    ``sigma^2 = K log(1/delta) L0^2 / (n^2 eps^2)``, i.e. the constant 1, which is the default
+    here. The closed form is not itself a certified guarantee: use ``calibrate_sigma``
+    (RDP/PLD) for a certified noise level. For reference, the constant the tight accountants
+    imply, ``o = sigma^2 N^2 eps^2 / (K log(1/delta) tau^2)`` with ``sigma`` from
+    ``calibrate_sigma`` (one local run, delta = 1e-4; DP-RSGD with b = N/2 unless noted):
+
+    ====================  ==============================  ==============================
+    N, K, eps             PLD, Poisson, add/remove-one    RDP, w/o replacement, replace-one
+    ====================  ==============================  ==============================
+    70, 5, 0.15           0.75                            16.4
+    70, 1, 0.15 (b = N)   0.72                            3.7
+    1000, 3, 0.15         0.76                            13.5
+    70, 5, 1.0            1.32                            13.8
+    ====================  ==============================  ==============================
+
+    so at the seed's experimental ``eps = 0.15`` the default ``o = 1`` is certified under
+    add/remove-one with Poisson sampling, but not under replace-one with fixed-size batches.
+"""
+
+
+def dp_rsgd_sigma(eps, delta, *, n_samples, local_steps, tau=1.0, o=1.0):
+    """Seed 002's DP-RSGD noise: ``sigma_i^2 = o_i K log(1/delta) tau^2 / (N_i^2 eps^2)``.
+
+    Parameters
+    ----------
+    eps : float, > 0
+        Target of one local training run (``K`` steps).
+    delta : float, in (0, 1)
+    n_samples : int
+        ``N_i``, the client's number of samples.
+    local_steps : int
+        ``K``.
+    tau : float, > 0
+        Clipping threshold.
+    o : float, > 0
+        The seed's constant ``o_i`` (see Notes).
+
+    Returns
+    -------
+    sigma : float
+        Standard deviation of the tangent Gaussian added to the averaged clipped gradient.
+
+    Notes
+    -----"""
+    eps, delta = _check_eps(eps), _check_delta(delta)
+    n = _check_int(n_samples, "n_samples")
+    k = _check_int(local_steps, "local_steps")
+    tau, o = _check_positive(tau, "tau"), _check_positive(o, "o")
+    return math.sqrt(o * k * math.log(1.0 / delta)) * tau / (n * eps)
+
+
+dp_rsgd_sigma.__doc__ += _CONSTANT_NOTE
+
+
+def dp_rsgd_epsilon(sigma, delta, *, n_samples, local_steps, tau=1.0, o=1.0):
+    """Inverse of ``dp_rsgd_sigma``: the local ``eps`` that ``sigma`` buys (inf for sigma = 0)."""
+    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    n = _check_int(n_samples, "n_samples")
+    k = _check_int(local_steps, "local_steps")
+    tau, o = _check_positive(tau, "tau"), _check_positive(o, "o")
+    if sigma == 0.0:
+        return math.inf
+    return math.sqrt(o * k * math.log(1.0 / delta)) * tau / (n * sigma)
+
+
+def dp_rsvrg_sigma(eps, delta, *, n_samples, local_steps, inner_steps, tau=1.0, sigma_tilde=1.0):
+    """Seed 002's DP-RSVRG noise: ``sigma_i^2 = sigma~_i m K log(1/delta) tau^2 / (N_i^2 eps^2)``.
+
+    Parameters
+    ----------
+    eps : float, > 0
+    delta : float, in (0, 1)
+    n_samples : int
+        ``N_i``.
+    local_steps : int
+        ``K``, the number of epochs (snapshots).
+    inner_steps : int
+        ``m``, steps per epoch.
+    tau : float, > 0
+    sigma_tilde : float, > 0
+        The seed's constant ``sigma~_i`` (see Notes).
+
+    Returns
+    -------
+    sigma : float
+
+    Notes
+    -----"""
+    eps, delta = _check_eps(eps), _check_delta(delta)
+    n = _check_int(n_samples, "n_samples")
+    k = _check_int(local_steps, "local_steps")
+    m = _check_int(inner_steps, "inner_steps")
+    tau, c = _check_positive(tau, "tau"), _check_positive(sigma_tilde, "sigma_tilde")
+    return math.sqrt(c * m * k * math.log(1.0 / delta)) * tau / (n * eps)
+
+
+dp_rsvrg_sigma.__doc__ += _CONSTANT_NOTE
+
+
+def dp_rsvrg_epsilon(sigma, delta, *, n_samples, local_steps, inner_steps, tau=1.0,
+                     sigma_tilde=1.0):
+    """Inverse of ``dp_rsvrg_sigma`` (inf for sigma = 0)."""
+    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    n = _check_int(n_samples, "n_samples")
+    k = _check_int(local_steps, "local_steps")
+    m = _check_int(inner_steps, "inner_steps")
+    tau, c = _check_positive(tau, "tau"), _check_positive(sigma_tilde, "sigma_tilde")
+    if sigma == 0.0:
+        return math.inf
+    return math.sqrt(c * m * k * math.log(1.0 / delta)) * tau / (n * sigma)
+
+
+def epsilon_seed_composition(eps, delta, *, rounds, clients_per_round, n_clients, delta_hat):
+    """Seed 002, Theorem 9: the guarantee of PriRFed from an ``(eps, delta)`` local trainer.
+
+    With ``rho = s/N``, ``eps~ = log(1 + rho (exp(s eps) - 1))`` and ``delta~ = rho s delta``,
+    PriRFed over ``T`` rounds is ``(eps', delta')``-DP with
+
+    ``eps' = min(T eps~, sqrt(2 T ln(1/delta_hat)) eps~ + T eps~ (exp(eps~) - 1))``,
+    ``delta' = delta_hat + T delta~``,
+
+    the better of basic (Theorem 3) and advanced (Theorem 4) composition after subsampling
+    amplification (Lemma 6) and the ``s``-stable pre-processing (Theorem 8). Implemented
+    exactly as stated (including the factor ``s`` in ``exp(s eps)`` and ``rho s delta``).
+
+    Parameters
+    ----------
+    eps : float, > 0
+        Local guarantee of one client's training in one round.
+    delta : float, in (0, 1)
+    rounds : int
+        ``T``.
+    clients_per_round : int
+        ``s``, clients sampled per round without replacement, ``1 <= s <= N``.
+    n_clients : int
+        ``N``.
+    delta_hat : float, in (0, 1)
+        The free parameter of advanced composition.
+
+    Returns
+    -------
+    (eps_prime, delta_prime) : tuple of float
+        ``delta_prime`` may exceed 1 (then the guarantee is void; check it).
+    """
+    eps, delta = _check_eps(eps), _check_delta(delta)
+    t = _check_int(rounds, "rounds")
+    s = _check_int(clients_per_round, "clients_per_round")
+    n = _check_int(n_clients, "n_clients")
+    if s > n:
+        raise ValueError(f"clients_per_round: expected s <= n_clients = {n}, got {s}")
+    delta_hat = _check_delta(delta_hat, "delta_hat")
+    rho = s / n
+    # eps~ = log(1 - rho + rho e^{s eps}), evaluated without overflow
+    if rho == 1.0:
+        eps_t = s * eps
+    elif s * eps < 700.0:
+        eps_t = math.log1p(rho * math.expm1(s * eps))
+    else:
+        eps_t = float(np.logaddexp(math.log1p(-rho), math.log(rho) + s * eps))
+    delta_t = rho * s * delta
+    basic = t * eps_t
+    if eps_t < 700.0:
+        advanced = math.sqrt(2.0 * t * math.log(1.0 / delta_hat)) * eps_t \
+            + t * eps_t * math.expm1(eps_t)
+    else:
+        advanced = math.inf
+    return min(basic, advanced), delta_hat + t * delta_t
+
+
+# ---------------------------------------------------------------------------- settings
+
+@dataclass(frozen=True)
+class DPSettings:
+    """The settings of one client's private training that its privacy depends on.
+
+    Parameters
+    ----------
+    n_samples : int
+        ``N_i``, the client's number of samples.
+    local_steps : int
+        ``K``: DP-RSGD steps, or DP-RSVRG epochs, per round.
+    batch_size : int or None
+        ``b_i`` (DP-RSGD), ``1 <= b_i <= N_i``; ``None`` means the full batch ``N_i``.
+    trainer : {"dp-rsgd", "dp-rsvrg"}
+    inner_steps : int
+        ``m``, DP-RSVRG steps per epoch (ignored by DP-RSGD).
+    tau : float
+        Clipping threshold (> 0).
+    rounds : int
+        ``T``, server rounds.
+    clients_per_round : int
+        ``s``, clients sampled per round without replacement.
+    n_clients : int
+        ``N``, number of clients.
+    o, sigma_tilde : float
+        Constants of the seed's closed forms (see ``dp_rsgd_sigma``); default 1.
+    rsvrg_split : float in (0, 1)
+        Share ``lam`` of the DP-RSVRG noise variance attributed to the subsampled part in the
+        tight accountants (see the module docstring).
+    delta_hat_fraction : float in (0, 1)
+        For the seed's composition at a total ``delta``: ``delta_hat = fraction * delta`` and
+        the local delta is ``(1 - fraction) delta / (T rho s)`` so that Theorem 9's
+        ``delta' = delta_hat + T rho s delta_local`` equals ``delta``.
+    """
+
+    n_samples: int
+    local_steps: int = 1
+    batch_size: int = None
+    trainer: str = "dp-rsgd"
+    inner_steps: int = 1
+    tau: float = 1.0
+    rounds: int = 1
+    clients_per_round: int = 1
+    n_clients: int = 1
+    o: float = 1.0
+    sigma_tilde: float = 1.0
+    rsvrg_split: float = 0.9
+    delta_hat_fraction: float = 0.5
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        n = _check_int(self.n_samples, "n_samples")
+        set_("n_samples", n)
+        set_("local_steps", _check_int(self.local_steps, "local_steps"))
+        b = n if self.batch_size is None else _check_int(self.batch_size, "batch_size")
+        if b > n:
+            raise ValueError(f"batch_size: expected b <= n_samples = {n}, got {b}")
+        set_("batch_size", b)
+        _choice(self.trainer, TRAINERS, "trainer")
+        set_("inner_steps", _check_int(self.inner_steps, "inner_steps"))
+        set_("tau", _check_positive(self.tau, "tau"))
+        set_("rounds", _check_int(self.rounds, "rounds"))
+        s = _check_int(self.clients_per_round, "clients_per_round")
+        nc = _check_int(self.n_clients, "n_clients")
+        if s > nc:
+            raise ValueError(f"clients_per_round: expected s <= n_clients = {nc}, got {s}")
+        set_("clients_per_round", s)
+        set_("n_clients", nc)
+        set_("o", _check_positive(self.o, "o"))
+        set_("sigma_tilde", _check_positive(self.sigma_tilde, "sigma_tilde"))
+        for name in ("rsvrg_split", "delta_hat_fraction"):
+            v = _real(getattr(self, name), name)
+            if not 0.0 < v < 1.0:
+                raise ValueError(f"{name}: expected a value in (0, 1), got {v!r}")
+            set_(name, v)
+
+    @property
+    def sample_rate(self):
+        """``b/N`` (DP-RSGD) or ``1/N`` (DP-RSVRG): a sample's chance to enter one step."""
+        return (self.batch_size if self.trainer == "dp-rsgd" else 1) / self.n_samples
+
+    @property
+    def client_rate(self):
+        """``rho = s/n``: the client's chance to take part in one round."""
+        return self.clients_per_round / self.n_clients
+
+    @property
+    def steps_per_round(self):
+        """Noisy releases per round: ``K`` (DP-RSGD) or ``K m`` (DP-RSVRG)."""
+        return self.local_steps * (self.inner_steps if self.trainer == "dp-rsvrg" else 1)
+
+
+# ---------------------------------------------------------------------------- dp-accounting
+
+def _dp():
+    try:
+        import dp_accounting
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("the RDP/PLD accountants need Google's dp-accounting: "
+                          "pip install 'rfl_fast[privacy]' (or dp-accounting)") from exc
+    return dp_accounting
+
+
+@contextlib.contextmanager
+def _quiet_absl():
+    """dp-accounting logs a warning through absl for every fractional RDP order near 1 it
+    skips; silence that logger for the duration of a call (restored afterwards)."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def epsilon_subsampled_gaussian(noise_multiplier, sample_rate, steps, delta, *, accountant="rdp",
+                                sampling="poisson", dataset_size=None):
+    """Epsilon of ``steps`` compositions of a subsampled Gaussian mechanism (dp-accounting).
+
+    Parameters
+    ----------
+    noise_multiplier : float, > 0
+        Noise standard deviation over the L2 sensitivity under the chosen relation.
+    sample_rate : float, in (0, 1]
+        Poisson sampling probability, or ``b/N`` for sampling without replacement.
+    steps : int
+    delta : float, in (0, 1)
+    accountant : {"rdp", "pld"}
+    sampling : {"poisson", "without_replacement"}
+        ``"poisson"``: add/remove-one relation (RDP and PLD). ``"without_replacement"``:
+        fixed-size batches of ``round(sample_rate * dataset_size)``, replace-one relation,
+        RDP only (the only combination dp-accounting supports).
+    dataset_size : int
+        Needed for ``"without_replacement"``.
+
+    Returns
+    -------
+    eps : float
+    """
+    dpa = _dp()
+    z = _check_positive(noise_multiplier, "noise_multiplier")
+    q = _check_rate(sample_rate, "sample_rate")
+    steps = _check_int(steps, "steps")
+    delta = _check_delta(delta)
+    _choice(accountant, ("rdp", "pld"), "accountant")
+    _choice(sampling, SAMPLINGS, "sampling")
+    if sampling == "poisson":
+        event = dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(z))
+        rel = dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
+    else:
+        if accountant == "pld":
+            raise ValueError("accountant: dp-accounting's PLD accountant does not support "
+                             "sampling without replacement; use 'rdp' or sampling='poisson'")
+        n = _check_int(dataset_size, "dataset_size")
+        b = int(round(q * n))
+        if not 1 <= b <= n:
+            raise ValueError(f"sample_rate: {q} x dataset_size {n} is not a batch size in [1, {n}]")
+        event = dpa.SampledWithoutReplacementDpEvent(n, b, dpa.GaussianDpEvent(z))
+        rel = dpa.NeighboringRelation.REPLACE_ONE
+    event = dpa.SelfComposedDpEvent(event, steps)
+    with _quiet_absl():
+        if accountant == "rdp":
+            acc = dpa.rdp.RdpAccountant(neighboring_relation=rel)
+        else:
+            acc = dpa.pld.PLDAccountant(neighboring_relation=rel)
+        acc.compose(event)
+        return float(acc.get_epsilon(delta))
+
+
+def _step_event(sigma, settings, sampling):
+    """The dp-accounting event of one noisy local step (see the module docstring)."""
+    dpa = _dp()
+    st = settings
+    if st.trainer == "dp-rsgd":
+        b, n, tau = st.batch_size, st.n_samples, st.tau
+        if sampling == "poisson":  # add/remove-one: the clipped sum moves by <= tau
+            return dpa.PoissonSampledDpEvent(b / n, dpa.GaussianDpEvent(b * sigma / tau))
+        return dpa.SampledWithoutReplacementDpEvent(n, b, dpa.GaussianDpEvent(b * sigma / (2 * tau)))
+    if sampling == "poisson":
+        raise ValueError("sampling: DP-RSVRG picks one sample uniformly per step (sampling "
+                         "without replacement, replace-one relation); the Poisson/add-remove "
+                         "accountants do not describe it. Use sampling='without_replacement' "
+                         "with the RDP accountant")
+    lam, n, tau = st.rsvrg_split, st.n_samples, st.tau
+    picked = dpa.SampledWithoutReplacementDpEvent(
+        n, 1, dpa.GaussianDpEvent(math.sqrt(lam) * sigma / (4 * tau)))
+    snapshot = dpa.GaussianDpEvent(math.sqrt(1 - lam) * sigma * n / (2 * tau))
+    return dpa.ComposedDpEvent([picked, snapshot])
+
+
+def epsilon_rdp(sigma, delta, settings, *, sampling="without_replacement"):
+    """Epsilon of PriRFed by the RDP accountant of dp-accounting.
+
+    Parameters
+    ----------
+    sigma : float, >= 0
+        ``sigma_i``: standard deviation of the tangent Gaussian added to each step's direction
+        (the averaged clipped gradient for DP-RSGD). ``0`` gives ``inf``.
+    delta : float, in (0, 1)
+    settings : DPSettings
+    sampling : {"without_replacement", "poisson"}
+        ``"without_replacement"`` (default): batches of exactly ``b`` of ``N`` as in the seed's
+        algorithm, **replace-one** relation (sensitivity of the clipped sum ``2 tau``).
+        ``"poisson"``: each sample enters a step with probability ``b/N`` (the sum still
+        divided by ``b``), **add/remove-one** relation (sensitivity ``tau``); DP-RSGD only.
+
+    Returns
+    -------
+    eps : float
+        For ``T`` rounds with client participation probability ``s/n`` revealed to the server
+        (module docstring).
+    """
+    dpa = _dp()
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
+
+    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    _choice(sampling, SAMPLINGS, "sampling")
+    if sigma == 0.0:
+        return math.inf
+    rel = (dpa.NeighboringRelation.REPLACE_ONE if sampling == "without_replacement"
+           else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    st = settings
+    event = dpa.SelfComposedDpEvent(_step_event(sigma, st, sampling), st.steps_per_round)
+    with _quiet_absl():
+        acc = dpa.rdp.RdpAccountant(neighboring_relation=rel)
+        acc.compose(event)
+        orders, rdp_round = np.asarray(acc.orders, float), np.asarray(acc.rdp, float)
+        rho = st.client_rate
+        if rho < 1.0:  # revealed participation: mixture with the no-op mechanism
+            with np.errstate(over="ignore"):
+                rdp_round = np.logaddexp(math.log1p(-rho),
+                                         math.log(rho) + (orders - 1) * rdp_round) / (orders - 1)
+        eps, _ = rdp_mod.compute_epsilon(orders, st.rounds * rdp_round, delta)
+    return float(eps)
+
+
+def epsilon_pld(sigma, delta, settings, *, value_discretization_interval=1e-4):
+    """Epsilon of PriRFed by the PLD accountant of dp-accounting (the tightest here).
+
+    Poisson sampling of samples within each step (probability ``b/N``, sum divided by ``b``),
+    **add/remove-one** relation (sensitivity of the clipped sum ``tau``), DP-RSGD only (see
+    ``epsilon_rdp`` for DP-RSVRG). Client participation with probability ``s/n`` per round,
+    revealed to the server (module docstring). The PLD is discretized pessimistically: the
+    result is an upper bound up to ``value_discretization_interval`` per composition.
+
+    Parameters
+    ----------
+    sigma : float, >= 0
+    delta : float, in (0, 1)
+    settings : DPSettings
+    value_discretization_interval : float, > 0
+
+    Returns
+    -------
+    eps : float
+    """
+    _dp()
+    from dp_accounting.pld import privacy_loss_distribution as pld_mod
+
+    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    vdi = _check_positive(value_discretization_interval, "value_discretization_interval")
+    st = settings
+    if st.trainer != "dp-rsgd":
+        raise ValueError("settings.trainer: the PLD accountant covers DP-RSGD only (DP-RSVRG's "
+                         "single-sample pick is sampling without replacement, which "
+                         "dp-accounting's PLD does not support); use epsilon_rdp")
+    if sigma == 0.0:
+        return math.inf
+    b, n = st.batch_size, st.n_samples
+    with _quiet_absl():
+        step = pld_mod.from_gaussian_mechanism(
+            standard_deviation=b * sigma / st.tau, sampling_prob=b / n,
+            value_discretization_interval=vdi)
+        rnd = step.self_compose(st.local_steps) if st.local_steps > 1 else step
+        if st.client_rate < 1.0:
+            rnd = rnd.compute_mixture(pld_mod.identity(vdi), st.client_rate)
+        total = rnd.self_compose(st.rounds) if st.rounds > 1 else rnd
+        return float(total.get_epsilon_for_delta(delta))
+
+
+def _seed_split(delta, settings):
+    st = settings
+    delta_hat = st.delta_hat_fraction * delta
+    delta_local = (1.0 - st.delta_hat_fraction) * delta / (
+        st.rounds * st.client_rate * st.clients_per_round)
+    return delta_hat, min(delta_local, 0.5)
+
+
+def _seed_local_sigma(eps_local, delta_local, st):
+    if st.trainer == "dp-rsgd":
+        return dp_rsgd_sigma(eps_local, delta_local, n_samples=st.n_samples,
+                             local_steps=st.local_steps, tau=st.tau, o=st.o)
+    return dp_rsvrg_sigma(eps_local, delta_local, n_samples=st.n_samples,
+                          local_steps=st.local_steps, inner_steps=st.inner_steps, tau=st.tau,
+                          sigma_tilde=st.sigma_tilde)
+
+
+def _seed_local_eps(sigma, delta_local, st):
+    if st.trainer == "dp-rsgd":
+        return dp_rsgd_epsilon(sigma, delta_local, n_samples=st.n_samples,
+                               local_steps=st.local_steps, tau=st.tau, o=st.o)
+    return dp_rsvrg_epsilon(sigma, delta_local, n_samples=st.n_samples,
+                            local_steps=st.local_steps, inner_steps=st.inner_steps, tau=st.tau,
+                            sigma_tilde=st.sigma_tilde)
+
+
+def epsilon_seed(sigma, delta, settings):
+    """Epsilon of PriRFed by the seed's own analysis at a total ``delta``.
+
+    The local ``eps`` that ``sigma`` buys by the seed's closed form (``dp_rsgd_epsilon`` /
+    ``dp_rsvrg_epsilon``, constants ``settings.o`` / ``settings.sigma_tilde``) at the local
+    delta of ``DPSettings.delta_hat_fraction``, then Theorem 9 (``epsilon_seed_composition``).
+    Inherits the closed forms' caveat: with the default constant 1 it is not certified.
+    """
+    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    if sigma == 0.0:
+        return math.inf
+    st = settings
+    delta_hat, delta_local = _seed_split(delta, st)
+    eps_local = _seed_local_eps(sigma, delta_local, st)
+    return epsilon_seed_composition(eps_local, delta_local, rounds=st.rounds,
+                                    clients_per_round=st.clients_per_round,
+                                    n_clients=st.n_clients, delta_hat=delta_hat)[0]
+
+
+def _epsilon(accountant, sigma, delta, settings, **options):
+    if accountant == "pld":
+        return epsilon_pld(sigma, delta, settings, **options)
+    if accountant == "rdp":
+        return epsilon_rdp(sigma, delta, settings, **options)
+    return epsilon_seed(sigma, delta, settings)
+
+
+def calibrate_sigma(target_eps, target_delta, settings, *, accountant="pld", rtol=1e-3,
+                    sigma_max=1e6, **options):
+    """The smallest noise ``sigma_i`` whose epsilon under ``accountant`` is ``<= target_eps``.
+
+    Bisection in ``log sigma`` on the decreasing ``eps(sigma)``, to relative width ``rtol``;
+    the returned sigma is the upper end of the final bracket, so ``eps(sigma) <= target_eps``
+    always holds for the returned value.
+
+    Parameters
+    ----------
+    target_eps : float, > 0
+    target_delta : float, in (0, 1)
+    settings : DPSettings
+    accountant : {"pld", "rdp", "seed"}
+        ``"seed"`` inverts Theorem 9 and the closed form (continuous, so exact up to ``rtol``).
+    rtol : float
+        Relative precision of the returned sigma.
+    sigma_max : float
+        Largest sigma tried, as a multiple of ``settings.tau``.
+    **options
+        Passed to the accountant (``sampling`` for RDP, ``value_discretization_interval`` for
+        PLD).
+
+    Returns
+    -------
+    sigma : float
+
+    Raises
+    ------
+    ValueError
+        Invalid targets, or no sigma up to ``sigma_max * tau`` reaches ``target_eps`` (every
+        ``eps > 0`` is reachable with enough noise, so this names a cap or settings that make
+        the target unreachable in practice).
+    """
+    target_eps = _check_eps(target_eps, "target_eps")
+    target_delta = _check_delta(target_delta, "target_delta")
+    _choice(accountant, ACCOUNTANTS, "accountant")
+    rtol = _check_positive(rtol, "rtol")
+    st = settings
+    if accountant == "seed":
+        return _calibrate_seed(target_eps, target_delta, st)
+    cache = {}
+
+    def eps_of(sigma):
+        if sigma not in cache:
+            cache[sigma] = _epsilon(accountant, sigma, target_delta, st, **options)
+        return cache[sigma]
+
+    top = _check_positive(sigma_max, "sigma_max") * st.tau
+    # bracket [lo, hi] with eps(lo) > target >= eps(hi), growing/shrinking by 4x from a
+    # starting point at noise multiplier ~1 on the clipped sum
+    hi = lo = min(st.tau / st.batch_size, top)
+    if eps_of(hi) <= target_eps:
+        lo = hi / 4.0
+        while eps_of(lo) <= target_eps:  # eps(sigma) -> inf as sigma -> 0: terminates
+            hi, lo = lo, lo / 4.0
+    else:
+        while True:
+            if hi >= top:
+                raise ValueError(
+                    f"target_eps: no sigma up to sigma_max * tau = {top:g} reaches eps <= "
+                    f"{target_eps:g} at delta = {target_delta:g} with the {accountant} "
+                    f"accountant (eps({top:g}) = {eps_of(top):.4g}); raise the target or "
+                    f"change the settings")
+            lo, hi = hi, min(hi * 4.0, top)
+            if eps_of(hi) <= target_eps:
+                break
+    while hi / lo > 1.0 + rtol:
+        mid = math.sqrt(lo * hi)
+        if eps_of(mid) <= target_eps:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _calibrate_seed(target_eps, target_delta, st):
+    from scipy.optimize import brentq
+
+    delta_hat, delta_local = _seed_split(target_delta, st)
+
+    def gap(log_eps_local):
+        e = epsilon_seed_composition(math.exp(log_eps_local), delta_local, rounds=st.rounds,
+                                     clients_per_round=st.clients_per_round,
+                                     n_clients=st.n_clients, delta_hat=delta_hat)[0]
+        return math.log(e) - math.log(target_eps)
+
+    lo, hi = math.log(target_eps) - 60.0, math.log(target_eps) + 5.0
+    while gap(hi) < 0:
+        hi += 5.0
+    eps_local = math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12))
+    return _seed_local_sigma(eps_local, delta_local, st)
+
+
+# ---------------------------------------------------------------------------- report
+
+@dataclass(frozen=True)
+class PrivacyBudget:
+    """The privacy spent by a noise level ``sigma`` under each accountant, side by side.
+
+    Attributes
+    ----------
+    sigma, delta : float
+        Noise standard deviation per step and the total delta of every entry.
+    eps_seed : float
+        The seed's closed form + Theorem 9 (not certified with the default constants).
+    eps_rdp : float
+        RDP, sampling without replacement as in the algorithm, replace-one relation.
+    eps_rdp_poisson, eps_pld_poisson : float or None
+        RDP and PLD with Poisson sampling, add/remove-one relation (``None`` for DP-RSVRG).
+    settings : DPSettings
+    """
+
+    sigma: float
+    delta: float
+    eps_seed: float
+    eps_rdp: float
+    eps_rdp_poisson: float = None
+    eps_pld_poisson: float = None
+    settings: DPSettings = field(default=None, repr=False)
+
+    def as_dict(self):
+        return {"sigma": self.sigma, "delta": self.delta, "eps_seed": self.eps_seed,
+                "eps_rdp": self.eps_rdp, "eps_rdp_poisson": self.eps_rdp_poisson,
+                "eps_pld_poisson": self.eps_pld_poisson}
+
+    def __str__(self):
+        rows = [("seed (closed form + Theorem 9)", self.eps_seed),
+                ("RDP, without replacement, replace-one", self.eps_rdp),
+                ("RDP, Poisson, add/remove-one", self.eps_rdp_poisson),
+                ("PLD, Poisson, add/remove-one", self.eps_pld_poisson)]
+        lines = [f"privacy of sigma = {self.sigma:.6g} at delta = {self.delta:g}:"]
+        lines += [f"  {name:40s} eps = {'n/a' if e is None else f'{e:.4g}'}" for name, e in rows]
+        return "\n".join(lines)
+
+
+def privacy_report(sigma, delta, settings):
+    """A ``PrivacyBudget``: the epsilon of ``sigma`` at ``delta`` under every accountant."""
+    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    st = settings
+    poisson = st.trainer == "dp-rsgd"
+    return PrivacyBudget(
+        sigma=sigma, delta=delta, eps_seed=epsilon_seed(sigma, delta, st),
+        eps_rdp=epsilon_rdp(sigma, delta, st),
+        eps_rdp_poisson=epsilon_rdp(sigma, delta, st, sampling="poisson") if poisson else None,
+        eps_pld_poisson=epsilon_pld(sigma, delta, st) if poisson else None,
+        settings=st)
+
