@@ -237,18 +237,23 @@ def test_history_csv_json_round_trip(tmp_path):
 def test_accounting_columns():
     P = heterogeneous_pca(n=8, m=10, d=6, r=2)
     size = 12
-    for alg, up, down in [(RFedAvg(0.02, 3), 1, 1), (RFedSVRG(0.02, 3), 2, 2),
-                          (RFedProj(0.02, 3), 1, 2)]:
-        h = run(P, alg, 5, participation=Uniform(3), seed=0).history
-        assert (h.n_participants[1:] == 3).all()
-        assert (h.floats_up[1:] == up * 3 * size).all(), alg.name
-        assert (h.floats_down[1:] == down * 3 * size).all(), alg.name
+    # (algorithm, messages up, messages down) per round with k = 3 of n = 8 clients;
+    # RFedSVRG's default gathers grad f(x_t) from all n clients, then the k participants upload
+    n, k = 8, 3
+    for alg, up, down in [(RFedAvg(0.02, 3), k, k),
+                          (RFedSVRG(0.02, 3, full_gradient="participants"), 2 * k, 2 * k),
+                          (RFedSVRG(0.02, 3), n + k, n + k),
+                          (RFedProj(0.02, 3), k, 2 * k)]:
+        h = run(P, alg, 5, participation=Uniform(k), seed=0).history
+        assert (h.n_participants[1:] == k).all()
+        assert (h.floats_up[1:] == up * size).all(), alg.name
+        assert (h.floats_down[1:] == down * size).all(), alg.name
         assert (h.bytes_up == 8 * h.floats_up).all() and (h.bytes_down == 8 * h.floats_down).all()
         assert h.floats_up[0] == h.floats_down[0] == 0
         for c in ("cpu_server", "cpu_clients_max", "wall"):
             assert (h[c][1:] >= 0).all() and np.isfinite(h[c]).all()
         assert h.wall[1:].sum() > 0
-        assert h.totals()["floats_up"] == 5 * up * 3 * size
+        assert h.totals()["floats_up"] == 5 * up * size
     # Bernoulli: the first broadcast reaches every client
     h = run(P, RFedAvg(0.02, 1), 5, participation=Bernoulli(0.5), seed=0).history
     assert (h.floats_down[1:] == 8 * size).all()

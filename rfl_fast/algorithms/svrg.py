@@ -2,10 +2,18 @@
 
 Round ``t``:
 
-1. *Prepare exchange.* The server sends ``x_t``; each participant returns its full local
-   gradient ``grad f_i(x_t)``; the server forms ``g_t = sum_{i in S_t} w_i grad f_i(x_t)``
-   (weights normalized over the participants; with full participation ``g_t = grad f(x_t)``)
-   and sends it back. Both directions are counted as communication.
+1. *Prepare exchange.* The server sends ``x_t``; the clients return their full local
+   gradients ``grad f_i(x_t)`` and the server sends ``g_t`` back to the participants. Both
+   directions are counted as communication.
+
+   * ``full_gradient="all"`` (default, the paper's algorithm: seed 001, Alg. 1 and eq. 9 use
+     ``g_t = grad f(x_t)``): the exchange addresses all ``n`` clients (engine hook
+     ``prepare_recipients``), ``g_t = sum_i w_i grad f_i(x_t)`` exactly, and all ``n``
+     uploads, downloads and gradient evaluations are accounted.
+   * ``full_gradient="participants"`` (a cheaper variant): only the round's participants
+     answer and ``g_t = sum_{i in S_t} w_i grad f_i(x_t)`` with the weights normalized over
+     ``S_t``, an unbiased but noisy estimate of ``grad f(x_t)``; under ``Uniform(k < n)``
+     the iterates then stall at a sampling-noise floor instead of converging.
 2. *Local steps* (eq. 9), for ``l = 0 .. tau-1``:
    ``x <- R_x(-eta [grad f_i(x) - T_{x_t -> x}(grad f_i(x_t) - g_t)])``. At ``l = 0`` the
    direction is exactly ``g_t`` (no gradient is evaluated).
@@ -75,6 +83,8 @@ class RFedSVRG(_RetractionBased):
     beta : float
         Server step of the tangent-space mean.
     karcher_tol : float
+    full_gradient : {"all", "participants"}
+        Which clients the server gathers ``g_t`` from (see the module docstring).
     """
 
     step: object
@@ -86,13 +96,19 @@ class RFedSVRG(_RetractionBased):
     consensus: str = "tangent"
     beta: float = 1.0
     karcher_tol: float = 1e-6
+    full_gradient: str = "all"
 
     has_prepare = True
 
     def __post_init__(self):
         self._check_common()
-        check_choice(self.client_option, "RFedSVRG: client_option", (1, 2))
-        check_choice(self.global_option, "RFedSVRG: global_option", (1, 2))
+        check_choice(self.client_option, f"{self.name}: client_option", (1, 2))
+        check_choice(self.global_option, f"{self.name}: global_option", (1, 2))
+        check_choice(self.full_gradient, f"{self.name}: full_gradient", ("all", "participants"))
+
+    def prepare_recipients(self, n, idx):
+        """Clients the prepare exchange addresses: all ``n`` or the participants ``idx``."""
+        return np.arange(n, dtype=np.int64) if self.full_gradient == "all" else idx
 
     def validate(self, problem):
         M = check_problem(problem, self.name)
@@ -133,17 +149,18 @@ class RFedSVRG(_RetractionBased):
     # ------------------------------------------------------------------ clients
     def client_prepare(self, problem, idx, msg, cstate, ctx):
         """Full local gradients at ``x_t``: upload ``{"grad": (k, *shape)}``."""
-        x_t = msg["x"]
-        grad = problem.rgrad(idx, stacked(x_t, idx.size))
+        x_t = stacked(msg["x"], idx.size)
+        grad = problem.rgrad(idx, x_t)
         return {"grad": grad}, cstate, {"x": x_t, "grad": grad}
 
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
         """Variance-reduced local steps (eq. 9); upload ``{"x": (k, *shape)}``."""
         M = problem.manifold
         method, transport = self._retraction(M), self._transport(M)
-        eta = self.step(ctx.round)
-        x_t, g = memo["x"], msg["g"]
+        x_t, g = memo["x"][0], msg["g"]
         diff = memo["grad"] - g                      # grad f_i(x_t) - g_t, tangent at x_t
+        correction = self._correction(problem, idx, x_t, msg, memo)
+        eta = self._local_step(msg, ctx)
         k = idx.size
         if self.client_option == 2:
             pick = ctx.rng.integers(1, self.local_steps + 1)        # l_j in {1..tau}
@@ -155,6 +172,17 @@ class RFedSVRG(_RetractionBased):
                 out[hit] = x[hit]
             if step == self.local_steps:
                 break
-            d = problem.rgrad(idx, x) - M.transport(x_t, x, diff, transport)
+            v = diff if correction is None else correction(x, diff)
+            d = problem.rgrad(idx, x) - M.transport(x_t, x, v, transport)
             x = M.retr(x, -eta * d, method)
         return {"x": out if self.client_option == 2 else x}, cstate, memo
+
+    # hooks of the second-order variants (svrg_bb.py)
+    def _correction(self, problem, idx, x_t, msg, memo):
+        """``None``, or ``f(x, diff)`` giving the vector at ``x_t`` whose transport to ``x`` is
+        subtracted from ``grad f_i(x)`` (RFedSVRG: ``diff = grad f_i(x_t) - g_t`` itself)."""
+        return None
+
+    def _local_step(self, msg, ctx):
+        """The local step size of this round."""
+        return self.step(ctx.round)

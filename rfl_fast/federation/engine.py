@@ -13,6 +13,28 @@ The engine holds no algorithm logic. Per round ``t`` it
 
 Rounds where nobody takes part (``Bernoulli`` participation) keep the server state unchanged;
 their row records the broadcast that went unanswered and ``n_participants = 0``.
+
+Optional algorithm hooks (looked up with ``getattr``, so algorithms without them are
+unaffected):
+
+* ``algorithm.for_participation(participation, n) -> algorithm`` is called once before
+  ``validate``; an algorithm that needs to know the participation model (RFedAGS reading the
+  true ``p_i``) returns a specialized copy of itself, which the run then uses (and reports in
+  ``Result.algorithm``).
+* ``algorithm.prepare_recipients(n, idx) -> ids`` (sorted, a superset of ``idx``) names the
+  clients the prepare exchange addresses (default: the participants ``idx``). RFedSVRG's
+  full gradient ``grad f(x_t)`` is gathered from all ``n`` clients this way. The prepare
+  exchange then runs batched over those ids; their persistent client rows are updated, and
+  the within-round ``memo`` it returns must hold per-recipient rows only (every value an array
+  with a leading axis over the recipients): the engine keeps the participants' rows for
+  ``client_update``.
+* ``algorithm.for_run(problem, participation, rounds) -> algorithm`` is called once after
+  ``validate``, before any work; an algorithm that must fix something for the whole run (PriRFed:
+  calibrating its noise to a privacy budget over ``rounds`` rounds, refusing impossible
+  budgets) returns a specialized copy, which the run then uses.
+* ``algorithm.history_row(problem, state, t) -> dict`` gives extra history columns for row
+  ``t`` (0 = the initial point, then after each round); the keys of row 0 name the columns
+  (PriRFed: the cumulative privacy spent, ``eps_rdp``, ``delta``, ...).
 """
 
 import time
@@ -144,8 +166,12 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
       batched computation over the client axis, so this is the CPU time of the batched client
       work divided by the number of participants k: the per-client cost when clients cost
       alike (all the built-in problems with equal client sizes); with unequal client sizes it
-      is the mean, a lower bound of the max. "CPU time = server + max agent" is
+      is the mean, a lower bound of the max. A prepare exchange addressed to more clients than
+      the participants (``prepare_recipients``) adds its batched CPU time divided by its
+      number of recipients. "CPU time = server + max agent" is
       ``cpu_server + cpu_clients_max``.
+    * A prepare exchange addressed to ``r`` clients counts its first message ``r`` times
+      (``max(r, recipients)``) and ``r`` uploads.
     * ``wall``: wall time of the round (excluding metrics); ``wall_metrics``: of the metrics.
 
     CPU times are ``time.process_time`` (all threads of the process, so multi-threaded BLAS
@@ -162,7 +188,13 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     participation = as_participation(participation)
     n = int(problem.n_clients)
     participation.validate(n)
+    specialize = getattr(algorithm, "for_participation", None)
+    if specialize is not None:
+        algorithm = specialize(participation, n)
     algorithm.validate(problem)
+    start = getattr(algorithm, "for_run", None)
+    if start is not None:
+        algorithm = start(problem, participation, rounds)
     metrics_every = check_int(metrics_every, "metrics_every", min_value=1)
     if callback is not None and not callable(callback):
         raise TypeError("callback: expected a callable callback(t, x, row)")
@@ -172,6 +204,7 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     x0 = check_point_arg(M, x0, "x0")
 
     # ---------------------------------------------------------------- set-up
+    prepare_recipients = getattr(algorithm, "prepare_recipients", None)
     prng = stream(seed, STREAM_PARTICIPATION)
     srng = stream(seed, STREAM_SERVER)
     state = algorithm.init_server(problem, x0, ServerContext(0, rounds, srng))
@@ -186,7 +219,12 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
         row["wall_metrics"] = time.perf_counter() - w0
         return row
 
-    first = metric_row(0, state)
+    history_row = getattr(algorithm, "history_row", None)
+
+    def algorithm_row(t, st):
+        return {} if history_row is None else dict(history_row(problem, st, t))
+
+    first = {**metric_row(0, state), **algorithm_row(0, state)}
     extra = [c for c in first if c not in BASE_COLUMNS]
     hist = History._building(BASE_COLUMNS + tuple(extra),
                              meta={"algorithm": repr(algorithm),
@@ -217,17 +255,36 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
             acc["floats_up"] += fl
             acc["bytes_up"] += by
 
-        cpu_s = cpu_c = 0.0
+        cpu_s = cpu_c = cpu_p = 0.0
+        pidx = idx
+        if algorithm.has_prepare and k > 0 and prepare_recipients is not None:
+            pidx = np.asarray(prepare_recipients(n, idx), dtype=np.int64)
         c0 = time.process_time()
         msg = (algorithm.prepare_message(problem, state, sctx) if algorithm.has_prepare
                else algorithm.broadcast(problem, state, sctx))
         cpu_s += time.process_time() - c0
-        down(msg, recipients)
+        down(msg, max(recipients, pidx.size) if algorithm.has_prepare else recipients)
         if k > 0:
             cctx = ClientContext.create(seed, t, idx)
-            rows = {name: arr[idx] for name, arr in cstore.items()}
             memo = None
-            if algorithm.has_prepare:
+            if algorithm.has_prepare and pidx.size != k:
+                # the prepare exchange reaches more clients than take part (e.g. all n)
+                prows = {name: arr[pidx] for name, arr in cstore.items()}
+                c0 = time.process_time()
+                upl, prows, memo = algorithm.client_prepare(
+                    problem, pidx, msg, prows, ClientContext.create(seed, t, pidx))
+                cpu_p = (time.process_time() - c0) / pidx.size
+                up(upl)
+                for name, arr in prows.items():
+                    cstore[name][pidx] = arr
+                keep = np.searchsorted(pidx, idx)
+                memo = {name: np.asarray(v)[keep] for name, v in memo.items()}
+                c0 = time.process_time()
+                state, msg = algorithm.server_prepare(problem, state, pidx, upl, sctx)
+                cpu_s += time.process_time() - c0
+                down(msg, k)
+            rows = {name: arr[idx] for name, arr in cstore.items()}
+            if algorithm.has_prepare and pidx.size == k:
                 c0 = time.process_time()
                 upl, rows, memo = algorithm.client_prepare(problem, idx, msg, rows, cctx)
                 cpu_c += time.process_time() - c0
@@ -250,10 +307,10 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
                 cpu_c += time.process_time() - c0
             for name, arr in rows.items():
                 cstore[name][idx] = arr
-            cpu_c /= k
+            cpu_c = cpu_c / k + cpu_p
         acc["cpu_server"], acc["cpu_clients_max"] = cpu_s, cpu_c
         acc["wall"] = time.perf_counter() - w0
-        row = {**acc, **metric_row(t + 1, state)}
+        row = {**acc, **metric_row(t + 1, state), **algorithm_row(t + 1, state)}
         hist._append(row)
         if callback is not None and callback(t + 1, algorithm.point(problem, state), row) is True:
             done = t + 1

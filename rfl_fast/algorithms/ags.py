@@ -1,0 +1,303 @@
+"""RFedAGS: Riemannian federated learning by averaging gradient streams (Huang, Huang,
+Jawanpuria, Mishra, seed 003, Algorithm 1), with arbitrary partial participation.
+
+Round ``t`` (step ``a_t``, fixed or seed 003's decaying rule):
+
+* the server broadcasts ``x_t``;
+* client ``j`` starts at ``x_{t,0} = x_t`` with ``zeta = 0`` and for ``k = 0 .. K-1`` draws a
+  mini-batch, ``eta_k = (1/b) sum_b grad f_j(x_{t,k}; z_b)`` (the full local gradient when
+  ``batch_size`` is None), steps ``x_{t,k+1} = R_{x_{t,k}}(-a_t eta_k)`` and accumulates
+  ``zeta += T_{x_{t,k} -> x_t}(a_t eta_k)``; it uploads ``zeta``, a tangent vector at ``x_t``
+  (the "gradient stream"). At ``k = 0`` the transport is the identity.
+* the server retracts the aggregated stream:
+
+  - AGS-RS: ``x_{t+1} = R_{x_t}(-(1/|S_t|) sum_{j in S_t} zeta^j)``;
+  - AGS-AP: ``x_{t+1} = R_{x_t}(-varpi sum_{j in S_t} zeta^j / (N q_t^j))`` with ``q_t^j``
+    the true participation probability ``p_j`` (``q="true"``) or the observed frequency
+    ``q_t^j = (#rounds j answered up to t) / t`` (``q="frequency"``, seed 003 section 3.3).
+
+Under Bernoulli participation (client ``i`` answers with probability ``p_i``), AGS-AP's
+direction is unbiased for ``grad f`` (seed 003, eq. 2.1), while AGS-RS's is unbiased for the
+reweighted objective ``sum_i p~_i f_i`` of Theorem 1 (see :func:`reweighted_weights`): with
+unequal ``p_i``, AGS-RS converges to a different point.
+
+No inverse retraction is used, so the algorithm runs on every manifold with a retraction and a
+vector transport (sphere, Stiefel, SPD, Lorentz). The seed's transport ``T_{eta~}`` with
+``R_{x_{t,k}}(eta~) = x_t`` is the transport "to ``x_t``"; here the manifold's (projection on
+Stiefel, parallel where closed form) unless ``transport`` names another. Rounds where nobody
+answers keep ``x_t`` (the engine skips them); they still count in the frequency estimate's
+denominator ``t``.
+
+Client weights: the seed's objective is ``(1/N) sum_i f_i``. With a problem of non-uniform
+weights ``w_i``, AGS-RS weights the respondents by ``w_j`` normalized over ``S_t`` and AGS-AP
+uses ``w_j / q_t^j`` in place of ``1 / (N q_t^j)``; with uniform weights both are the seed's
+formulas exactly.
+"""
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.polynomial.legendre import leggauss
+
+from ..federation._checks import check_choice, check_int, check_positive, has_method
+from ..federation.participation import Bernoulli, Full, Uniform
+from ..federation.schedules import as_schedule
+from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
+
+__all__ = ["RFedAGS", "AGSState", "reweighted_weights"]
+
+
+def _probabilities(p, name, n=None):
+    """``p`` as a float array of probabilities in (0, 1] (scalar or shape (n,))."""
+    try:
+        arr = np.array(p, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a probability or an array of them, got "
+                        f"{type(p).__name__}") from None
+    if arr.ndim > 1:
+        raise ValueError(f"{name}: expected a scalar or a 1-d array, got shape {arr.shape}")
+    bad = ~np.isfinite(arr) | (arr <= 0) | (arr > 1)
+    if bad.any():
+        where = "" if arr.ndim == 0 else f" (entry {int(np.flatnonzero(bad)[0])})"
+        value = arr if arr.ndim == 0 else arr[bad][0]
+        raise ValueError(f"{name}: probabilities must lie in (0, 1]; got {float(value):g}"
+                         f"{where}")
+    if n is not None and arr.ndim == 1 and arr.size != n:
+        raise ValueError(f"{name}: {arr.size} probabilities for n={n} clients")
+    if n is not None:
+        arr = np.broadcast_to(arr, (n,)).copy()
+    arr.setflags(write=False)
+    return arr
+
+
+def reweighted_weights(p, normalize=True):
+    """The weights ``p~_i`` of the problem AGS-RS solves (seed 003, Theorem 1).
+
+    With client ``i`` answering independently with probability ``p_i``,
+    ``E[(1/|S_t|) sum_{j in S_t} grad f_j] = sum_i p~_i grad f_i`` with
+    ``p~_i = p_i * integral_0^1 prod_{j != i} (1 - p_j + p_j s) ds`` (an empty round counts
+    as the zero vector). The integrand is a polynomial of degree ``n - 1`` in ``s``, so
+    Gauss-Legendre quadrature with ``ceil(n/2) + 1`` nodes is exact up to rounding; the
+    products are formed as sums of logarithms (the nodes lie inside (0, 1), so no factor is
+    zero).
+
+    Parameters
+    ----------
+    p : array_like, shape (n,)
+        Participation probabilities, each in ``(0, 1]``.
+    normalize : bool
+        ``True`` (default): divide by ``sum_i p~_i = P(|S_t| >= 1) = 1 - prod_i (1 - p_i)``,
+        i.e. the weights of the normalized objective ``sum_i p~_i f_i / sum_i p~_i`` (the
+        expected direction conditioned on a non-empty round), usable as a Problem's
+        ``weighting``. ``False``: the raw ``p~_i`` of the theorem.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        ``p~`` (equal to ``p_i / sum_j p_j = 1/n`` for equal ``p`` when normalized).
+    """
+    p = _probabilities(p, "p")
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"p: expected a 1-d array of n >= 1 probabilities, got shape {p.shape}")
+    n = p.size
+    s, w = leggauss(n // 2 + 2)
+    s, w = 0.5 * (s + 1.0), 0.5 * w                      # nodes and weights on [0, 1]
+    logf = np.log1p(-p[:, None] * (1.0 - s[None, :]))    # log(1 - p_j + p_j s), (n, nodes)
+    others = np.exp(logf.sum(axis=0)[None, :] - logf)    # prod over j != i, (n, nodes)
+    pt = p * (others @ w)
+    return pt / pt.sum() if normalize else pt
+
+
+@dataclass(frozen=True)
+class AGSState:
+    """Server state of RFedAGS.
+
+    Attributes
+    ----------
+    x : ndarray, M.shape
+        The server point ``x_t``.
+    counts : ndarray of int64, shape (n,)
+        How many rounds each client has answered (the frequency estimate's numerators).
+    """
+
+    x: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class RFedAGS(FederatedAlgorithm):
+    """Riemannian federated averaging of gradient streams (seed 003, Algorithm 1).
+
+    Parameters
+    ----------
+    step : float or Schedule
+        Local step ``a_t`` (> 0); e.g. ``Decaying(a0, beta, dec)`` for seed 003's rule.
+    local_steps : int
+        ``K`` (>= 1).
+    batch_size : int, optional
+        Mini-batch size ``b`` (without replacement, redrawn every local step, ``b <= m_i``);
+        ``None`` (default): full local gradients.
+    aggregation : {"RS", "AP"}
+        AGS-RS (mean over the respondents) or AGS-AP (inverse-probability weights).
+    varpi : float
+        Global step of AGS-AP (> 0); unused by AGS-RS.
+    q : {"true", "frequency"}
+        AGS-AP's ``q_t^j``: the true ``p_j`` or the observed participation frequency.
+    p : array_like (n,) or float, optional
+        The true probabilities for ``q="true"``. When omitted they are read from the run's
+        participation model: ``Full()`` gives 1, ``Uniform(k)`` gives ``k/n`` (seed 003's
+        "Case 2"), ``Bernoulli(p)`` its ``p`` (each must be in ``(0, 1]``).
+    retraction : str, optional
+        Any retraction of the manifold (no inverse is needed); default the manifold's first.
+    transport : str, optional
+        Vector transport; default the manifold's first.
+
+    Examples
+    --------
+    >>> alg = RFedAGS(step=0.01, local_steps=5, aggregation="AP", q="frequency")
+    >>> res = run(problem, alg, 500, participation=Bernoulli(p))        # doctest: +SKIP
+    """
+
+    step: object
+    local_steps: int
+    batch_size: int = None
+    aggregation: str = "RS"
+    varpi: float = 1.0
+    q: str = "true"
+    p: object = None
+    retraction: str = None
+    transport: str = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "step", as_schedule(self.step, "RFedAGS: step"))
+        object.__setattr__(self, "local_steps",
+                           check_int(self.local_steps, "RFedAGS: local_steps (K)", min_value=1))
+        if self.batch_size is not None:
+            object.__setattr__(self, "batch_size",
+                               check_int(self.batch_size, "RFedAGS: batch_size", min_value=1))
+        check_choice(self.aggregation, "RFedAGS: aggregation", ("RS", "AP"))
+        object.__setattr__(self, "varpi", check_positive(self.varpi, "RFedAGS: varpi"))
+        check_choice(self.q, "RFedAGS: q", ("true", "frequency"))
+        if self.p is not None:
+            object.__setattr__(self, "p", _probabilities(self.p, "RFedAGS: p"))
+
+    def __repr__(self):
+        p = self.p
+        if isinstance(p, np.ndarray):
+            p = float(p) if p.ndim == 0 else f"array(n={p.size})"
+        return (f"RFedAGS(step={self.step!r}, local_steps={self.local_steps}, "
+                f"batch_size={self.batch_size}, aggregation={self.aggregation!r}, "
+                f"varpi={self.varpi:g}, q={self.q!r}, p={p}, retraction={self.retraction!r}, "
+                f"transport={self.transport!r})")
+
+    @property
+    def _needs_p(self):
+        return self.aggregation == "AP" and self.q == "true"
+
+    # ------------------------------------------------------------------ set-up
+    def for_participation(self, participation, n):
+        """Engine hook: fill in the true ``p`` from the participation model (``q="true"``)."""
+        if not self._needs_p:
+            return self
+        if self.p is not None:
+            return replace(self, p=_probabilities(self.p, "RFedAGS: p", n))
+        if isinstance(participation, Full):
+            p = np.ones(n)
+        elif isinstance(participation, Uniform):
+            p = np.full(n, participation.k / n)
+        elif isinstance(participation, Bernoulli):
+            p = participation.probabilities(n)
+        else:
+            raise ValueError(f"RFedAGS: q='true' needs the participation probabilities; "
+                             f"{type(participation).__name__} does not give them: pass "
+                             f"p=... or use q='frequency'")
+        try:
+            p = _probabilities(p, "RFedAGS: p", n)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (read from {participation!r}; AGS-AP with q='true' "
+                             f"divides by p_j; use q='frequency' or p > 0)") from None
+        return replace(self, p=p)
+
+    def validate(self, problem):
+        M = check_problem(problem, self.name)
+        if self.retraction is not None and self.retraction not in M.retractions:
+            raise ValueError(f"RFedAGS: manifold {M!r} has no retraction {self.retraction!r}; "
+                             f"available: {M.retractions}")
+        if not M.retractions:
+            raise ValueError(f"RFedAGS: manifold {M!r} provides no retraction")
+        self._transport(M)
+        if self.batch_size is not None:
+            smallest = int(np.min(problem.sizes))
+            if self.batch_size > smallest:
+                who = int(np.argmin(problem.sizes))
+                raise ValueError(f"RFedAGS: batch_size={self.batch_size} is larger than the "
+                                 f"data of client {who} ({smallest} samples); use batch_size "
+                                 f"<= {smallest} or None (full local gradients)")
+        if self._needs_p:
+            if self.p is None:
+                raise ValueError("RFedAGS: q='true' needs the probabilities p (pass p=... or "
+                                 "run through rfl_fast.federation.run, which reads them from "
+                                 "the participation model)")
+            if self.p.ndim == 1 and self.p.size != problem.n_clients:
+                raise ValueError(f"RFedAGS: p has {self.p.size} entries but the problem has "
+                                 f"n={problem.n_clients} clients")
+
+    def _retraction(self, M):
+        return self.retraction or M.retractions[0]
+
+    def _transport(self, M):
+        if not has_method(M, "transport") or not M.transports:
+            raise ValueError(f"RFedAGS: manifold {M!r} provides no vector transport "
+                             f"(`transport`), which the gradient stream needs")
+        if self.transport is None:
+            return M.transports[0]
+        if self.transport not in M.transports:
+            raise ValueError(f"RFedAGS: manifold {M!r} has no transport {self.transport!r}; "
+                             f"available: {M.transports}")
+        return self.transport
+
+    def init_server(self, problem, x0, ctx):
+        return AGSState(x=np.array(x0), counts=np.zeros(problem.n_clients, dtype=np.int64))
+
+    # ------------------------------------------------------------------ rounds
+    def broadcast(self, problem, state, ctx):
+        return {"x": state.x}
+
+    def client_update(self, problem, idx, msg, cstate, memo, ctx):
+        """``K`` local steps; upload the transported gradient stream ``{"zeta": (k, *shape)}``
+        (tangent vectors at ``x_t``)."""
+        M = problem.manifold
+        method, transport = self._retraction(M), self._transport(M)
+        a = self.step(ctx.round)
+        x_t = msg["x"]
+        k = idx.size
+        x = stacked(x_t, k)
+        zeta = np.zeros((k,) + M.shape)
+        sizes = np.asarray(problem.sizes)[idx]
+        for step in range(self.local_steps):
+            batch = None if self.batch_size is None else ctx.rng.batches(sizes, self.batch_size)
+            v = a * problem.rgrad(idx, x, batch)
+            zeta += v if step == 0 else M.transport(x, x_t, v, transport)
+            if step + 1 < self.local_steps:
+                x = M.retr(x, -v, method)
+        return {"zeta": zeta}, cstate, memo
+
+    def _weights(self, problem, state, idx, ctx):
+        """Coefficients of the respondents' streams in the server direction."""
+        if self.aggregation == "RS":
+            return participant_weights(problem, idx)
+        w = np.asarray(problem.weights, dtype=np.float64)[idx]
+        if self.q == "true":
+            q = np.broadcast_to(self.p, (problem.n_clients,))[idx]
+        else:
+            q = state.counts[idx] / (ctx.round + 1.0)     # frequency up to this round
+        return self.varpi * w / q
+
+    def server_update(self, problem, state, idx, upload, ctx):
+        counts = state.counts.copy()
+        counts[idx] += 1
+        state = replace(state, counts=counts)
+        c = self._weights(problem, state, idx, ctx)
+        direction = np.tensordot(c, upload["zeta"], axes=1)
+        x = problem.manifold.retr(state.x, -direction, self._retraction(problem.manifold))
+        return replace(state, x=x), None
