@@ -1,16 +1,29 @@
-"""The ``rfl-fast`` console command."""
+"""The ``rfl-fast`` console command.
+
+Subcommands: ``demo``, ``run CONFIG``, ``reproduce E1..E8``, ``bench``, ``info``. Exit codes:
+0 success, 1 a run failed, 2 bad input (command line or experiment file; nothing written),
+130 interrupted by Ctrl-C (results so far written and marked).
+"""
 
 import argparse
+import os
 import sys
+import traceback
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _error(command, msg):
+    print(f"rfl-fast {command}: error: {msg}", file=sys.stderr)
 
 
 def _info(args):
     import rfl_fast
 
     rfl_fast.show_config()
-    return 0
+    return EXIT_OK
 
 
 def _progress_bar(quiet):
@@ -45,11 +58,100 @@ def _demo(args):
         plot = False
     results = run_demo(args.rounds, out=args.out, seed=args.seed, plot=plot,
                        progress=_progress_bar(args.quiet))
+    if args.quiet:
+        return EXIT_OK
     print(summary_table(results))
     print(f"histories (CSV){' and plots (grad_norm.png, .pdf)' if plot else ''} in {args.out}/")
     if not plot:
         print("install matplotlib (pip install 'rfl_fast[cli]') for the plots")
-    return 0
+    return EXIT_OK
+
+
+def _run(args):
+    from .config import ConfigError, load_plan
+    from .runner import execute
+
+    overrides = {"out": args.out, "rounds": args.rounds, "seed": args.seed,
+                 "plots": [] if args.no_plots else None}
+    try:
+        plan = load_plan(args.config, overrides=overrides)
+        outcome = execute(plan, overwrite=args.overwrite, progress=not args.quiet,
+                          verbose=args.verbose, quiet=args.quiet)
+    except ConfigError as exc:
+        _error("run", f"{args.config}: {exc}")
+        return EXIT_USAGE
+    return {"completed": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(outcome.status,
+                                                                         EXIT_FAILED)
+
+
+def _reproduce(args):
+    import json
+
+    from .experiments import run_experiment
+
+    out = args.out if args.out is not None else os.path.join("rfl_fast_results", args.id)
+    if os.path.exists(out) and not os.path.isdir(out):
+        _error("reproduce", f"--out: {out!r} exists and is not a folder")
+        return EXIT_USAGE
+    if not args.quiet:
+        size = "small version" if args.small else "papers' setting"
+        print(f"running {args.id} ({size}, seed {args.seed}); results in {out}{os.sep}",
+              flush=True)
+    try:
+        res = run_experiment(args.id, small=args.small, seed=args.seed, out=out)
+    except KeyboardInterrupt:
+        print(f"rfl-fast reproduce: {args.id} interrupted; an experiment writes its files "
+              f"when it finishes, so nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ImportError as exc:
+        _error("reproduce", str(exc))
+        return EXIT_FAILED
+    plots = _plot_experiment(args.id, res, out, args.quiet)
+    if args.quiet:
+        return EXIT_OK
+    print(f"{res['experiment']}: {res['title']} ({res['source']}), "
+          f"{res['elapsed_s']:.1f} s")
+    for note in res.get("notes", []):
+        print(f"  note: {note}")
+    if args.verbose:
+        print(json.dumps(res["results"], indent=1, default=str))
+    files = list(res.get("files", [])) + plots
+    print(f"{len(files)} files in {out}{os.sep}: "
+          + ", ".join(os.path.basename(f) for f in files[:8]) + (" ..." if len(files) > 8 else ""))
+    return EXIT_OK
+
+
+def _plot_experiment(exp_id, res, out, quiet):
+    """Plots of the histories an experiment wrote (``<id>_<setting>_<algorithm>.csv``): one
+    figure per setting and metric, one line per algorithm."""
+    csvs = [f for f in res.get("files", []) if f.endswith(".csv")]
+    if not csvs:
+        return []
+    try:
+        from .federation import History
+        from .plotting import plot_metrics
+
+        groups = {}
+        for path in csvs:
+            label = os.path.splitext(os.path.basename(path))[0][len(exp_id) + 1:] or exp_id
+            setting, _, algo = label.rpartition("_")
+            if not setting or not ("Fed" in algo or algo.startswith("Pri")):
+                setting, algo = "all", label
+            groups.setdefault(setting, {})[algo] = History.from_csv(path)
+        files = []
+        for setting, hists in groups.items():
+            files += plot_metrics(hists, out, ("grad_norm", "angle", "f_gap"),
+                                  title=f"{exp_id}: {res['title']} ({setting})",
+                                  prefix=f"{exp_id}_plot_{setting}_")
+        return files
+    except ImportError as exc:
+        if not quiet:
+            print(f"plots skipped: {exc}")
+        return []
+    except (KeyError, ValueError) as exc:  # histories without the plotted columns
+        if not quiet:
+            print(f"plots skipped: {exc}")
+        return []
 
 
 def _bench(argv):
@@ -58,16 +160,72 @@ def _bench(argv):
     return bench_main(argv)
 
 
+def _experiment_id(value):
+    from .experiments import EXPERIMENTS
+
+    key = value.strip().upper()
+    if key not in EXPERIMENTS:
+        raise argparse.ArgumentTypeError(f"unknown experiment {value!r}; allowed: "
+                                         f"{', '.join(EXPERIMENTS)}")
+    return key
+
+
+def _nonnegative_int(value):
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="rfl-fast", description="Riemannian federated learning")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser("demo", help="federated kPCA on the wine data with the papers' "
-                          "algorithms: summary table, histories and plots")
-    demo.add_argument("--rounds", type=int, default=300, help="rounds per algorithm (300)")
+    chat = argparse.ArgumentParser(add_help=False)
+    level = chat.add_mutually_exclusive_group()
+    level.add_argument("-q", "--quiet", action="store_true", help="no progress bars or messages")
+    level.add_argument("-v", "--verbose", action="store_true",
+                       help="more detail (metrics during the run, tracebacks)")
+
+    demo = sub.add_parser("demo", parents=[chat],
+                          help="federated kPCA on the wine data with the papers' algorithms: "
+                               "summary table, histories and plots")
+    demo.add_argument("--rounds", type=_nonnegative_int, default=300,
+                      help="rounds per algorithm (300)")
     demo.add_argument("--out", default="rfl_fast_demo", help="output folder (rfl_fast_demo)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (0)")
-    demo.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    demo.add_argument("--seed", type=_nonnegative_int, default=0, help="random seed (0)")
     demo.set_defaults(func=_demo)
+
+    from .config import SCHEMA_HELP
+
+    run = sub.add_parser("run", parents=[chat],
+                         help="run an experiment file (TOML or YAML)",
+                         description="Run the experiment described by CONFIG and write a "
+                                     "results folder (config, histories, models, plots).",
+                         epilog="experiment file keys:\n" + SCHEMA_HELP
+                                + "\nexample: examples/config_kpca.toml in the source tree",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("config", metavar="CONFIG", help="experiment file (.toml, .yaml, .yml)")
+    run.add_argument("--out", help="results folder (overrides the file's `out`)")
+    run.add_argument("--rounds", type=_nonnegative_int, help="rounds (overrides the file)")
+    run.add_argument("--seed", type=_nonnegative_int, help="seed (overrides the file)")
+    run.add_argument("--no-plots", action="store_true", help="skip the figures")
+    run.add_argument("--overwrite", action="store_true",
+                     help="write into a results folder that is not empty (files of the "
+                          "same name are replaced)")
+    run.set_defaults(func=_run)
+
+    rep = sub.add_parser("reproduce", parents=[chat],
+                         help="rerun one of the papers' experiments E1..E8",
+                         description="Rerun experiment E1..E8 of SPEC.md section 5.")
+    rep.add_argument("id", type=_experiment_id, metavar="ID", help="E1 .. E8")
+    rep.add_argument("--small", action="store_true", help="the fast version (seconds)")
+    rep.add_argument("--out", help="results folder (default rfl_fast_results/ID)")
+    rep.add_argument("--seed", type=_nonnegative_int, default=0, help="random seed (0)")
+    rep.set_defaults(func=_reproduce)
+
     sub.add_parser("info", help="versions, backends and thread settings").set_defaults(func=_info)
     # parsed by rfl_fast.bench itself (its own --help)
     sub.add_parser("bench", help="kernel timings of every backend against NumPy", add_help=False)
@@ -78,8 +236,21 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
         return _bench(argv[1:])
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2 with a message, --help 0
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print(f"rfl-fast {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if getattr(args, "verbose", False):
+            traceback.print_exc()
+        _error(args.command, f"{type(exc).__name__}: {exc}"
+               + ("" if getattr(args, "verbose", False) else " (--verbose for the traceback)"))
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ histories (CSV) and a plot of the gradient norm against rounds and CPU time.
 """
 
 import os
-import time
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from .data import load_wine, split_dirichlet
 from .federation import Decaying, run
 from .problems import KPCA
 
-__all__ = ["demo_algorithms", "run_demo"]
+__all__ = ["demo_algorithms", "run_demo", "summary_table"]
 
 
 def demo_algorithms():
@@ -56,9 +55,11 @@ def run_demo(rounds=200, out="rfl_fast_demo", seed=0, plot=True, progress=None):
         results[name] = run(problem, algorithm, rounds, x0=x0, seed=seed,
                             metrics_every=max(1, rounds // 100), callback=callback)
     if out is not None:
+        from .runner import atomic_write
+
         os.makedirs(out, exist_ok=True)
         for name, res in results.items():
-            res.history.to_csv(os.path.join(out, f"{name}.csv"))
+            atomic_write(os.path.join(out, f"{name}.csv"), res.history.to_csv)
         if plot:
             from .plotting import plot_histories
 

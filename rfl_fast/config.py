@@ -1,0 +1,741 @@
+"""Experiment files for ``rfl-fast run``: reading, validating and building a run plan.
+
+An experiment file (TOML, or YAML when PyYAML is installed) describes one run: a problem, its
+data and how the data is split into clients, one or more algorithms, the participation model,
+the number of rounds, the seed and the output folder::
+
+    name = "kpca_wine"
+    rounds = 100
+    seed = 0
+    out = "runs/kpca_wine"          # the run's folder (relative to the working directory)
+
+    [problem]
+    type = "KPCA"
+    r = 3
+
+    [data]
+    source = "wine"                 # a bundled set, a generator or a local file
+
+    [partition]
+    method = "dirichlet"
+    n_clients = 10
+    alpha = 0.5
+
+    [participation]
+    type = "uniform"
+    k = 5
+
+    [[algorithm]]
+    name = "RFedSVRG"
+    step = 0.02
+    local_steps = 5
+
+    [[algorithm]]
+    name = "RFedAGS"
+    step = { schedule = "decaying", a0 = 0.05, beta = 1.0, dec = 50 }
+    local_steps = 5
+
+:func:`load_plan` reads and checks the whole file and builds every object (data, problem,
+algorithms, participation) before anything is written, so a bad file never leaves a folder
+behind. Every problem found is a :class:`ConfigError` naming the key (``data.source``,
+``algorithm[1].step``) and, where there is a list, the allowed values. ``SCHEMA_HELP``
+documents every key.
+"""
+
+import dataclasses
+import math
+import numbers
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["ConfigError", "RunPlan", "read_config", "resolve_config", "build_plan", "load_plan",
+           "PROBLEMS", "DATA_SOURCES", "PARTITIONS", "PARTICIPATIONS", "PLOT_METRICS",
+           "algorithm_names", "SCHEMA_HELP"]
+
+
+class ConfigError(ValueError):
+    """A bad experiment file or command-line value.
+
+    Attributes
+    ----------
+    key : str
+        Dotted path of the offending key (``"algorithm[0].step"``), or ``"(file)"``.
+    allowed : tuple of str or None
+        The allowed values, when there is a fixed list.
+    """
+
+    def __init__(self, key, message, allowed=None):
+        self.key, self.message = key, message
+        self.allowed = tuple(allowed) if allowed is not None else None
+        text = message if key == "(file)" else f"{key}: {message}"
+        if self.allowed:
+            text += "; allowed: " + ", ".join(str(a) for a in self.allowed)
+        super().__init__(text)
+
+
+# ------------------------------------------------------------------------------ vocabulary
+
+#: Problem type -> (extra keys with defaults, data kinds it accepts). ``REQUIRED`` marks a key
+#: without a default.
+REQUIRED = object()
+_WEIGHTINGS = ("uniform", "samples")
+PROBLEMS = {
+    "KPCA": ({"r": REQUIRED, "weighting": "uniform"}, ("rows", "client_rows", "covariances")),
+    "SpherePCA": ({"weighting": "uniform"}, ("rows", "client_rows", "covariances")),
+    "Brockett": ({"p": REQUIRED, "weighting": "uniform"}, ("symmetric", "spd")),
+    "SPDMean": ({"weighting": "uniform"}, ("spd",)),
+}
+
+_BUNDLED = ("iris", "wine", "breast_cancer", "digits")
+#: Data source -> (keys with defaults, kind of data it yields).
+DATA_SOURCES = {
+    **{name: ({"normalize": "standardize"}, "rows") for name in _BUNDLED},
+    "mnist": ({"path": None, "split": "train", "normalize": "unit", "limit": None}, "rows"),
+    "cifar10": ({"path": None, "split": "train", "normalize": "unit", "limit": None}, "rows"),
+    "npy": ({"path": REQUIRED, "labels": None, "normalize": "none", "limit": None}, "rows"),
+    "heterogeneous_gaussian": ({"n_clients": 10, "n_samples": 100, "d": 10}, "client_rows"),
+    "gaussian_covariances": ({"n_clients": 10, "d": 10, "p": 100, "normalize": "mean"},
+                             "covariances"),
+    "wishart": ({"n_clients": 10, "n_samples": 20, "d": 2}, "spd"),
+    "brockett": ({"n_clients": 10, "n_samples": 20, "d": 10}, "symmetric"),
+}
+_KIND_TEXT = {"rows": "sample rows (m, d)", "client_rows": "per-client sample rows",
+              "covariances": "client covariance matrices", "spd": "SPD matrices",
+              "symmetric": "symmetric matrices"}
+_NORMALIZATIONS = ("standardize", "center", "unit", "none")
+
+#: Partition method -> keys with defaults (used for sample rows only).
+PARTITIONS = {
+    "equal": {"n_clients": 10},
+    "dirichlet": {"n_clients": 10, "alpha": 0.5},
+    "quantity": {"n_clients": 10, "alpha": 1.0},
+}
+#: Participation type -> keys with defaults.
+PARTICIPATIONS = {"full": {}, "uniform": {"k": REQUIRED}, "bernoulli": {"p": REQUIRED}}
+#: History columns that can be plotted.
+PLOT_METRICS = ("grad_norm", "angle", "f_gap", "dist")
+_SCHEDULES = {"constant": {"value": REQUIRED},
+              "decaying": {"a0": REQUIRED, "beta": 1.0, "dec": 1, "power": 1.0}}
+_TOP_KEYS = ("name", "rounds", "seed", "out", "metrics_every", "plots", "problem", "data",
+             "partition", "participation", "algorithm")
+#: Algorithm fields that are set by the library, never by a user.
+_INTERNAL_FIELDS = ("ledger",)
+_LABEL = re.compile(r"^[A-Za-z0-9_.+-]+$")
+
+SCHEMA_HELP = f"""\
+top level : name (str, default: the file name), rounds (int >= 0, default 100),
+            seed (int >= 0, default 0), out (folder, default rfl_fast_runs/<name>),
+            metrics_every (int >= 1, default 1), plots (list of {', '.join(PLOT_METRICS)})
+[problem] : type = {' | '.join(PROBLEMS)}; KPCA: r; Brockett: p; all: weighting
+[data]    : source = {' | '.join(list(DATA_SOURCES)[:7])}
+            | {' | '.join(list(DATA_SOURCES)[7:])}; seed (default: the run's seed)
+[partition]     : method = {' | '.join(PARTITIONS)}, n_clients, alpha (sample rows only)
+[participation] : type = {' | '.join(PARTICIPATIONS)}; uniform: k; bernoulli: p
+[[algorithm]]   : name (an rfl_fast algorithm), label (optional), and its parameters;
+                  step = number or {{ schedule = "constant" | "decaying", ... }}"""
+
+
+def algorithm_names():
+    """Names of the federated algorithms of :mod:`rfl_fast.algorithms` (sorted as exported)."""
+    from . import algorithms
+    from .algorithms.base import FederatedAlgorithm
+
+    names = []
+    for name in getattr(algorithms, "__all__", ()):
+        obj = getattr(algorithms, name, None)
+        if (isinstance(obj, type) and issubclass(obj, FederatedAlgorithm)
+                and obj is not FederatedAlgorithm and dataclasses.is_dataclass(obj)):
+            names.append(name)
+    return tuple(names)
+
+
+def _algorithm_class(name):
+    from . import algorithms
+
+    return getattr(algorithms, name)
+
+
+def _algorithm_fields(cls):
+    """``{name: default or REQUIRED}`` of the user-settable fields of an algorithm class."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if not f.init or f.name in _INTERNAL_FIELDS:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        else:
+            out[f.name] = REQUIRED
+    return out
+
+
+# ------------------------------------------------------------------------------ reading
+
+def read_config(path):
+    """Read an experiment file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.toml`` (read with :mod:`tomllib`), ``.yaml``/``.yml`` (needs PyYAML).
+
+    Returns
+    -------
+    raw : dict
+        The file's content.
+    text : str
+        The file as given (written to the run folder).
+
+    Raises
+    ------
+    ConfigError
+        Missing or unreadable file, unknown extension, syntax error, missing YAML support.
+    """
+    path = os.fspath(path)
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".toml", ".yaml", ".yml"):
+        raise ConfigError("(file)", f"{path!r}: unknown experiment file type {ext or '(none)'!r}",
+                          allowed=(".toml", ".yaml", ".yml"))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ConfigError("(file)", f"cannot read {path!r}: {exc.strerror or exc}") from None
+    if ext == ".toml":
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            try:
+                import tomli as tomllib
+            except ImportError:
+                raise ConfigError("(file)", "reading TOML on Python 3.10 needs the tomli package "
+                                  "(pip install tomli), or use Python >= 3.11") from None
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("(file)", f"{path!r} is not valid TOML: {exc}") from None
+    else:
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError("(file)", f"{path!r}: reading YAML needs PyYAML (pip install "
+                              f"pyyaml); or write the experiment as TOML") from None
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError("(file)", f"{path!r} is not valid YAML: {exc}") from None
+        if raw is None:
+            raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("(file)", f"{path!r}: expected a mapping of keys at the top level, "
+                          f"got {type(raw).__name__}")
+    return raw, text
+
+
+# ------------------------------------------------------------------------------ checking
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_real(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _int(v, key, lo=None):
+    if not _is_int(v):
+        raise ConfigError(key, f"expected an integer, got {v!r}")
+    if lo is not None and v < lo:
+        raise ConfigError(key, f"expected an integer >= {lo}, got {v}")
+    return int(v)
+
+
+def _real(v, key, positive=False, lo=None, hi=None):
+    if not _is_real(v) or not math.isfinite(v):
+        raise ConfigError(key, f"expected a finite number, got {v!r}")
+    if positive and v <= 0:
+        raise ConfigError(key, f"expected a number > 0, got {v}")
+    if lo is not None and v < lo or hi is not None and v > hi:
+        raise ConfigError(key, f"expected a number in [{lo}, {hi}], got {v}")
+    return float(v)
+
+
+def _str(v, key):
+    if not isinstance(v, str) or not v:
+        raise ConfigError(key, f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _choice(v, key, choices):
+    if not isinstance(v, str) or v not in choices:
+        # accept a case-insensitive match, reported in its canonical spelling
+        if isinstance(v, str):
+            match = [c for c in choices if c.lower() == v.lower()]
+            if len(match) == 1:
+                return match[0]
+        raise ConfigError(key, f"got {v!r}", allowed=choices)
+    return v
+
+
+def _table(raw, key, required=False):
+    if key not in raw or raw[key] is None:
+        if required:
+            raise ConfigError(key, f"missing; add a [{key}] table")
+        return {}
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise ConfigError(key, f"expected a table (mapping of keys), got {type(value).__name__}")
+    return value
+
+
+def _fill(tbl, prefix, spec, skip=()):
+    """Defaults of ``spec`` filled into ``tbl``; unknown keys and missing required keys are
+    errors."""
+    unknown = [k for k in tbl if k not in spec and k not in skip]
+    if unknown:
+        raise ConfigError(f"{prefix}.{unknown[0]}", "unknown key",
+                          allowed=tuple(spec) + tuple(skip))
+    out = {}
+    for k, default in spec.items():
+        if k in tbl and tbl[k] is not None:
+            out[k] = tbl[k]
+        elif default is REQUIRED:
+            raise ConfigError(f"{prefix}.{k}", "missing (required)")
+        else:
+            out[k] = default
+    return out
+
+
+def _step(v, key):
+    """A step: a number > 0 or ``{schedule = ..., ...}`` (resolved to a plain dict)."""
+    if isinstance(v, dict):
+        kind = _choice(v.get("schedule"), f"{key}.schedule", tuple(_SCHEDULES))
+        out = {"schedule": kind, **_fill(v, key, _SCHEDULES[kind], skip=("schedule",))}
+        for k, val in out.items():
+            if k == "schedule":
+                continue
+            out[k] = (_int(val, f"{key}.{k}", lo=1) if k == "dec"
+                      else _real(val, f"{key}.{k}", positive=True))
+        return out
+    return _real(v, key, positive=True)
+
+
+def _plain(v):
+    """A parameter value for an algorithm: lists become tuples (frozen dataclasses)."""
+    if isinstance(v, list):
+        return tuple(_plain(x) for x in v)
+    return v
+
+
+def resolve_config(raw, *, name=None, overrides=None):
+    """Check an experiment dict and fill in every default.
+
+    Parameters
+    ----------
+    raw : dict
+        As read by :func:`read_config` (or written in Python).
+    name : str, optional
+        Default run name (the file's stem).
+    overrides : dict, optional
+        Top-level values that replace the file's (``out``, ``rounds``, ``seed``), e.g. from
+        the command line.
+
+    Returns
+    -------
+    dict
+        The resolved configuration (JSON-able): every key present, defaults filled in.
+
+    Raises
+    ------
+    ConfigError
+        The first problem found, naming its key.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError("(file)", f"expected a mapping, got {type(raw).__name__}")
+    raw = dict(raw)
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            raw[k] = v
+    unknown = [k for k in raw if k not in _TOP_KEYS]
+    if unknown:
+        raise ConfigError(unknown[0], "unknown top-level key (tables must be written as "
+                          "[problem], [data], ...)", allowed=_TOP_KEYS)
+    res = {}
+    res["name"] = _str(raw.get("name", name or "run"), "name")
+    if not _LABEL.match(res["name"]):
+        raise ConfigError("name", f"{res['name']!r}: use letters, digits and _ . + - only")
+    res["rounds"] = _int(raw.get("rounds", 100), "rounds", lo=0)
+    res["seed"] = _int(raw.get("seed", 0), "seed", lo=0)
+    res["out"] = _str(raw.get("out", os.path.join("rfl_fast_runs", res["name"])), "out")
+    res["metrics_every"] = _int(raw.get("metrics_every", 1), "metrics_every", lo=1)
+    plots = raw.get("plots", ["grad_norm", "angle", "f_gap"])
+    if not isinstance(plots, list):
+        raise ConfigError("plots", f"expected a list of metric names, got {plots!r}",
+                          allowed=PLOT_METRICS)
+    res["plots"] = [_choice(p, f"plots[{i}]", PLOT_METRICS) for i, p in enumerate(plots)]
+
+    # problem
+    ptbl = _table(raw, "problem", required=True)
+    ptype = _choice(ptbl.get("type"), "problem.type", tuple(PROBLEMS))
+    pspec, kinds = PROBLEMS[ptype]
+    prob = {"type": ptype, **_fill(ptbl, "problem", pspec, skip=("type",))}
+    for k in ("r", "p"):
+        if k in prob:
+            prob[k] = _int(prob[k], f"problem.{k}", lo=1)
+    prob["weighting"] = _choice(prob["weighting"], "problem.weighting", _WEIGHTINGS)
+    res["problem"] = prob
+
+    # data
+    dtbl = _table(raw, "data", required=True)
+    source = _choice(dtbl.get("source"), "data.source", tuple(DATA_SOURCES))
+    dspec, kind = DATA_SOURCES[source]
+    data = {"source": source,
+            **_fill(dtbl, "data", {**dspec, "seed": res["seed"]}, skip=("source",))}
+    data["seed"] = _int(data["seed"], "data.seed", lo=0)
+    for k in ("n_clients", "n_samples", "d", "p"):
+        if k in data:
+            data[k] = _int(data[k], f"data.{k}", lo=1)
+    if data.get("limit") is not None:
+        data["limit"] = _int(data["limit"], "data.limit", lo=1)
+    for k in ("path", "labels"):
+        if data.get(k) is not None:
+            data[k] = _str(data[k], f"data.{k}")
+    if "normalize" in data:
+        allowed = ("sum", "mean") if source == "gaussian_covariances" else _NORMALIZATIONS
+        data["normalize"] = _choice(data["normalize"], "data.normalize", allowed)
+    if "split" in data:
+        data["split"] = _choice(data["split"], "data.split", ("train", "test", "all"))
+    if kind not in kinds:
+        fitting = [s for s, (_, k) in DATA_SOURCES.items() if k in kinds]
+        raise ConfigError("data.source", f"{source!r} gives {_KIND_TEXT[kind]}, "
+                          f"which problem.type = {ptype!r} cannot use", allowed=fitting)
+    data["kind"] = kind
+    res["data"] = data
+
+    # partition (sample rows only)
+    if kind == "rows":
+        stbl = _table(raw, "partition")
+        method = _choice(stbl.get("method", "equal"), "partition.method", tuple(PARTITIONS))
+        part = {"method": method, **_fill(stbl, "partition", PARTITIONS[method],
+                                          skip=("method",))}
+        part["n_clients"] = _int(part["n_clients"], "partition.n_clients", lo=1)
+        if "alpha" in part:
+            part["alpha"] = _real(part["alpha"], "partition.alpha", positive=True)
+        res["partition"] = part
+    else:
+        if raw.get("partition"):
+            raise ConfigError("partition", f"not used with data.source = {source!r} (the data "
+                              f"comes split into data.n_clients clients); remove the "
+                              f"[partition] table")
+        res["partition"] = None
+
+    # participation
+    qtbl = _table(raw, "participation")
+    qtype = _choice(qtbl.get("type", "full"), "participation.type", tuple(PARTICIPATIONS))
+    part = {"type": qtype, **_fill(qtbl, "participation", PARTICIPATIONS[qtype], skip=("type",))}
+    if qtype == "uniform":
+        part["k"] = _int(part["k"], "participation.k", lo=1)
+    if qtype == "bernoulli":
+        p = part["p"]
+        if isinstance(p, list):
+            part["p"] = [_real(v, f"participation.p[{i}]", lo=0.0, hi=1.0)
+                         for i, v in enumerate(p)]
+        else:
+            part["p"] = _real(p, "participation.p", lo=0.0, hi=1.0)
+    res["participation"] = part
+
+    # algorithms
+    algs = raw.get("algorithm")
+    if algs is None:
+        raise ConfigError("algorithm", "missing; add one [[algorithm]] table per algorithm "
+                          "(name = ..., step = ..., local_steps = ...)", allowed=algorithm_names())
+    if isinstance(algs, dict):
+        algs = [algs]
+    if not isinstance(algs, list) or not algs:
+        raise ConfigError("algorithm", "expected one or more [[algorithm]] tables")
+    names = algorithm_names()
+    resolved, labels = [], set()
+    for i, a in enumerate(algs):
+        key = f"algorithm[{i}]"
+        if not isinstance(a, dict):
+            raise ConfigError(key, f"expected a table, got {type(a).__name__}")
+        aname = _choice(a.get("name"), f"{key}.name", names)
+        fields = _algorithm_fields(_algorithm_class(aname))
+        params = _fill(a, key, fields, skip=("name", "label"))
+        if "step" in params and params["step"] is not None:
+            params["step"] = _step(params["step"], f"{key}.step")
+        label = a.get("label")
+        if label is None:
+            label, j = aname, 2
+            while label in labels:
+                label, j = f"{aname}-{j}", j + 1
+        label = _str(label, f"{key}.label")
+        if not _LABEL.match(label):
+            raise ConfigError(f"{key}.label", f"{label!r}: use letters, digits and _ . + - only")
+        if label in labels:
+            raise ConfigError(f"{key}.label", f"{label!r} is used twice; labels name the "
+                              f"result files and must be unique")
+        labels.add(label)
+        resolved.append({"name": aname, "label": label, **params})
+    res["algorithm"] = resolved
+    return res
+
+
+# ------------------------------------------------------------------------------ building
+
+@dataclass
+class RunPlan:
+    """Everything a run needs, built and checked.
+
+    Attributes
+    ----------
+    config : dict
+        The resolved configuration (:func:`resolve_config`).
+    problem : rfl_fast.problems.Problem
+    algorithms : list of (str, FederatedAlgorithm)
+        ``(label, algorithm)`` in file order.
+    participation : rfl_fast.federation.Participation
+    data_info : dict
+        Description of the loaded data (clients, sizes, shape).
+    text : str or None
+        The experiment file as given.
+    source : str or None
+        Its path.
+    """
+
+    config: dict
+    problem: object
+    algorithms: list
+    participation: object
+    data_info: dict = field(default_factory=dict)
+    text: str = None
+    source: str = None
+
+    @property
+    def out(self):
+        return self.config["out"]
+
+    @property
+    def rounds(self):
+        return self.config["rounds"]
+
+    @property
+    def seed(self):
+        return self.config["seed"]
+
+
+def _rekey(exc, prefix, known):
+    """The key an error message of a library object points at: ``"r: ..."`` or
+    ``"RFedAvg: step ..."`` -> ``prefix.r`` / ``prefix.step`` when that key is known."""
+    msg = str(exc)
+    for pattern in (r"^([A-Za-z_][A-Za-z0-9_]*)[:= ]",
+                    r"^[A-Za-z0-9]+: ([A-Za-z_][A-Za-z0-9_]*)[:= ]"):
+        m = re.match(pattern, msg)
+        if m and m.group(1) in known:
+            return f"{prefix}.{m.group(1)}"
+    return prefix
+
+
+def _load_rows(data):
+    from . import data as D
+
+    source = data["source"]
+    if source in _BUNDLED:
+        return D.load_sklearn(source, normalize=data["normalize"])
+    if source in ("mnist", "cifar10"):
+        loader = D.load_mnist if source == "mnist" else D.load_cifar10
+        X, y = loader(data["path"], split=data["split"], normalize=data["normalize"])
+    else:  # npy / npz
+        path = data["path"]
+        if not os.path.isfile(path):
+            raise ConfigError("data.path", f"no such file: {path!r}")
+        y = None
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                if "X" not in loaded.files:
+                    raise ConfigError("data.path", f"{path!r}: an .npz file needs an array "
+                                      f"named X (and optionally y); found {loaded.files}")
+                X = loaded["X"]
+                y = loaded["y"] if "y" in loaded.files else None
+        else:
+            X = loaded
+        if data.get("labels") is not None:
+            if not os.path.isfile(data["labels"]):
+                raise ConfigError("data.labels", f"no such file: {data['labels']!r}")
+            y = np.load(data["labels"], allow_pickle=False)
+        if X.ndim != 2:
+            raise ConfigError("data.path", f"{path!r}: expected an array of shape (m, d) "
+                              f"(one sample per row), got shape {X.shape}")
+        if y is not None and (y.ndim != 1 or y.shape[0] != X.shape[0]):
+            raise ConfigError("data.labels", f"expected {X.shape[0]} labels (one per row of X), "
+                              f"got shape {y.shape}")
+        X = D.normalize_features(X, data["normalize"])
+    if data.get("limit") is not None:
+        X = X[:data["limit"]]
+        y = None if y is None else y[:data["limit"]]
+    return X, y
+
+
+def _build_data(cfg):
+    """Client data for the problem: ``(payload, form, info)`` with ``form`` one of
+    ``"clients"`` (list/stack/ClientData of per-client samples) or ``"covariances"``."""
+    from . import data as D
+
+    data, seed = cfg["data"], cfg["data"]["seed"]
+    source = data["source"]
+    if data["kind"] == "rows":
+        X, y = _load_rows(data)
+        part = cfg["partition"]
+        n = part["n_clients"]
+        if n > X.shape[0]:
+            raise ConfigError("partition.n_clients", f"{n} clients but the data has only "
+                              f"{X.shape[0]} samples")
+        if part["method"] == "dirichlet":
+            if y is None:
+                raise ConfigError("partition.method", "'dirichlet' splits by label but the data "
+                                  "has no labels", allowed=("equal", "quantity"))
+            cd = D.split_dirichlet(X, np.asarray(y).astype(np.int64), n, alpha=part["alpha"],
+                                   rng=seed)
+        elif part["method"] == "quantity":
+            cd = D.split_quantity(X, n, alpha=part["alpha"], rng=seed)
+        else:
+            cd = D.split_equal(X, n, rng=seed)
+        info = {"n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
+                "client_sizes": cd.sizes.tolist()}
+        return cd, "clients", info
+    if source == "heterogeneous_gaussian":
+        Z = D.heterogeneous_gaussian_clients(data["n_clients"], data["n_samples"], data["d"],
+                                             rng=seed)
+        return Z, "clients", {"shape": list(Z.shape)}
+    if source == "gaussian_covariances":
+        A = D.gaussian_covariances(data["n_clients"], data["d"], data["p"],
+                                   normalize=data["normalize"], rng=seed)
+        return A, "covariances", {"shape": list(A.shape)}
+    if source == "wishart":
+        Z = D.wishart_clients(data["n_clients"], data["n_samples"], data["d"], rng=seed)
+        return Z, "clients", {"shape": list(Z.shape)}
+    Z = D.brockett_matrices(data["n_clients"], data["n_samples"], data["d"], rng=seed)
+    return Z, "clients", {"shape": list(Z.shape)}
+
+
+def _build_problem(cfg, payload, form):
+    from . import problems
+
+    p = cfg["problem"]
+    cls = getattr(problems, p["type"])
+    kw = {"weighting": p["weighting"]}
+    if form == "covariances":
+        if p["weighting"] != "uniform":
+            raise ConfigError("problem.weighting", "covariance data has one 'sample' per "
+                              "client; only 'uniform' applies", allowed=("uniform",))
+        args = (p["r"],) if p["type"] == "KPCA" else ()
+        return cls.from_covariances(payload, *args, **kw)
+    args = {"KPCA": ("r",), "Brockett": ("p",)}.get(p["type"], ())
+    return cls(payload, *(p[a] for a in args), **kw)
+
+
+def _build_algorithm(spec):
+    from .federation import Constant, Decaying
+
+    params = {k: _plain(v) for k, v in spec.items() if k not in ("name", "label")}
+    step = params.get("step")
+    if isinstance(step, dict):
+        kw = {k: v for k, v in step.items() if k != "schedule"}
+        params["step"] = Constant(**kw) if step["schedule"] == "constant" else Decaying(**kw)
+    return _algorithm_class(spec["name"])(**params)
+
+
+def _build_participation(spec):
+    from .federation import Bernoulli, Full, Uniform
+
+    if spec["type"] == "uniform":
+        return Uniform(spec["k"])
+    if spec["type"] == "bernoulli":
+        return Bernoulli(spec["p"])
+    return Full()
+
+
+def build_plan(cfg, *, text=None, source=None):
+    """Build and check every object of a resolved configuration (nothing is written).
+
+    Parameters
+    ----------
+    cfg : dict
+        From :func:`resolve_config`.
+    text, source : str, optional
+        The experiment file as given and its path (kept in the plan).
+
+    Returns
+    -------
+    RunPlan
+
+    Raises
+    ------
+    ConfigError
+        Data that cannot be loaded, a problem or algorithm that rejects its parameters, a
+        participation model or algorithm that does not fit the problem.
+    """
+    try:
+        payload, form, info = _build_data(cfg)
+    except ConfigError:
+        raise
+    except (OSError, ValueError, TypeError, ImportError) as exc:
+        key = ("data.path" if isinstance(exc, OSError) and "path" in cfg["data"]
+               else _rekey(exc, "data", cfg["data"]))
+        raise ConfigError(key, str(exc)) from None
+    try:
+        problem = _build_problem(cfg, payload, form)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(_rekey(exc, "problem", cfg["problem"]), str(exc)) from None
+    info["n_clients"] = int(problem.n_clients)
+    try:
+        participation = _build_participation(cfg["participation"])
+        participation.validate(problem.n_clients)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(_rekey(exc, "participation", cfg["participation"]), str(exc)) from None
+    algorithms = []
+    for i, spec in enumerate(cfg["algorithm"]):
+        key = f"algorithm[{i}]"
+        try:
+            alg = _build_algorithm(spec)
+            # the engine's own set-up checks, run now so that no folder is made for a run
+            # that cannot start
+            special = getattr(alg, "for_participation", None)
+            checked = special(participation, problem.n_clients) if special else alg
+            checked.validate(problem)
+            start = getattr(checked, "for_run", None)
+            if start is not None:
+                start(problem, participation, cfg["rounds"])
+        except (ValueError, TypeError, NotImplementedError) as exc:
+            raise ConfigError(_rekey(exc, key, spec), str(exc)) from None
+        algorithms.append((spec["label"], alg))
+    return RunPlan(config=cfg, problem=problem, algorithms=algorithms,
+                   participation=participation, data_info=info, text=text, source=source)
+
+
+def load_plan(path, overrides=None):
+    """Read, check and build an experiment file: :func:`read_config`, :func:`resolve_config`,
+    :func:`build_plan`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    overrides : dict, optional
+        Top-level values replacing the file's (``out``, ``rounds``, ``seed``).
+
+    Returns
+    -------
+    RunPlan
+    """
+    raw, text = read_config(path)
+    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    name = re.sub(r"[^A-Za-z0-9_.+-]+", "_", stem) or "run"
+    cfg = resolve_config(raw, name=name, overrides=overrides)
+    return build_plan(cfg, text=text, source=os.fspath(path))

@@ -1,0 +1,289 @@
+"""The ``rfl-fast`` command: ``run CONFIG`` end to end, bad input (exit 2, nothing written),
+``reproduce``, and Ctrl-C handling (partial results kept and marked)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rfl_fast
+from rfl_fast.cli import main
+from rfl_fast.config import ConfigError, load_plan, resolve_config
+from rfl_fast.federation import History
+from rfl_fast.runner import execute
+
+TINY = """\
+name = "tiny"
+rounds = 6
+seed = 1
+plots = {plots}
+
+[problem]
+type = "KPCA"
+r = 2
+
+[data]
+source = "wine"
+
+[partition]
+method = "equal"
+n_clients = 4
+
+[[algorithm]]
+name = "RFedSVRG"
+step = 0.02
+local_steps = 3
+
+[[algorithm]]
+name = "RFedAvg"
+label = "avg"
+step = {{ schedule = "decaying", a0 = 0.05, dec = 2 }}
+local_steps = 3
+"""
+
+
+def _write(folder, text, name="exp.toml"):
+    path = folder / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    return _write(tmp_path, TINY.format(plots='["grad_norm", "angle", "f_gap"]'))
+
+
+@pytest.fixture
+def tiny_noplot(tmp_path):
+    return _write(tmp_path, TINY.format(plots="[]"))
+
+
+def _env():
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rfl_fast.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+    return env
+
+
+# ----------------------------------------------------------------------------- run CONFIG
+
+def test_run_writes_the_whole_results_folder(tiny, tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["run", tiny, "--out", str(out), "-q"]) == 0
+    assert capsys.readouterr().out == ""                       # --quiet
+    names = set(os.listdir(out))
+    for label in ("RFedSVRG", "avg"):
+        assert {f"history_{label}.csv", f"history_{label}.json", f"model_{label}.npy"} <= names
+        h_csv = History.from_csv(out / f"history_{label}.csv")
+        h_json = History.from_json(out / f"history_{label}.json")
+        assert len(h_csv) == len(h_json) == 7                  # row 0 + 6 rounds
+        assert h_csv.equal(h_json)
+        x = np.load(out / f"model_{label}.npy")
+        assert x.shape == (13, 2) and np.allclose(x.T @ x, np.eye(2), atol=1e-10)
+    for metric in ("grad_norm", "angle", "f_gap"):
+        for ext in ("png", "pdf"):
+            assert os.path.getsize(out / f"plot_{metric}.{ext}") > 1000
+    assert (out / "config.toml").read_text() == Path(tiny).read_text()     # as given
+    resolved = json.loads((out / "config_resolved.json").read_text())
+    assert resolved["status"] == "completed"
+    assert resolved["out"] == str(out) and resolved["metrics_every"] == 1   # defaults filled
+    assert resolved["participation"] == {"type": "full"}
+    assert resolved["algorithm"][1]["step"] == {"schedule": "decaying", "a0": 0.05, "beta": 1.0,
+                                                "dec": 2, "power": 1.0}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["algorithms"]["RFedSVRG"]["rounds"] == 6
+    assert not [n for n in names if ".tmp" in n]               # no temporary files left
+
+
+def test_run_overrides_and_messages(tiny_noplot, tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["run", tiny_noplot, "--out", str(out), "--rounds", "2", "--seed", "5",
+                 "-v"]) == 0
+    text = capsys.readouterr().out
+    assert "resolved configuration" in text and "RFedSVRG round 2" in text
+    assert "completed: results in" in text and "grad norm" in text
+    assert len(History.from_csv(out / "history_avg.csv")) == 3
+    assert json.loads((out / "config_resolved.json").read_text())["seed"] == 5
+    # a second run into the same folder needs --overwrite
+    assert main(["run", tiny_noplot, "--out", str(out), "-q"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["run", tiny_noplot, "--out", str(out), "-q", "--overwrite"]) == 0
+
+
+def test_run_yaml_and_missing_pyyaml(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("yaml")
+    text = ("rounds: 3\nproblem: {type: SPDMean}\n"
+            "data: {source: wishart, n_clients: 3, n_samples: 5, d: 2}\n"
+            "plots: []\nalgorithm:\n  - {name: RFedSVRG, step: 0.1, local_steps: 2}\n")
+    cfg = _write(tmp_path, text, "spd.yaml")
+    assert main(["run", cfg, "--out", str(tmp_path / "a"), "-q"]) == 0
+    assert np.load(tmp_path / "a" / "model_RFedSVRG.npy").shape == (2, 2)
+    monkeypatch.setitem(sys.modules, "yaml", None)             # as if PyYAML were missing
+    assert main(["run", cfg, "--out", str(tmp_path / "b"), "-q"]) == 2
+    assert "PyYAML" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+BASE = """\
+rounds = 3
+[problem]
+type = "KPCA"
+r = 2
+[data]
+source = "wine"
+[[algorithm]]
+name = "RFedAvg"
+step = 0.1
+local_steps = 2
+"""
+
+BAD = [
+    # (replace, by, key named in the message, a word of the message)
+    ('type = "KPCA"', 'type = "PCA"', "problem.type", "SpherePCA"),
+    ("r = 2", "r = 99", "problem.r", "r <= d"),
+    ("r = 2", 'r = "two"', "problem.r", "integer"),
+    ("step = 0.1", "step = -1", "algorithm[0].step", "> 0"),
+    ("step = 0.1", 'step = { schedule = "cosine" }', "algorithm[0].step.schedule", "decaying"),
+    ("step = 0.1", "stepsize = 0.1", "algorithm[0].stepsize", "local_steps"),
+    ('name = "RFedAvg"', 'name = "FedAvg"', "algorithm[0].name", "RFedSVRG"),
+    ("local_steps = 2", "local_steps = 0", "algorithm[0].local_steps", "local_steps"),
+    ('source = "wine"', 'source = "wines"', "data.source", "breast_cancer"),
+    ('source = "wine"', 'source = "wishart"', "data.source", "wine"),
+    ('source = "wine"', 'source = "npy"\npath = "missing.npy"', "data.path", "missing.npy"),
+    ("rounds = 3", "rounds = -3", "rounds", ">= 0"),
+    ("rounds = 3", "round = 3", "round", "rounds"),
+    ("rounds = 3", 'rounds = 3\nplots = ["loss"]', "plots[0]", "grad_norm"),
+    ('source = "wine"', 'source = "wine"\n[partition]\nmethod = "random"', "partition.method",
+     "dirichlet"),
+    ('source = "wine"', 'source = "wine"\n[partition]\nn_clients = 500', "partition.n_clients",
+     "178 samples"),
+    ('source = "wine"', 'source = "wine"\n[participation]\ntype = "uniform"\nk = 20',
+     "participation.k", "n=10"),
+    ('source = "wine"', 'source = "wine"\n[participation]\ntype = "bernoulli"\np = 1.5',
+     "participation.p", "[0.0, 1.0]"),
+    ("local_steps = 2", "local_steps = 2\nbatch_size = 1000", "algorithm[0].batch_size",
+     "larger than"),
+    ("[[algorithm]]", "[[algorithms]]", "algorithms", "algorithm"),
+    ("rounds = 3", "rounds = = 3", "", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("old, new, key, word", BAD, ids=[b[2] or "toml" for b in BAD])
+def test_bad_config_exits_2_naming_the_key_and_writes_nothing(tmp_path, capsys, old, new, key,
+                                                              word):
+    assert old in BASE
+    cfg = _write(tmp_path, BASE.replace(old, new, 1))
+    out = tmp_path / "never"
+    assert main(["run", cfg, "--out", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{key}: " in err and word in err, err
+    assert not out.exists()
+
+
+def test_config_errors_name_the_allowed_values():
+    with pytest.raises(ConfigError) as info:
+        resolve_config({"problem": {"type": "KPCA", "r": 2}, "data": {"source": "wine"},
+                        "participation": {"type": "some"}, "algorithm": []})
+    assert info.value.key == "participation.type"
+    assert info.value.allowed == ("full", "uniform", "bernoulli")
+
+
+def test_bad_command_line_exits_2(tmp_path, tiny, capsys):
+    assert main(["run", tiny, "--rounds", "-1"]) == 2
+    assert main(["run", str(tmp_path / "missing.toml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["run", _write(tmp_path, "x", "exp.json")]) == 2
+    assert ".toml, .yaml, .yml" in capsys.readouterr().err
+    assert main(["reproduce", "E9"]) == 2
+    assert "E1, E2" in capsys.readouterr().err
+    assert main(["frobnicate"]) == 2
+    assert not os.path.exists("rfl_fast_runs/exp")
+
+
+# ----------------------------------------------------------------------------- reproduce
+
+def test_reproduce_small_e1(tmp_path, capsys):
+    out = tmp_path / "e1"
+    assert main(["reproduce", "e1", "--small", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "E1: Tangent-space vs Karcher" in text
+    res = json.loads((out / "E1.json").read_text())
+    assert res["small"] is True and "100" in res["results"]["table"]
+
+
+def test_info_still_works(capsys):
+    assert main(["info"]) == 0
+    assert "backends" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- Ctrl-C
+
+def test_keyboard_interrupt_inside_a_run_keeps_the_rounds_so_far(tiny_noplot, tmp_path):
+    """A KeyboardInterrupt raised inside the engine (a second Ctrl-C) after round 3."""
+    plan = load_plan(tiny_noplot, overrides={"out": str(tmp_path / "res")})
+
+    def interrupt(label, t, x, row):
+        if t == 3:
+            raise KeyboardInterrupt
+
+    outcome = execute(plan, callback=interrupt, quiet=True)
+    out = tmp_path / "res"
+    assert outcome.status == "interrupted"
+    h = History.from_csv(out / "history_RFedSVRG.csv")
+    assert h["round"].tolist() == [0, 1, 2, 3]
+    assert np.isfinite(h["grad_norm"]).all()
+    assert np.load(out / "model_RFedSVRG.npy").shape == (13, 2)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert summary["algorithms"]["RFedSVRG"]["status"] == "interrupted"
+    assert summary["algorithms"]["RFedSVRG"]["rounds"] == 3
+    assert summary["algorithms"]["avg"] == {"status": "not run", "rounds": 0}
+    assert not (out / "history_avg.csv").exists()
+    assert json.loads((out / "config_resolved.json").read_text())["status"] == "interrupted"
+
+
+def test_ctrl_c_stops_after_the_current_round(tiny_noplot, tmp_path):
+    """A real SIGINT during round 2: the run finishes the round, stops, writes and marks."""
+    before = signal.getsignal(signal.SIGINT)
+    plan = load_plan(tiny_noplot, overrides={"out": str(tmp_path / "res")})
+
+    def press_ctrl_c(label, t, x, row):
+        if label == "RFedSVRG" and t == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    outcome = execute(plan, callback=press_ctrl_c, quiet=True)
+    assert signal.getsignal(signal.SIGINT) is before            # handler restored
+    assert outcome.status == "interrupted"
+    entry = outcome.summary["algorithms"]["RFedSVRG"]
+    assert entry["stopped_by"] == "Ctrl-C" and entry["rounds"] == 2
+    assert len(History.from_json(tmp_path / "res" / "history_RFedSVRG.json")) == 3
+    assert outcome.summary["algorithms"]["avg"]["status"] == "not run"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_on_the_command_line_exits_130_with_results(tmp_path):
+    cfg = _write(tmp_path, TINY.format(plots="[]").replace("rounds = 6", "rounds = 100000")
+                 .replace("name = \"tiny\"", "name = \"long\"\nmetrics_every = 100"))
+    out = tmp_path / "res"
+    proc = subprocess.Popen([sys.executable, "-m", "rfl_fast.cli", "run", cfg, "--out",
+                             str(out), "-q"], env=_env(), cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not (out / "config_resolved.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)                                              # some rounds
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    rounds = summary["algorithms"]["RFedSVRG"]["rounds"]
+    assert 0 < rounds < 100000
+    assert len(History.from_csv(out / "history_RFedSVRG.csv")) == rounds + 1

@@ -1,0 +1,73 @@
+"""The scripts and experiment files of ``examples/`` run (small settings) and print what the
+README says they print."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import rfl_fast
+from rfl_fast.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+if not os.path.isdir(EXAMPLES):                     # tests run outside a source checkout
+    pytest.skip("examples/ not found next to the tests", allow_module_level=True)
+
+
+def _run_script(name, cwd):
+    env = dict(os.environ, RFL_FAST_EXAMPLE_SMALL="1", MPLBACKEND="Agg")
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(rfl_fast.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, name)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _number(pattern, text):
+    m = re.search(pattern + r"\s*([0-9.eE+-]+)", text)
+    assert m, f"{pattern!r} not in output:\n{text}"
+    return float(m.group(1))
+
+
+def test_kpca_wine(tmp_path):
+    out = _run_script("kpca_wine.py", tmp_path)
+    for name in ("RFedSVRG", "RFedAvg", "RFedProj"):
+        assert re.search(rf"^{name}\s+rounds 30 ", out, re.M), out
+    assert (tmp_path / "kpca_wine_out" / "RFedSVRG.csv").exists()
+    assert (tmp_path / "kpca_wine_out" / "angle.pdf").exists()
+
+
+def test_pca_estimator(tmp_path):
+    out = _run_script("pca_estimator.py", tmp_path)
+    assert _number("largest principal angle to sklearn PCA:", out) < 1e-7
+    assert _number(r"max \|transform - PCA.transform\|:", out) < 1e-5
+
+
+def test_spd_mean(tmp_path):
+    out = _run_script("spd_mean.py", tmp_path)
+    assert _number("distance to the centralized Frechet mean:", out) < 1e-8
+    assert _number(r"\|norm - dist\| <=", out) < 1e-9
+
+
+@pytest.mark.parametrize("name, labels", [
+    ("config_kpca.toml", ("RFedSVRG", "RFedAvg", "RFedAGS-decaying")),
+    ("config_spd_mean.yaml", ("RFedAGS", "RFedSVRG")),
+])
+def test_example_configs(tmp_path, name, labels):
+    if name.endswith(".yaml"):
+        pytest.importorskip("yaml")
+    out = tmp_path / "res"
+    assert main(["run", os.path.join(EXAMPLES, name), "--out", str(out), "--rounds", "3",
+                 "--no-plots", "-q"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert tuple(summary["algorithms"]) == labels
+    assert all(a["rounds"] == 3 for a in summary["algorithms"].values())
+    for label in labels:
+        assert (out / f"history_{label}.csv").exists() and (out / f"model_{label}.npy").exists()
+    assert not list(out.glob("plot_*"))                 # --no-plots
