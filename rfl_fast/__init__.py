@@ -26,7 +26,21 @@ __all__ = [
     "Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz",
     "linalg", "errors", "backend", "get_backend", "available_backends",
     "show_config", "get_include", "__version__",
+    # subpackages, imported on first use (``rf.federation.run``, ``rf.problems.KPCA``, ...)
+    "problems", "algorithms", "federation", "privacy", "data", "experiments", "estimators",
 ]
+
+_LAZY = ("problems", "algorithms", "federation", "privacy", "data", "experiments", "estimators")
+
+
+def __getattr__(name):
+    """Import the federated layer's subpackages on first access (keeps ``import rfl_fast``
+    light for users of the primitives alone)."""
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_include():
