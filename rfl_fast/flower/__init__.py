@@ -1,0 +1,26 @@
+"""rfl_fast's algorithms as a real Flower federation (optional extra ``rfl_fast[flower]``).
+
+* :func:`server_app` -- a Flower ``ServerApp`` driving any rfl_fast algorithm
+  (:func:`run_federation`: prepare / main / finalize exchanges, arrival checks, dropouts);
+* :func:`client_app` -- a Flower ``ClientApp`` running the algorithm's client hooks on the
+  client's own data (:func:`handle`, the task named in the run config);
+* :mod:`.codec` -- the wire format (arrays with their manifold named) and the arrival checks;
+* :mod:`.spec` -- the run config both sides read; :mod:`.tasks` -- built-in client tasks;
+* :func:`write_app` -- a ready-to-run Flower app directory.
+
+Only :func:`server_app`, :func:`client_app` and :class:`FlowerLink` import ``flwr``; the
+rest (and :class:`InProcessLink`, the protocol run in one process) works without it. See
+``docs/flower.md``.
+"""
+
+from .app import write_app, write_run_config
+from .client import client_app, handle
+from .codec import DEFAULT_KINDS, check_arrays, manifold_from_spec, manifold_spec, pack
+from .server import (Failure, FederationResult, FlowerLink, InProcessLink, RemoteProblem,
+                     run_federation, server_app)
+from .spec import FederationConfig, build_algorithm, build_participation
+
+__all__ = ["server_app", "client_app", "run_federation", "handle", "FederationResult",
+           "FederationConfig", "RemoteProblem", "InProcessLink", "FlowerLink", "Failure",
+           "pack", "check_arrays", "manifold_spec", "manifold_from_spec", "DEFAULT_KINDS",
+           "build_algorithm", "build_participation", "write_app", "write_run_config"]

@@ -1,0 +1,237 @@
+"""The client side: one rfl_fast client's part of every exchange, on its own data.
+
+:func:`handle` is the whole client logic on plain Python values (a *content* in, a content
+out, a persistent ``store`` dict), so it runs the same behind Flower's ClientApp
+(:func:`client_app`) and behind the in-process link of the tests. Per message it
+
+1. rebuilds the algorithm from the run config and its local problem from the task (Flower
+   starts a fresh process for every message, so nothing else survives);
+2. checks the server's message on arrival (manifold named, shapes, finiteness, points on the
+   manifold) and that the server addresses the client id this node holds;
+3. runs the algorithm's client hook for one client (``k = 1``): ``client_prepare``,
+   ``client_update`` or ``client_finalize``, with ``ClientContext`` giving the client's own
+   random stream ``(seed, t, i)``;
+4. keeps the client's persistent state (``init_clients`` rows, e.g. RFedProj's correction
+   ``c_i``), the within-round ``memo`` and the random stream's position in ``store`` (Flower's
+   ``context.state``, which the SuperNode keeps between messages of a run);
+5. replies with its upload, packed with its manifold named.
+
+The local problem holds one client, so the hooks see ``idx = [0]``; the random stream is the
+global client id's, ``ClientRandom(seed, t, [i])``, exactly the row the simulation engine
+draws for client ``i``.
+"""
+
+import json
+import time
+
+import numpy as np
+
+from ..federation.context import ClientContext, ClientRandom
+from .codec import check_arrays, kinds_of, manifold_spec, pack
+from .spec import FederationConfig
+
+__all__ = ["handle", "client_app", "client_id_of", "PHASES"]
+
+PHASES = ("hello", "prepare", "update", "finalize")
+_LOCAL = np.zeros(1, dtype=np.int64)
+
+
+def client_id_of(node_config):
+    """The client id of a SuperNode: its ``partition-id`` (or ``client-id``) node config."""
+    for key in ("client-id", "partition-id"):
+        if key in node_config:
+            return int(node_config[key])
+    raise ValueError("the SuperNode has no client id: start it with --node-config "
+                     "'partition-id=<i> num-partitions=<n>'")
+
+
+def _local_problem(cfg, cid, node_config):
+    task = cfg.load_task()
+    problem = task(cid, dict(node_config), **cfg.task_kwargs)
+    if int(problem.n_clients) != 1:
+        raise ValueError(f"task {cfg.task!r} returned a problem with {problem.n_clients} "
+                         f"clients; a task builds one client's local problem")
+    return problem
+
+
+def _client_algorithm(alg, config):
+    """Per-client settings the server fixed for the run (PriRFed: noise and batch size)."""
+    if "pri.sigma" in config:
+        from dataclasses import replace
+
+        from ..algorithms.pri import PrivacyLedger
+        ledger = PrivacyLedger(sigma=np.array([float(config["pri.sigma"])]),
+                               batch=np.array([int(config["pri.batch"])], dtype=np.int64),
+                               delta=float(config.get("pri.delta", 0.0)),
+                               rounds=int(config["rounds"]), clients_per_round=0,
+                               columns={}, settings={})
+        alg = replace(alg, ledger=ledger)
+    return alg
+
+
+def _rng(seed, t, cid, config, status):
+    rng = ClientRandom(seed, t, np.array([cid], dtype=np.int64))
+    saved = status.get("rng.state")
+    if config.get("rng") == "continue" and saved and int(status.get("rng.round", -1)) == t:
+        g = np.random.Generator(np.random.PCG64())
+        st = json.loads(saved)
+        st["state"] = {k: int(v) for k, v in st["state"].items()}
+        g.bit_generator.state = st
+        rng._gens[0] = g
+    return rng
+
+
+def _save_rng(rng, t, status):
+    g = rng._gens[0]
+    if g is None:
+        status.pop("rng.state", None)
+        status.pop("rng.round", None)
+        return
+    st = g.bit_generator.state
+    st = {**st, "state": {k: str(v) for k, v in st["state"].items()}}
+    status["rng.state"] = json.dumps(st)
+    status["rng.round"] = t
+
+
+def _as_arrays(d):
+    return {k: np.array(v, dtype=np.float64) for k, v in (d or {}).items()}
+
+
+def _faulty(cfg, kind, cid, t):
+    return (t + 1) in cfg.faults.get((kind, cid), ())
+
+
+def handle(content, store, node_config, run_config):
+    """One message of the server to this client; returns the reply content.
+
+    Parameters
+    ----------
+    content : dict
+        Sections ``"config"`` (phase, round, client id, ...), ``"msg"``/``"msg.meta"`` (the
+        algorithm's message) and, at first contact, ``"init"``/``"init.meta"`` (``x0``).
+    store : dict
+        The client's persistent state across messages of one run (mutated): ``"cstate"``,
+        ``"memo"`` (arrays) and ``"status"`` (config).
+    node_config, run_config : mapping
+        The SuperNode's node config and the run config.
+
+    Raises
+    ------
+    ValueError, RuntimeError
+        On a refused message (the server records the reason as this client's failure).
+    """
+    t0 = time.process_time()
+    config = dict(content.get("config", {}))
+    phase = config.get("phase")
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}")
+    cfg = FederationConfig.from_run_config(run_config)
+    cid = client_id_of(node_config)
+    problem = _local_problem(cfg, cid, node_config)
+    M = problem.manifold
+    if phase == "hello":
+        from .. import __version__
+        return {"config": {"client": cid, "n_samples": int(problem.sizes[0]),
+                           "manifold": manifold_spec(M), "problem": type(problem).__name__,
+                           "rfl_fast": __version__}}
+    if int(config["client"]) != cid:
+        raise ValueError(f"the server addressed client {config['client']} but this SuperNode "
+                         f"holds client {cid}")
+    t = int(config["round"])
+    seed = int(config["seed"])
+    alg = _client_algorithm(cfg.build_algorithm(), config)
+    kinds = kinds_of(alg)
+    status = store.setdefault("status", {})
+    if "init" in content:
+        x0 = content["init"]
+        ok, why = check_arrays(x0, content.get("init.meta"), M, kinds=kinds, expect=("x0",),
+                               atol=cfg.atol)
+        if not ok:
+            raise ValueError(f"initial point refused: {why}")
+        if not status.get("initialized"):
+            store["cstate"] = _as_arrays(alg.init_clients(problem, x0["x0"]))
+            status["initialized"] = True
+    if not status.get("initialized"):
+        raise RuntimeError("no client state: this node has not received the run's initial "
+                           "point (a restarted SuperNode loses its state)")
+    msg = _as_arrays(content.get("msg"))
+    ok, why = check_arrays(msg, content.get("msg.meta"), M, kinds=kinds, atol=cfg.atol)
+    if not ok:
+        raise ValueError(f"server message refused: {why}")
+    if phase == "update" and _faulty(cfg, "drop", cid, t):
+        raise RuntimeError(f"fault injection: client {cid} drops out in round {t + 1}")
+    ctx = ClientContext(t, _LOCAL, _rng(seed, t, cid, config, status))
+    cstate = dict(store.get("cstate", {}))
+    memo = None
+    if phase in ("update", "finalize") and config.get("memo") == "yes":
+        if int(status.get("memo.round", -1)) != t:
+            raise RuntimeError(f"no memo of round {t} (missed the round's earlier exchange)")
+        memo = None if status.get("memo.none") else dict(store.get("memo", {}))
+    up = None
+    if phase == "prepare":
+        up, cstate, memo = alg.client_prepare(problem, _LOCAL, msg, cstate, ctx)
+    elif phase == "update":
+        up, cstate, memo = alg.client_update(problem, _LOCAL, msg, cstate, memo, ctx)
+    else:
+        cstate = alg.client_finalize(problem, _LOCAL, msg, cstate, memo, ctx)
+    store["cstate"] = _as_arrays(cstate)
+    if phase != "finalize":
+        store["memo"] = {} if memo is None else _as_arrays(memo)
+        status["memo.none"] = memo is None
+        status["memo.round"] = t
+    _save_rng(ctx.rng, t, status)
+    reply = {"config": {"client": cid, "round": t, "phase": phase,
+                        "cpu": time.process_time() - t0}}
+    if up is not None:
+        up = dict(up)
+        if phase == "update" and _faulty(cfg, "corrupt", cid, t):
+            up = {k: np.full(np.shape(v), np.nan) for k, v in up.items()}
+        if phase == "update" and _faulty(cfg, "offmanifold", cid, t):
+            # points scaled off the manifold, tangent vectors given a normal component
+            off = {"point": lambda v: 2.0 * v,
+                   "tangent": lambda v: v + msg.get("x", np.zeros(M.shape))}
+            up = {k: off.get(kinds.get(k), lambda v: v)(np.asarray(v)) for k, v in up.items()}
+        reply["up"], reply["up.meta"] = pack(up, M, kinds)
+    return reply
+
+
+# ---------------------------------------------------------------------------- Flower adapter
+
+def client_app():
+    """A Flower ``ClientApp`` running :func:`handle` for the message types
+    ``query.rfl_hello`` and ``train.rfl_prepare|rfl_update|rfl_finalize``.
+
+    The client's store lives in ``context.state`` (records ``rfl.cstate``, ``rfl.memo``,
+    ``rfl.status``).
+    """
+    from flwr.app import Context, Message
+    from flwr.clientapp import ClientApp
+
+    from .records import from_recorddict, load_store, save_store, to_recorddict
+
+    app = ClientApp()
+
+    def _serve(msg: Message, context: Context) -> Message:
+        store = load_store(context.state)
+        reply = handle(from_recorddict(msg.content), store, context.node_config,
+                       context.run_config)
+        save_store(context.state, store)
+        return Message(to_recorddict(reply), reply_to=msg)
+
+    @app.query("rfl_hello")
+    def hello(msg: Message, context: Context) -> Message:
+        return _serve(msg, context)
+
+    @app.train("rfl_prepare")
+    def prepare(msg: Message, context: Context) -> Message:
+        return _serve(msg, context)
+
+    @app.train("rfl_update")
+    def update(msg: Message, context: Context) -> Message:
+        return _serve(msg, context)
+
+    @app.train("rfl_finalize")
+    def finalize(msg: Message, context: Context) -> Message:
+        return _serve(msg, context)
+
+    return app

@@ -1,0 +1,365 @@
+"""rfl_fast on Flower (rfl_fast.flower).
+
+* Fast tests (no Flower process): the wire format and arrival checks, the run config, and the
+  whole protocol in one process (``InProcessLink``) against ``rfl_fast.federation.run`` for
+  every algorithm, with dropouts, rejected uploads and a silent node.
+* ``test_deployment_*``: a real Flower deployment -- one ``flower-superlink`` and four
+  ``flower-supernode`` processes on 127.0.0.1 (free ports, temporary ``FLWR_HOME``) -- running
+  RFedSVRG on kPCA and RFedAGS with a client that drops out and one whose upload is rejected,
+  checked against the simulation engine to 1e-10. Skipped when ``flwr`` (the ``flower``
+  extra) is not installed. Every process started is stopped by the fixture's finalizer.
+"""
+
+import importlib.util
+import json
+import shutil
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from rfl_fast.algorithms import RFedAGS, RFedSVRG
+from rfl_fast.federation import Full, run
+from rfl_fast.federation.participation import Participation
+from rfl_fast.flower import (InProcessLink, check_arrays, manifold_from_spec, manifold_spec,
+                             pack, run_federation)
+from rfl_fast.flower.client import handle
+from rfl_fast.flower.spec import (FederationConfig, build_algorithm, build_participation,
+                                  parse_faults)
+from rfl_fast.flower.tasks import synthetic_kpca
+from rfl_fast.manifolds import SPD, Euclidean, Lorentz, Sphere, Stiefel
+
+HAS_FLWR = importlib.util.find_spec("flwr") is not None
+HAS_DP = importlib.util.find_spec("dp_accounting") is not None
+needs_flwr = pytest.mark.skipif(not HAS_FLWR, reason="flwr not installed: pip install "
+                                "'rfl_fast[flower]' (flwr==1.41.0) to test the Flower link")
+
+TASK = "rfl_fast.flower.tasks:synthetic_kpca"
+
+
+def _task_kwargs(n):
+    return {"n_clients": n, "samples": 30, "d": 6, "r": 2, "seed": 1}
+
+
+def _run_config(algorithm, kwargs, n=4, rounds=3, seed=5, participation="Full", **extra):
+    return {"algorithm": algorithm, "algorithm-kwargs": json.dumps(kwargs),
+            "participation": participation, "rounds": rounds, "seed": seed, "num-clients": n,
+            "task": TASK, "task-kwargs": json.dumps(_task_kwargs(n)), **extra}
+
+
+@dataclass(frozen=True, eq=False)
+class Scripted(Participation):
+    """The participants of each round given in advance (draws nothing, like ``Full``)."""
+
+    sets: tuple
+    _t: list = field(default_factory=lambda: [0])
+
+    def sample(self, rng, n):
+        s = np.asarray(self.sets[self._t[0]], dtype=np.int64)
+        self._t[0] += 1
+        return s
+
+
+def _engine(rc, participation=None):
+    """Iterates of rfl_fast.federation.run for the run config ``rc``: (rounds + 1, *shape)."""
+    cfg = FederationConfig.from_run_config(rc)
+    its = []
+    res = run(synthetic_kpca.full(**cfg.task_kwargs), cfg.build_algorithm(), cfg.rounds,
+              participation=participation or cfg.participation, seed=cfg.seed, metrics=False,
+              callback=lambda t, x, row: its.append(np.array(x)))
+    return np.stack([res.x0] + its), res
+
+
+def _in_process(rc):
+    n = int(rc["num-clients"])
+    link = InProcessLink(rc, [{"partition-id": i} for i in range(n)])
+    return run_federation(link, rc, log=lambda s: None), link
+
+
+# ---------------------------------------------------------------------------- wire format
+
+@pytest.mark.parametrize("M", [Stiefel(5, 2), Sphere(4), SPD(3), Lorentz(3), Euclidean(2, 3)])
+def test_manifold_spec_round_trip(M):
+    spec = manifold_spec(M)
+    assert manifold_from_spec(spec) == M
+    assert manifold_from_spec(spec).shape == M.shape
+
+
+@pytest.mark.parametrize("bad", ["Grassmann(4, 2)", "Stiefel(4; 2)", "os.system(1)", ""])
+def test_manifold_spec_refuses_unknown(bad):
+    with pytest.raises(ValueError, match="cannot rebuild"):
+        manifold_from_spec(bad)
+
+
+def _upload(M, rng, k=1):
+    x = M.random_point(k, rng=rng)
+    return {"x": x}
+
+
+def test_pack_names_the_manifold_and_checks_pass():
+    M, rng = Stiefel(6, 2), np.random.default_rng(0)
+    arrays, meta = pack(_upload(M, rng), M)
+    assert meta["manifold"] == "Stiefel(6, 2)"
+    assert meta["x.kind"] == "point" and meta["x.shape"] == "1x6x2"
+    assert meta["x.dtype"] == "float64"
+    assert check_arrays(arrays, meta, M, rows=1) == (True, "")
+
+
+def test_pack_keeps_scalars_zero_dimensional():
+    arrays, meta = pack({"B": np.float64(0.5).reshape(())}, Sphere(3))
+    assert arrays["B"].shape == () and meta["B.shape"] == ""
+    assert check_arrays(arrays, meta, Sphere(3))[0]
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("manifold", "manifold mismatch"),
+    ("shape", "shape"),
+    ("declared", "differs from the declared"),
+    ("dtype", "dtype"),
+    ("nan", "NaN or inf"),
+    ("off", "not a point of Stiefel"),
+    ("kind", "declared kind"),
+    ("missing", "missing arrays"),
+])
+def test_arrival_checks_reject_with_a_reason(case, reason):
+    M, rng = Stiefel(6, 2), np.random.default_rng(1)
+    arrays, meta = pack(_upload(M, rng), M)
+    expect = None
+    if case == "manifold":
+        meta["manifold"] = "Stiefel(6, 3)"
+    elif case == "shape":
+        arrays, meta = pack({"x": M.random_point(2, rng=rng)}, M)
+    elif case == "declared":
+        meta["x.shape"] = "1x2x6"
+    elif case == "dtype":
+        arrays["x"] = arrays["x"].astype(np.float32)
+    elif case == "nan":
+        arrays["x"][0, 0, 0] = np.nan
+    elif case == "off":
+        arrays["x"] = 2.0 * arrays["x"]
+    elif case == "kind":
+        meta["x.kind"] = "ambient"
+    elif case == "missing":
+        expect = ("x", "g")
+    ok, why = check_arrays(arrays, meta, M, rows=1, expect=expect)
+    assert not ok and reason in why
+
+
+def test_arrival_checks_tangent_vectors_at_the_base_point():
+    M, rng = Sphere(5), np.random.default_rng(2)
+    x = M.random_point(rng=rng)
+    u = M.random_tangent(x, rng=rng)[None]
+    arrays, meta = pack({"zeta": u}, M)
+    assert check_arrays(arrays, meta, M, rows=1, base=x)[0]
+    arrays["zeta"] = arrays["zeta"] + 0.1 * x            # a normal component
+    ok, why = check_arrays(arrays, meta, M, rows=1, base=x)
+    assert not ok and "not tangent" in why
+    # RFedProj's ambient variables are off the manifold by design: shape and finiteness only
+    z, zm = pack({"zhat": 3.0 * x[None]}, M)
+    assert check_arrays(z, zm, M, rows=1)[0]
+
+
+@needs_flwr
+def test_flower_records_round_trip_bit_exact():
+    from rfl_fast.flower.records import from_recorddict, load_store, save_store, to_recorddict
+    M, rng = Stiefel(6, 2), np.random.default_rng(3)
+    arrays, meta = pack({"x": M.random_point(1, rng=rng), "B": np.float64(0.25).reshape(())},
+                        M)
+    content = {"config": {"phase": "update", "round": 3, "client": 2, "seed": 7,
+                          "cpu": 0.5, "flag": True},
+               "up": arrays, "up.meta": meta}
+    back = from_recorddict(to_recorddict(content))
+    assert back["config"] == content["config"]
+    assert back["up.meta"] == meta
+    for k, v in arrays.items():
+        assert back["up"][k].dtype == v.dtype and back["up"][k].shape == v.shape
+        assert np.array_equal(back["up"][k], v)
+    from flwr.app import RecordDict
+    state = RecordDict()
+    store = {"cstate": {"c": np.arange(6.0).reshape(1, 3, 2)}, "memo": {},
+             "status": {"initialized": True, "rng.state": "{}", "memo.round": 2}}
+    save_store(state, store)
+    again = load_store(state)
+    assert np.array_equal(again["cstate"]["c"], store["cstate"]["c"])
+    assert again["status"] == store["status"]
+
+
+# ---------------------------------------------------------------------------- run config
+
+def test_participation_and_schedule_specs():
+    assert build_participation("Full") == Full()
+    assert build_participation("Uniform(3)").k == 3
+    assert float(build_participation("Bernoulli(0.5)").p) == 0.5
+    assert build_participation('{"Bernoulli": {"p": [0.5, 1.0]}}').p.tolist() == [0.5, 1.0]
+    with pytest.raises(ValueError, match="participation"):
+        build_participation("Sometimes")
+    alg = build_algorithm("RFedAGS", {"step": {"Decaying": {"a0": 0.1, "beta": 2.0}},
+                                      "local_steps": 2})
+    assert alg.step(0) == 0.1 and alg.step(3) == pytest.approx(0.1 / 5)
+    with pytest.raises(ValueError, match="unknown"):
+        build_algorithm("RFedNope", {})
+
+
+def test_fault_spec():
+    assert parse_faults("drop:3@2,3; corrupt:1@3") == {("drop", 3): {2, 3},
+                                                      ("corrupt", 1): {3}}
+    with pytest.raises(ValueError, match="fault"):
+        parse_faults("explode:1@2")
+
+
+def test_run_config_requires_the_essentials():
+    with pytest.raises(ValueError, match="missing required key 'algorithm'"):
+        FederationConfig.from_run_config({"rounds": 2})
+
+
+# ---------------------------------------------------------------------------- protocol
+
+CASES = [
+    ("RFedAvg", {"step": 0.2, "local_steps": 3, "batch_size": 5}, "Uniform(2)"),
+    ("RFedProx", {"step": 0.2, "local_steps": 3, "mu": 0.1, "consensus": "karcher"},
+     "Uniform(3)"),
+    ("RFedSVRG", {"step": 0.2, "local_steps": 3}, "Uniform(2)"),
+    ("RFedSVRG", {"step": 0.2, "local_steps": 3, "client_option": 2, "global_option": 2,
+                  "full_gradient": "participants"}, "Uniform(2)"),
+    ("RFedSVRG2BB", {"step": 0.2, "local_steps": 3}, "Uniform(2)"),
+    ("RFedSVRG2BBS", {"step": 0.2, "local_steps": 3, "eta_min": 0.01, "eta_max": 0.5}, "Full"),
+    ("RFedProj", {"step": 0.2, "local_steps": 3, "batch_size": 5}, "Uniform(2)"),
+    ("RFedAGS", {"step": 0.2, "local_steps": 3, "batch_size": 5, "aggregation": "AP",
+                 "q": "frequency"}, "Bernoulli(0.6)"),
+    ("RFedAGS", {"step": 0.2, "local_steps": 3, "aggregation": "AP"}, "Bernoulli(0.6)"),
+    ("PriRFed", {"step": 0.2, "local_steps": 2, "sigma": 0.3, "clip": 1.0, "batch_size": 10},
+     "Uniform(2)"),
+]
+
+
+@pytest.mark.parametrize("algorithm, kwargs, participation", CASES,
+                         ids=[f"{a}-{p}" for a, _, p in CASES])
+def test_in_process_protocol_equals_the_engine(algorithm, kwargs, participation):
+    if algorithm == "PriRFed" and not HAS_DP:
+        pytest.skip("dp-accounting not installed (privacy extra)")
+    rc = _run_config(algorithm, kwargs, rounds=4, participation=participation)
+    res, _ = _in_process(rc)
+    its, sim = _engine(rc)
+    assert res.events == []
+    assert np.abs(res.iterates - its).max() <= 1e-10
+    assert np.abs(res.x - sim.x).max() <= 1e-10
+    assert np.abs(its[-1] - its[0]).max() > 1e-3            # the iterates moved
+    if algorithm == "PriRFed":                              # privacy accounting on the server
+        assert res.history[-1]["eps_rdp"] == pytest.approx(sim.history["eps_rdp"][-1])
+    if algorithm == "RFedProj":                             # corrections live on the clients
+        assert np.abs(sim.client_state["c"]).max() > 0
+
+
+def test_in_process_dropouts_and_rejections_match_the_engine_on_the_respondents():
+    rc = _run_config("RFedAGS", {"step": 0.2, "local_steps": 3, "aggregation": "AP",
+                                 "q": "frequency"}, rounds=4,
+                     fault="drop:3@2,3;corrupt:1@3;offmanifold:2@4")
+    res, _ = _in_process(rc)
+    answered = [p.tolist() for p in res.participants]
+    assert answered == [[0, 1, 2, 3], [0, 1, 2], [0, 2], [0, 1, 3]]
+    text = "\n".join(res.events)
+    assert "round 2: client 3: update failed" in text and "drops out" in text
+    assert "round 3: client 1: update upload rejected: zeta: 6 entries are NaN" in text \
+        or "round 3: client 1: update upload rejected: zeta: 12 entries are NaN" in text
+    assert "round 4: client 2: update upload rejected: zeta: not tangent" in text
+    assert res.history[3]["n_rejected"] == 1 and res.history[3]["n_failed"] == 1
+    its, _ = _engine(rc, Scripted(tuple(answered)))
+    assert np.abs(res.iterates - its).max() <= 1e-10
+
+
+def test_in_process_silent_node_and_failed_prepare():
+    rc = _run_config("RFedSVRG", {"step": 0.2, "local_steps": 2}, rounds=2, timeout=1.0)
+    n = 4
+    link = InProcessLink(rc, [{"partition-id": i} for i in range(n)])
+    link.exchange_orig = link.exchange
+    calls = []
+
+    def exchange(requests, timeout):          # node of client 2 goes silent after the hello
+        calls.append(requests[0][1])
+        if len(calls) == 2:
+            link.silence(1002)
+        return link.exchange_orig(requests, timeout)
+    link.exchange = exchange
+    res = run_federation(link, rc, log=lambda s: None)
+    assert "round 1: client 2: prepare failed: no reply within 1 s" in res.events
+    assert [p.tolist() for p in res.participants] == [[0, 1, 3], [0, 1, 3]]
+    assert np.isfinite(res.iterates).all()
+
+
+def test_client_refuses_messages_for_another_client_and_bad_models():
+    rc = _run_config("RFedAvg", {"step": 0.1, "local_steps": 1})
+    M = Stiefel(6, 2)
+    x0 = M.random_point(rng=np.random.default_rng(0))
+    init, init_meta = pack({"x0": x0}, M)
+    msg, meta = pack({"x": x0}, M)
+    base = {"phase": "update", "round": 0, "client": 1, "seed": 0, "rounds": 3,
+            "rng": "fresh", "memo": "no"}
+    content = {"config": base, "msg": msg, "msg.meta": meta, "init": init,
+               "init.meta": init_meta}
+    with pytest.raises(ValueError, match="addressed client 1 but this SuperNode holds "
+                                         "client 0"):
+        handle(content, {}, {"partition-id": 0}, rc)
+    bad = dict(content, msg={"x": 2.0 * x0}, config=dict(base, client=0))
+    with pytest.raises(ValueError, match="server message refused: x: not a point"):
+        handle(bad, {}, {"partition-id": 0}, rc)
+    ok = handle(dict(content, config=dict(base, client=0)), {}, {"partition-id": 0}, rc)
+    assert ok["up"]["x"].shape == (1, 6, 2) and ok["up.meta"]["manifold"] == "Stiefel(6, 2)"
+
+
+# ---------------------------------------------------------------------------- deployment
+
+def _flower_binaries():
+    return all(shutil.which(b) for b in ("flower-superlink", "flower-supernode", "flwr"))
+
+
+@pytest.fixture(scope="module")
+def federation(request):
+    """One SuperLink and 4 SuperNodes on 127.0.0.1, stopped (with their descendants) at the
+    end of the module; the finalizer checks that none of the started processes survives."""
+    if not HAS_FLWR or not _flower_binaries():
+        pytest.skip("flwr not installed (pip install 'rfl_fast[flower]'): the deployment "
+                    "test needs flower-superlink, flower-supernode and flwr")
+    from rfl_fast.flower.local import LocalFederation, _alive, _descendants
+
+    fed = LocalFederation(4)
+    started = []
+
+    def stop():
+        for p in list(fed.procs.values()):
+            started.extend([p.pid] + _descendants(p.pid))
+        fed.close()
+        alive = [pid for pid in started if _alive(pid)]
+        assert not alive, f"processes still running after close: {alive}"
+    request.addfinalizer(stop)
+    return fed
+
+
+@pytest.mark.slow
+def test_deployment_rfedsvrg_kpca_equals_the_engine(federation):
+    rc = _run_config("RFedSVRG", {"step": 0.2, "local_steps": 3}, rounds=2, timeout=90.0,
+                     **{"node-wait": 60.0})
+    out = federation.run(rc, timeout=240)
+    its, sim = _engine(rc)
+    assert out["iterates"].shape == its.shape
+    assert np.abs(out["iterates"] - its).max() <= 1e-10
+    assert np.abs(out["x"] - sim.x).max() <= 1e-10
+    assert [h["events"] for h in out["history"]] == [[], [], []]
+    # the full gradient is gathered from all 4 clients: prepare downloads x (12 floats) to 4
+    # clients and g to 4 participants; uploads 4 gradients and 4 points
+    assert out["history"][1]["floats_down"] == 2 * 4 * 12
+    assert out["history"][1]["floats_up"] == 2 * 4 * 12
+
+
+@pytest.mark.slow
+def test_deployment_rfedags_with_a_dropout_and_a_rejected_upload(federation):
+    rc = _run_config("RFedAGS", {"step": 0.2, "local_steps": 3, "aggregation": "AP",
+                                 "q": "frequency"}, rounds=3, seed=11, timeout=90.0,
+                     fault="drop:3@2,3;corrupt:1@3", **{"node-wait": 60.0})
+    out = federation.run(rc, timeout=240)
+    answered = out["meta"]["participants"]
+    assert answered == [[0, 1, 2, 3], [0, 1, 2], [0, 2]]
+    events = "\n".join(out["meta"]["events"])
+    assert "round 2: client 3: update failed" in events
+    assert "round 3: client 1: update upload rejected: zeta:" in events and "NaN" in events
+    its, _ = _engine(rc, Scripted(tuple(answered)))
+    assert np.abs(out["iterates"] - its).max() <= 1e-10
