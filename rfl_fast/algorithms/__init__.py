@@ -8,10 +8,12 @@ explicit state (protocol in :mod:`rfl_fast.algorithms.base`); run it with
 from .ags import AGSState, RFedAGS, reweighted_weights
 from .base import FederatedAlgorithm
 from .fedavg_prox import PointState, RFedAvg, RFedProx
+from .pri import PriRFed, PriState, PrivacyLedger
 from .proj import ProjState, RFedProj
 from .svrg import RFedSVRG, SVRGState
 from .svrg_bb import BBState, RFedSVRG2BB, RFedSVRG2BBS
 
 __all__ = ["FederatedAlgorithm", "RFedAvg", "RFedProx", "RFedSVRG", "RFedSVRG2BB",
-           "RFedSVRG2BBS", "RFedProj", "RFedAGS", "reweighted_weights",
-           "PointState", "SVRGState", "BBState", "ProjState", "AGSState"]
+           "RFedSVRG2BBS", "RFedProj", "RFedAGS", "reweighted_weights", "PriRFed",
+           "PointState", "SVRGState", "BBState", "ProjState", "AGSState", "PriState",
+           "PrivacyLedger"]
