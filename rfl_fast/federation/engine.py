@@ -42,7 +42,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_int, check_point_arg
+from . import checkpoint as _ckpt
+from ._checks import check_int, check_point_arg, check_positive
+from .arrival import check_upload, upload_kinds
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
                       ServerContext, resolve_seed, stream)
 from .history import BASE_COLUMNS, History
@@ -115,12 +117,73 @@ class _Metrics:
         return {"grad_norm": float(M.norm(x, self.problem.grad(x)))}
 
 
+def _screened_exchange(algorithm, problem, state, idx, msg, rows, memo, seed, t, sctx, cstore,
+                       faults, deadline, kinds, acc, up, down, log):
+    """The main exchange with per-client timing and arrival checks (``check_uploads``).
+
+    Each participant's ``client_update`` runs alone (its rows of ``rows`` and of the prepare
+    ``memo``, its own random stream), the fault injector is applied, and the upload is checked
+    with :func:`~rfl_fast.federation.arrival.check_upload`. The accepted clients' uploads are
+    aggregated; only they are notified (finalize) and have their persistent rows updated.
+    Returns ``(state, client CPU seconds)``.
+    """
+    M = problem.manifold
+    base = algorithm.point(problem, state)
+    accepted, cpu = [], 0.0
+    for j, i in enumerate(idx):
+        one = idx[j:j + 1]
+        rows_j = {name: arr[j:j + 1] for name, arr in rows.items()}
+        memo_j = None if memo is None else {name: np.asarray(v)[j:j + 1]
+                                            for name, v in memo.items()}
+        ctx_j = ClientContext.create(seed, t, one)
+        c0, w0 = time.process_time(), time.perf_counter()
+        try:
+            upl, rows_j, memo_j = algorithm.client_update(problem, one, msg, rows_j, memo_j,
+                                                          ctx_j)
+            reason = None
+        except (ArithmeticError, ValueError) as exc:  # e.g. NoSolutionError on the client
+            upl, reason = None, f"client error: {type(exc).__name__}: {exc}"
+        if faults is not None:
+            upl = faults.apply(t, i, upl) if upl is not None else None
+        wall = time.perf_counter() - w0
+        cpu += time.process_time() - c0
+        if upl is not None:
+            up(upl)
+        if reason is None and deadline is not None and wall > deadline:
+            reason = f"timeout: client phase {wall:.3g} s > deadline {deadline:g} s"
+        if reason is None:
+            reason = check_upload(M, upl, kinds, base=base, rows=1)
+        if reason is None:
+            accepted.append((j, upl, rows_j, memo_j, ctx_j))
+        else:
+            log.append([t + 1, int(i), reason])
+            acc["n_rejected"] = acc.get("n_rejected", 0) + 1
+    acc.setdefault("n_rejected", 0)
+    if not accepted:
+        return state, cpu
+    ok = idx[[a[0] for a in accepted]]
+    upl = {name: np.concatenate([a[1][name] for a in accepted]) for name in accepted[0][1]}
+    state, fmsg = algorithm.server_update(problem, state, ok, upl, sctx)
+    if algorithm.has_finalize and fmsg is not None:
+        down(fmsg, len(accepted))
+    for j, _, rows_j, memo_j, ctx_j in accepted:
+        if algorithm.has_finalize and fmsg is not None:
+            c0 = time.process_time()
+            rows_j = algorithm.client_finalize(problem, idx[j:j + 1], fmsg, rows_j, memo_j,
+                                               ctx_j)
+            cpu += time.process_time() - c0
+        for name, arr in rows_j.items():
+            cstore[name][idx[j]] = arr[0]
+    return state, cpu
+
+
 def _check_rounds(rounds):
     return check_int(rounds, "rounds", min_value=0)
 
 
 def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metrics=True,
-        metrics_every=1, callback=None):
+        metrics_every=1, callback=None, *, checkpoint=None, checkpoint_every=1, faults=None,
+        client_deadline=None, check_uploads=None, _resume=None):
     """Run ``algorithm`` on ``problem`` for ``rounds`` communication rounds.
 
     Parameters
@@ -149,6 +212,25 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     callback : callable, optional
         ``callback(t, x, row)`` after round ``t`` (1-based) with the server's model ``x`` and
         the round's row (dict); returning ``True`` stops the run.
+    checkpoint : str or os.PathLike, optional
+        Write the run's full state there after every ``checkpoint_every``-th round and after
+        the last round (atomically; see :mod:`rfl_fast.federation.checkpoint`);
+        ``rfl_fast.federation.resume(checkpoint, problem)`` continues bit-identically.
+    checkpoint_every : int
+        Rounds between checkpoints (>= 1).
+    faults : Faults, optional
+        Injected client faults (:class:`rfl_fast.federation.faults.Faults`), for tests.
+    client_deadline : float, optional
+        Seconds a participant's client phase (main exchange) may take, measured per client;
+        slower clients are rejected (the simulation measures, it does not interrupt).
+    check_uploads : bool, optional
+        Check every main-exchange upload on arrival
+        (:func:`rfl_fast.federation.arrival.check_upload`) and leave rejected clients out of
+        the round. Default: on when ``faults`` or ``client_deadline`` is given. When on, the
+        main exchange's client work runs one client at a time (so it can be timed and
+        screened per client); the history gains the column ``n_rejected`` and
+        ``History.meta["rejected"]`` lists ``[round, client, reason]``. A round without an
+        accepted upload keeps the server state; rejected clients keep their persistent state.
 
     Returns
     -------
@@ -188,13 +270,20 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     participation = as_participation(participation)
     n = int(problem.n_clients)
     participation.validate(n)
-    specialize = getattr(algorithm, "for_participation", None)
-    if specialize is not None:
-        algorithm = specialize(participation, n)
+    if _resume is None:  # (a resumed run's algorithm is already specialized)
+        specialize = getattr(algorithm, "for_participation", None)
+        if specialize is not None:
+            algorithm = specialize(participation, n)
     algorithm.validate(problem)
     start = getattr(algorithm, "for_run", None)
-    if start is not None:
+    if start is not None and _resume is None:
         algorithm = start(problem, participation, rounds)
+    if checkpoint is not None:
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min_value=1)
+    if client_deadline is not None:
+        client_deadline = check_positive(client_deadline, "client_deadline")
+    screen = (faults is not None or client_deadline is not None) if check_uploads is None \
+        else bool(check_uploads)
     metrics_every = check_int(metrics_every, "metrics_every", min_value=1)
     if callback is not None and not callable(callback):
         raise TypeError("callback: expected a callable callback(t, x, row)")
@@ -207,8 +296,14 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     prepare_recipients = getattr(algorithm, "prepare_recipients", None)
     prng = stream(seed, STREAM_PARTICIPATION)
     srng = stream(seed, STREAM_SERVER)
-    state = algorithm.init_server(problem, x0, ServerContext(0, rounds, srng))
-    cstore = {k: np.array(v) for k, v in algorithm.init_clients(problem, x0).items()}
+    if _resume is None:
+        state = algorithm.init_server(problem, x0, ServerContext(0, rounds, srng))
+        cstore = {k: np.array(v) for k, v in algorithm.init_clients(problem, x0).items()}
+    else:
+        state, cstore = _resume["state"], {k: np.array(v) for k, v in
+                                           _resume["client_state"].items()}
+        prng.bit_generator.state = _resume["prng"]
+        srng.bit_generator.state = _resume["srng"]
     measure = _Metrics(problem) if metrics else None
 
     def metric_row(t, st):
@@ -224,19 +319,40 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     def algorithm_row(t, st):
         return {} if history_row is None else dict(history_row(problem, st, t))
 
-    first = {**metric_row(0, state), **algorithm_row(0, state)}
-    extra = [c for c in first if c not in BASE_COLUMNS]
-    hist = History._building(BASE_COLUMNS + tuple(extra),
-                             meta={"algorithm": repr(algorithm),
-                                   "participation": repr(participation),
-                                   "problem": type(problem).__name__, "manifold": repr(M),
-                                   "n_clients": n, "seed": seed, "rounds": rounds,
-                                   "metrics_every": metrics_every})
-    hist._append({"round": 0, "cpu_server": 0.0, "cpu_clients_max": 0.0, "wall": 0.0, **first})
+    if _resume is None:
+        first = {**metric_row(0, state), **algorithm_row(0, state)}
+        extra = [c for c in first if c not in BASE_COLUMNS] + (["n_rejected"] if screen else [])
+        hist = History._building(BASE_COLUMNS + tuple(extra),
+                                 meta={"algorithm": repr(algorithm),
+                                       "participation": repr(participation),
+                                       "problem": type(problem).__name__, "manifold": repr(M),
+                                       "n_clients": n, "seed": seed, "rounds": rounds,
+                                       "metrics_every": metrics_every})
+        if screen:
+            hist.meta["rejected"] = []
+        hist._append({"round": 0, "cpu_server": 0.0, "cpu_clients_max": 0.0, "wall": 0.0,
+                      **first})
+        t_start = 0
+    else:
+        saved = _resume["history"]
+        hist = History._building(tuple(saved["columns"]), meta=saved["meta"])
+        hist._cols = {c: v.tolist() for c, v in saved["columns"].items()}
+        t_start = _resume["round"]
+        if screen and "n_rejected" not in hist._cols:
+            raise ValueError("resume: the checkpointed run did not check uploads; resume it "
+                             "without faults/client_deadline/check_uploads")
+        hist.meta["rounds"] = rounds
+    kinds = upload_kinds(algorithm)
+
+    def save(t):
+        _ckpt.save(checkpoint, _ckpt.state_payload(
+            round=t, seed=seed, rounds=rounds, metrics=metrics, metrics_every=metrics_every,
+            algorithm=algorithm, participation=participation, x0=x0, state=state,
+            client_state=cstore, history=hist, prng=prng, srng=srng))
 
     # ---------------------------------------------------------------- rounds
     done = rounds
-    for t in range(rounds):
+    for t in range(t_start, rounds):
         w0 = time.perf_counter()
         idx = participation.sample(prng, n)
         k = int(idx.size)
@@ -293,25 +409,35 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
                 state, msg = algorithm.server_prepare(problem, state, idx, upl, sctx)
                 cpu_s += time.process_time() - c0
                 down(msg, k)
-            c0 = time.process_time()
-            upl, rows, memo = algorithm.client_update(problem, idx, msg, rows, memo, cctx)
-            cpu_c += time.process_time() - c0
-            up(upl)
-            c0 = time.process_time()
-            state, fmsg = algorithm.server_update(problem, state, idx, upl, sctx)
-            cpu_s += time.process_time() - c0
-            if algorithm.has_finalize and fmsg is not None:
-                down(fmsg, k)
+            if screen:
                 c0 = time.process_time()
-                rows = algorithm.client_finalize(problem, idx, fmsg, rows, memo, cctx)
+                state, cpu = _screened_exchange(
+                    algorithm, problem, state, idx, msg, rows, memo, seed, t, sctx, cstore,
+                    faults, client_deadline, kinds, acc, up, down, hist.meta["rejected"])
+                cpu_s += time.process_time() - c0 - cpu
+                cpu_c += cpu
+            else:
+                c0 = time.process_time()
+                upl, rows, memo = algorithm.client_update(problem, idx, msg, rows, memo, cctx)
                 cpu_c += time.process_time() - c0
-            for name, arr in rows.items():
-                cstore[name][idx] = arr
+                up(upl)
+                c0 = time.process_time()
+                state, fmsg = algorithm.server_update(problem, state, idx, upl, sctx)
+                cpu_s += time.process_time() - c0
+                if algorithm.has_finalize and fmsg is not None:
+                    down(fmsg, k)
+                    c0 = time.process_time()
+                    rows = algorithm.client_finalize(problem, idx, fmsg, rows, memo, cctx)
+                    cpu_c += time.process_time() - c0
+                for name, arr in rows.items():
+                    cstore[name][idx] = arr
             cpu_c = cpu_c / k + cpu_p
         acc["cpu_server"], acc["cpu_clients_max"] = cpu_s, cpu_c
         acc["wall"] = time.perf_counter() - w0
         row = {**acc, **metric_row(t + 1, state), **algorithm_row(t + 1, state)}
         hist._append(row)
+        if checkpoint is not None and ((t + 1) % checkpoint_every == 0 or t + 1 == rounds):
+            save(t + 1)
         if callback is not None and callback(t + 1, algorithm.point(problem, state), row) is True:
             done = t + 1
             break

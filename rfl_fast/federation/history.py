@@ -19,7 +19,7 @@ BASE_COLUMNS = ("round", "grad_norm", "f_gap", "angle", "dist", "cpu_server", "c
                 "n_participants")
 #: Columns stored as integers.
 INT_COLUMNS = frozenset({"round", "floats_up", "floats_down", "bytes_up", "bytes_down",
-                         "n_participants"})
+                         "n_participants", "n_rejected"})
 
 
 class History:

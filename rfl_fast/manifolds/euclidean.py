@@ -65,4 +65,5 @@ class Euclidean(Manifold):
 
     def tangent_gaussian(self, x, sigma, *, rng=None):
         x = self._point(x)
-        return self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
+        g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
+        return g.astype(x.dtype, copy=False)

@@ -8,6 +8,18 @@ from .base import Manifold, as_rng
 __all__ = ["Lorentz"]
 
 
+#: Distances below this use the cancellation-free forms in ``dist`` and ``log``.
+_NEAR = 1e-2
+
+
+def _half_gap(x, y):
+    """``(d, h)`` with ``d = y - x`` and ``h = <d,d>_L / 2 = -<x,y>_L - 1`` (clamped >= 0),
+    computed from the difference, so exact 0 at ``y = x``; float64 arrays (m, d+1)."""
+    d = np.asarray(y, dtype=np.float64) - np.asarray(x, dtype=np.float64)
+    h = np.maximum(0.5 * _ldot(d, d), 0.0)
+    return d, h
+
+
 def _ldot(a, b):
     """Minkowski product ``-a0 b0 + sum_k ak bk``, keeping the last axis."""
     return np.sum(a * b, axis=-1, keepdims=True) - 2.0 * a[..., :1] * b[..., :1]
@@ -87,14 +99,54 @@ class Lorentz(Manifold):
         return self.log(x, y, backend=backend)
 
     def exp(self, x, u, *, backend=None):
+        """``cosh|u| x + sinh|u| u/|u|``.
+
+        The coordinates grow like ``e^|u|``: a step whose result overflows the dtype (float64:
+        ``|u| + log x0`` beyond about 709; float32: about 88) raises ``NoSolutionError``
+        instead of returning inf/NaN. A point that large is unusable anyway (``<x,x>_L``
+        overflows).
+        """
         x = self._point(x)
-        return call("lorentz_exp", x, self._vector(x, u), backend=backend)
+        u = self._vector(x, u)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = call("lorentz_exp", x, u, backend=backend)
+        return self._solved(out, "exp", f"u (|u| too large: the point overflows {out.dtype})")
 
     def log(self, x, y, *, backend=None):
-        return call("lorentz_log", self._point(x), self._point(y, "y"), backend=backend)
+        """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see
+        :meth:`dist`)."""
+        x, y = self._point(x), self._point(y, "y")
+        out = call("lorentz_log", x, y, backend=backend)
+        near = self._near(x, y)
+        if near.any():
+            out = np.array(out)
+            xb, yb = np.broadcast_arrays(x, y)
+            d, h = _half_gap(xb[near], yb[near])
+            # acosh(1+h)/sqrt(h(h+2)) = 2 asinh(sqrt(h/2))/sqrt(h(h+2)) -> 1 as h -> 0
+            r = np.sqrt(h / 2.0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                scale = np.where(h > 0, 2.0 * np.arcsinh(r) / np.sqrt(h * (h + 2.0)), 1.0)
+            out[near] = (scale * (d - h * xb[near])).astype(out.dtype)
+        return out
 
     def dist(self, x, y, *, backend=None):
-        return call("lorentz_dist", self._point(x), self._point(y, "y"), backend=backend)
+        """``acosh(-<x,y>_L)``; for nearby points (distance below ~1e-2) the cancellation-free
+        ``2 asinh(|x - y|_L / 2)`` (``acosh`` near 1 loses half the digits: ``dist(x, x)``
+        would be ~``sqrt(eps) x0`` instead of 0)."""
+        x, y = self._point(x), self._point(y, "y")
+        out = call("lorentz_dist", x, y, backend=backend)
+        near = out < _NEAR
+        if np.any(near):
+            out = np.array(out)
+            xb, yb = np.broadcast_arrays(x, y)
+            _, h = _half_gap(xb[near], yb[near])
+            out[near] = (2.0 * np.arcsinh(np.sqrt(h[..., 0] / 2.0))).astype(out.dtype)
+        return out
+
+    def _near(self, x, y):
+        """Items where ``x`` and ``y`` are close enough for the cancellation-free formulas."""
+        a = -_ldot(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))[..., 0]
+        return a - 1.0 < 0.5 * _NEAR**2
 
     def transport(self, x, y, v, method=None, *, backend=None):
         method = self._option(method, self.transports, "transport")

@@ -55,7 +55,8 @@ class SPD(Manifold):
                 f"not symmetric: |U - U'|_max = {asym:.3g}")
 
     def _spd_solved(self, out, what, name):
-        return self._solved(out, what, f"{name} (not positive definite)")
+        return self._solved(out, what, f"{name} (not positive definite, or X^-1 Y too "
+                                       f"ill-conditioned for float64)")
 
     def inner(self, x, u, v):
         """``tr(X^-1 U X^-1 V)``; returns (...)."""
@@ -97,7 +98,9 @@ class SPD(Manifold):
 
     def dist(self, x, y, *, backend=None):
         out = call("spd_dist", self._point(x), self._point(y, "y"), backend=backend)
-        return self._solved(out[..., None, None], "dist", "x or y (not positive definite)")[..., 0, 0]
+        return self._solved(out[..., None, None], "dist", "x or y (not positive definite, "
+                                                                 "or X^-1 Y too ill-conditioned "
+                                                                 "for float64)")[..., 0, 0]
 
     def transport(self, x, y, v, method=None, *, backend=None):
         method = self._option(method, self.transports, "transport")
@@ -123,4 +126,4 @@ class SPD(Manifold):
         g = as_rng(rng).standard_normal(x.shape)
         s = self._sigma(sigma) * _sym(g)  # diagonal variance 1, off-diagonal 1/2
         c = call("sym_sqrtm", x)
-        return _sym(c @ s @ c)
+        return _sym(c @ s.astype(x.dtype, copy=False) @ c)

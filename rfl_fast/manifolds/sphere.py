@@ -8,8 +8,26 @@ from .base import Manifold, as_rng
 __all__ = ["Sphere"]
 
 
+#: Below this ``1 + <x, y>`` the parallel transport is computed from the logarithm.
+_NEAR_ANTIPODAL = 1e-6
+
+
 def _dot(a, b):
     return np.sum(a * b, axis=-1, keepdims=True)
+
+
+def _transport_by_log(x, y, v):
+    """Parallel transport along the geodesic ``x -> y`` as ``v + <e,v>((cos t - 1) e - sin t x)``
+    with ``e`` the unit direction of ``y - <x,y> x`` and ``t = atan2(|y - <x,y> x|, <x,y>)``;
+    stable up to the antipode (NaN there: no unique geodesic). Arrays (m, d), float64."""
+    x, y, v = (np.asarray(a, dtype=np.float64) for a in (x, y, v))
+    c = _dot(x, y)
+    w = y - c * x
+    nw = np.sqrt(_dot(w, w))
+    t = np.arctan2(nw, c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = np.where(nw > 0, w / np.where(nw > 0, nw, 1.0), np.nan)
+    return v + _dot(e, v) * ((np.cos(t) - 1.0) * e - np.sin(t) * x)
 
 
 class Sphere(Manifold):
@@ -60,10 +78,15 @@ class Sphere(Manifold):
         return y / c - x
 
     def exp(self, x, u, *, backend=None):
+        """``cos|u| x + sin|u| u/|u|``; any step size (huge steps wrap around the circle)."""
         x = self._point(x)
         return call("sphere_exp", x, self._vector(x, u), backend=backend)
 
     def log(self, x, y, *, backend=None):
+        """``Log_x(y)``, of norm ``dist(x, y) <= pi``. Nearly antipodal ``y`` is answered (the
+        direction is that of ``y - <x,y> x``, conditioned like ``1/|y - <x,y> x|``); exactly
+        antipodal ``y`` raises ``NoSolutionError`` (every direction is a minimizing geodesic).
+        """
         out = call("sphere_log", self._point(x), self._point(y, "y"), backend=backend)
         return self._solved(out, "log", "y (antipodal to x: the logarithm is not unique)")
 
@@ -75,7 +98,17 @@ class Sphere(Manifold):
         if method == "projection":
             return self.proj(y, v)
         x, y = self._point(x), self._point(y, "y")
-        out = call("sphere_transport", x, y, self._vector(x, v, "v"), backend=backend)
+        v = self._vector(x, v, "v")
+        out = call("sphere_transport", x, y, v, backend=backend)
+        # The kernel's ``v - <y,v>/(1+<x,y>) (x+y)`` loses accuracy as ``1 + <x,y> -> 0``
+        # (error ~ eps/(1+<x,y>), NaN once it rounds to 0) although the geodesic is still
+        # unique; there the log-based form (error ~ eps/|y - <x,y>x|, the problem's own
+        # conditioning) is used. Only exactly antipodal pairs remain without a solution.
+        near = (1.0 + _dot(x, y)[..., 0]) < _NEAR_ANTIPODAL
+        if near.any():
+            out = np.array(out)
+            xb, yb, vb = np.broadcast_arrays(x, y, v)
+            out[near] = _transport_by_log(xb[near], yb[near], vb[near]).astype(out.dtype)
         return self._solved(out, "transport", "y (antipodal to x: no unique geodesic)")
 
     def project(self, z):
@@ -93,4 +126,5 @@ class Sphere(Manifold):
 
     def tangent_gaussian(self, x, sigma, *, rng=None):
         x = self._point(x)
-        return self.proj(x, self._sigma(sigma) * as_rng(rng).standard_normal(x.shape))
+        g = as_rng(rng).standard_normal(x.shape)
+        return self.proj(x, (self._sigma(sigma) * g).astype(x.dtype, copy=False))

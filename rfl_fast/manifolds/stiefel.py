@@ -49,17 +49,50 @@ class Stiefel(Manifold):
 
     def retr(self, x, u, method=None, *, backend=None):
         method = self._option(method, self.retractions, "retraction")
+        """Retraction ``R_X(U)``; x, u: (..., n, p).
+
+        For a tangent ``U``, ``(X+U)'(X+U) = I + U'U``, so ``X + U`` has full rank for every
+        step size and the polar and QR retractions answer huge steps too (the polar factor is
+        computed from an SVD-grade factorization, accurate for ``X + U`` of any condition).
+        ``X + U`` numerically rank deficient (only for a non-tangent ``U``) raises
+        ``NoSolutionError`` for both (the polar factor / the Q factor is then not unique),
+        whatever the backend.
+        """
+        method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u)
         x = self._point(x)
         u = self._vector(x, u)
         if method == "cayley":
-            return self._cayley(x, u)
+            return self._cayley(x, u).astype(np.result_type(x, u), copy=False)
         out = call(f"stiefel_retr_{method}", x, u, backend=backend)
+        if method == "qr":
+            out = self._qr_full_rank(x + u, out)
         return self._solved(out, "retr", "u (X + U is rank deficient)")
 
+    @staticmethod
+    def _qr_full_rank(a, q):
+        """``q`` with NaN items where ``a = q r`` has a (numerically) zero diagonal entry of r.
+
+        ``r_jj = q_j . a_j`` (O(np) per item); zero means column j of ``a`` lies in the span of
+        the previous ones, where ``qf`` is not unique (backends would disagree).
+        """
+        rjj = np.abs(np.sum(q * a, axis=-2, dtype=np.float64))
+        scale = np.linalg.norm(a, axis=(-2, -1))[..., None]
+        bad = (rjj <= scale * (np.finfo(a.dtype).eps * a.shape[-2])).any(-1)
+        if bad.any():
+            q = np.array(q)
+            q[bad] = np.nan
+        return q
+
     def inv_retr(self, x, y, method=None, *, backend=None):
-        """Exact inverse of the polar (``(X'Y)S + S(Y'X) = 2I``) or QR retraction."""
+        """Exact inverse of the polar (``(X'Y)S + S(Y'X) = 2I``) or QR retraction.
+
+        Near-singular ``X'Y`` (``Y`` almost 90 degrees from ``X`` in some direction) gives
+        the exact, huge inverse (relative accuracy ~ ``cond(X'Y) eps``); numerically
+        singular ``X'Y`` (no unique solution: a zero eigenvalue, or a vanishing leading
+        minor for QR) raises ``NoSolutionError``.
+        """
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         out = call(f"stiefel_inv_retr_{method}", self._point(x), self._point(y, "y"),
                    backend=backend)
@@ -87,7 +120,8 @@ class Stiefel(Manifold):
         eye = np.broadcast_to(np.eye(p), a.shape)
         block = np.concatenate([np.concatenate([a, -s], -1), np.concatenate([eye, a], -1)], -2)
         e = scipy.linalg.expm(block)[..., :, :p]
-        return np.concatenate([x, u], -1) @ e @ scipy.linalg.expm(-a)
+        out = np.concatenate([x, u], -1) @ e @ scipy.linalg.expm(-a)
+        return out.astype(np.result_type(x, u), copy=False)
 
     def transport(self, x, y, v, method=None, *, backend=None):
         """Projection transport ``P_Y(V)``."""
@@ -124,4 +158,5 @@ class Stiefel(Manifold):
 
     def tangent_gaussian(self, x, sigma, *, rng=None):
         x = self._point(x)
-        return self.proj(x, self._sigma(sigma) * as_rng(rng).standard_normal(x.shape))
+        g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
+        return self.proj(x, g.astype(x.dtype, copy=False))

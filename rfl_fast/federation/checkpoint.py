@@ -1,0 +1,208 @@
+"""Checkpoints of a federated run, and :func:`resume`.
+
+``run(..., checkpoint=path, checkpoint_every=N)`` writes the full state of the run after every
+``N``-th round and after the last one; :func:`resume` continues from it bit-identically (the
+same iterates and the same non-timing history columns as the uninterrupted run). An
+interrupted run loses at most the rounds since the last checkpoint.
+
+Format: one ``.npz`` file (written to a temporary file in the same directory, flushed and
+``os.replace``-d over ``path``, so a crash leaves the previous checkpoint intact), holding
+
+* every array of the state as its own entry (``a0``, ``a1``, ...), and
+* ``__json__``: a JSON document (a unicode scalar array) describing the rest: the format
+  version, the round index, the root seed, the total rounds, the metric settings, the
+  algorithm and the participation model (their dataclass fields), the server state, the
+  clients' persistent states, the initial point, the History so far (columns and meta) and
+  the bit-generator states of the participation and server streams. The clients' streams are
+  rebuilt from ``(seed, round, client)`` and need no state.
+
+Nothing is pickled: objects are stored as dataclasses named by ``module:qualname`` and
+rebuilt field by field (no ``__init__`` re-run, so specialized algorithms come back exactly);
+only classes from ``rfl_fast`` modules, or from the module of an ``algorithm`` passed to
+:func:`resume`, are rebuilt. Loading uses ``numpy.load(..., allow_pickle=False)``.
+"""
+
+import dataclasses
+import importlib
+import json
+import os
+import tempfile
+
+import numpy as np
+
+__all__ = ["save", "load", "resume", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _encode(obj, arrays):
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, (int, float)) and not isinstance(obj, np.generic):
+        return obj
+    if isinstance(obj, np.generic):
+        return {"__scalar__": obj.item(), "dtype": obj.dtype.str}
+    if isinstance(obj, np.ndarray):
+        key = f"a{len(arrays)}"
+        arrays[key] = obj
+        return {"__array__": key, "readonly": not obj.flags.writeable}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_encode(v, arrays) for v in obj]}
+    if isinstance(obj, list):
+        return [_encode(v, arrays) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return {"__frozenset__": [_encode(v, arrays) for v in sorted(obj)]}
+    if isinstance(obj, dict):
+        if not all(isinstance(k, str) for k in obj):
+            return {"__items__": [[_encode(k, arrays), _encode(v, arrays)]
+                                  for k, v in obj.items()]}
+        return {"__dict__": {k: _encode(v, arrays) for k, v in obj.items()}}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        cls = type(obj)
+        return {"__dataclass__": f"{cls.__module__}:{cls.__qualname__}",
+                "fields": {f.name: _encode(getattr(obj, f.name), arrays)
+                           for f in dataclasses.fields(obj)}}
+    raise TypeError(f"checkpoint: cannot store a {type(obj).__name__} ({obj!r:.80}); "
+                    f"states must be arrays, numbers, strings, lists, dicts or dataclasses")
+
+
+def _decode(obj, arrays, trusted):
+    if isinstance(obj, list):
+        return [_decode(v, arrays, trusted) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if "__array__" in obj:
+        a = np.array(arrays[obj["__array__"]])
+        if obj.get("readonly"):
+            a.setflags(write=False)
+        return a
+    if "__scalar__" in obj:
+        return np.dtype(obj["dtype"]).type(obj["__scalar__"])
+    if "__tuple__" in obj:
+        return tuple(_decode(v, arrays, trusted) for v in obj["__tuple__"])
+    if "__frozenset__" in obj:
+        return frozenset(_decode(v, arrays, trusted) for v in obj["__frozenset__"])
+    if "__items__" in obj:
+        return {_decode(k, arrays, trusted): _decode(v, arrays, trusted)
+                for k, v in obj["__items__"]}
+    if "__dict__" in obj:
+        return {k: _decode(v, arrays, trusted) for k, v in obj["__dict__"].items()}
+    if "__dataclass__" in obj:
+        module, qualname = obj["__dataclass__"].split(":")
+        if not any(module == m or module.startswith(m + ".") for m in trusted):
+            raise ValueError(f"checkpoint: refusing to rebuild {module}:{qualname} (only "
+                             f"classes of {sorted(trusted)} are rebuilt; pass the algorithm "
+                             f"to resume(..., algorithm=...) for your own classes)")
+        cls = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        if not dataclasses.is_dataclass(cls):
+            raise ValueError(f"checkpoint: {module}:{qualname} is not a dataclass")
+        inst = cls.__new__(cls)
+        for name, value in obj["fields"].items():
+            object.__setattr__(inst, name, _decode(value, arrays, trusted))
+        return inst
+    raise ValueError(f"checkpoint: malformed entry {obj!r:.80}")
+
+
+# ---------------------------------------------------------------- files
+
+
+def save(path, payload):
+    """Write ``payload`` (dict) atomically to ``path`` (npz + embedded JSON)."""
+    path = os.fspath(path)
+    arrays = {}
+    doc = json.dumps({"version": FORMAT_VERSION,
+                      "payload": {k: _encode(v, arrays) for k, v in payload.items()}})
+    arrays["__json__"] = np.array(doc)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load(path, *, trusted=("rfl_fast",)):
+    """Read a checkpoint written by :func:`save`: the payload dict."""
+    with np.load(os.fspath(path), allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    doc = json.loads(str(arrays.pop("__json__")))
+    if doc.get("version") != FORMAT_VERSION:
+        raise ValueError(f"checkpoint {path}: format version {doc.get('version')}, this "
+                         f"rfl_fast reads version {FORMAT_VERSION}")
+    return {k: _decode(v, arrays, set(trusted)) for k, v in doc["payload"].items()}
+
+
+# ---------------------------------------------------------------- engine side
+
+
+def state_payload(*, round, seed, rounds, metrics, metrics_every, algorithm, participation,
+                  x0, state, client_state, history, prng, srng):
+    """The dict the engine checkpoints (see the module docstring)."""
+    return {"round": int(round), "seed": int(seed), "rounds": int(rounds),
+            "metrics": bool(metrics), "metrics_every": int(metrics_every),
+            "algorithm": algorithm, "algorithm_repr": repr(algorithm),
+            "participation": participation, "x0": x0, "state": state,
+            "client_state": dict(client_state),
+            "history": {"columns": {c: np.asarray(v) for c, v in history._cols.items()},
+                        "meta": history.meta},
+            "prng": prng.bit_generator.state, "srng": srng.bit_generator.state}
+
+
+def resume(path, problem, rounds=None, *, callback=None, checkpoint=None,
+           checkpoint_every=None, algorithm=None, **run_kwargs):
+    """Continue the run checkpointed at ``path`` on ``problem``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A checkpoint written by ``run(..., checkpoint=path)``.
+    problem : Problem
+        The same problem (data are not stored in the checkpoint).
+    rounds : int, optional
+        Total number of rounds (default: the original run's). Algorithms that read the total
+        when the run starts (PriRFed's noise calibration, RFedSVRG's global option 2) keep
+        their original set-up.
+    callback : callable, optional
+        As in :func:`~rfl_fast.federation.run`.
+    checkpoint : str or os.PathLike, optional
+        Where to keep checkpointing (default: ``path``).
+    checkpoint_every : int, optional
+        Default: 1.
+    algorithm : FederatedAlgorithm, optional
+        Use this algorithm object instead of the stored one (needed for algorithm classes
+        outside ``rfl_fast``; it must be the run's specialized algorithm,
+        ``Result.algorithm``).
+    **run_kwargs
+        ``faults``, ``client_deadline``, ``check_uploads`` as in ``run``.
+
+    Returns
+    -------
+    Result
+        As if the run had not been interrupted (``history`` holds every round from 0).
+    """
+    from .engine import run
+
+    trusted = {"rfl_fast"}
+    if algorithm is not None:
+        trusted.add(type(algorithm).__module__)
+    payload = load(path, trusted=trusted)
+    if algorithm is not None:
+        payload["algorithm"] = algorithm
+    total = payload["rounds"] if rounds is None else rounds
+    return run(problem, payload["algorithm"], total, payload["participation"],
+               x0=payload["x0"], seed=payload["seed"], metrics=payload["metrics"],
+               metrics_every=payload["metrics_every"], callback=callback,
+               checkpoint=path if checkpoint is None else checkpoint,
+               checkpoint_every=1 if checkpoint_every is None else checkpoint_every,
+               _resume=payload, **run_kwargs)
