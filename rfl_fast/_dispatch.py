@@ -28,8 +28,25 @@ _MODULES = {
 }
 _ENV = "RFL_FAST_BACKEND"
 _DEFAULT_ORDER = ("cpp", "numba", "numpy")
-# Per-kernel order for "auto", set from the side-by-side benchmarks (benchmarks/compare.py).
-PREFERENCE = {}
+# Per-kernel order for "auto", set from the side-by-side benchmarks (``rfl-fast bench``, the
+# papers' shapes, one process, medians of 7; AMD EPYC, 2 shared cores, load average 1.6-3,
+# OpenBLAS SkylakeX kernel, C++ built portable with its AVX2 clones active). C++ was the fastest
+# backend on every row (1.2x-22x over NumPy), so it leads everywhere (_DEFAULT_ORDER). The
+# entries below only order the fallbacks when the extension is missing: Numba lost to the NumPy
+# reference on these kernels (speed-up over NumPy: stiefel_proj 0.3x at 200x784x5 and
+# 1000x200x5, stiefel_retr_qr 0.5x, sphere_dist 0.5x at 1e5 x 10, lorentz_dist 0.3x,
+# lorentz_exp / lorentz_log 0.6x and lorentz_transport 0.8x at 1e5 x 3, only 1.1-1.4x at
+# 1e5 x 11). Everywhere else Numba beat NumPy (up to 8.6x) and keeps second place.
+_CPP_NUMPY_NUMBA = ("cpp", "numpy", "numba")
+PREFERENCE = {
+    "stiefel_proj": _CPP_NUMPY_NUMBA,
+    "stiefel_retr_qr": _CPP_NUMPY_NUMBA,
+    "sphere_dist": _CPP_NUMPY_NUMBA,
+    "lorentz_exp": _CPP_NUMPY_NUMBA,
+    "lorentz_log": _CPP_NUMPY_NUMBA,
+    "lorentz_dist": _CPP_NUMPY_NUMBA,
+    "lorentz_transport": _CPP_NUMPY_NUMBA,
+}
 
 _current = contextvars.ContextVar("rfl_fast_backend", default=None)
 _modules = {}

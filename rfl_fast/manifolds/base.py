@@ -14,6 +14,8 @@ Conventions (the same for every manifold):
   without a solution for the given input (``NaN`` from a kernel) raises ``NoSolutionError``.
 """
 
+import math
+
 import numpy as np
 
 from .._validation import as_array, check_core_shape, validation_enabled
@@ -25,6 +27,13 @@ __all__ = ["Manifold", "as_rng"]
 def as_rng(rng):
     """A ``numpy.random.Generator`` from ``None``, an int seed or a Generator."""
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def _all_finite(a):
+    """Exactly ``np.isfinite(a).all()``, 2-2.5x faster: a finite sum of squares (one BLAS pass,
+    no temporary) implies every entry is finite; only an inf/NaN sum (a bad entry, or overflow
+    of the squares) takes the exact test."""
+    return math.isfinite(np.vdot(a, a)) or bool(np.isfinite(a).all())
 
 
 def _default_atol(dtype):
@@ -80,6 +89,13 @@ class Manifold:
         raise MethodNotAvailableError(f"Manifold {type(self).__name__} provides no `{method}`")
 
     def _array(self, a, name):
+        # fast path for the common case, the same checks (float ndarray, core shape, finite):
+        # saves ~4 us per argument on one 784x5 matrix; anything else takes the full checks,
+        # which raise the explanatory errors
+        k = len(self.shape)
+        if (type(a) is np.ndarray and a.dtype.kind == "f" and a.ndim >= k
+                and a.shape[a.ndim - k:] == self.shape and _all_finite(a)):
+            return a
         arr = as_array(a, name)
         check_core_shape(arr, name, self.shape)
         return arr
@@ -108,7 +124,7 @@ class Manifold:
 
     def _solved(self, out, what, name):
         """Raise ``NoSolutionError`` if the kernel left NaN in ``out`` (no solution)."""
-        if not np.isfinite(out).all():
+        if not _all_finite(out):
             bad = ~np.isfinite(out.reshape(out.shape[: out.ndim - self.core_ndim] + (-1,))).all(-1)
             where = np.argwhere(np.atleast_1d(bad))[:5].tolist()
             raise NoSolutionError(f"{type(self).__name__}.{what}: no solution for {name} "

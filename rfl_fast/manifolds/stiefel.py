@@ -48,7 +48,6 @@ class Stiefel(Manifold):
         return self.proj(x, g, backend=backend)
 
     def retr(self, x, u, method=None, *, backend=None):
-        method = self._option(method, self.retractions, "retraction")
         """Retraction ``R_X(U)``; x, u: (..., n, p).
 
         For a tangent ``U``, ``(X+U)'(X+U) = I + U'U``, so ``X + U`` has full rank for every

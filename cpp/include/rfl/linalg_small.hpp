@@ -10,6 +10,8 @@
 //   cholesky    in-place lower Cholesky factor
 //   lu_solve    Gaussian elimination with partial pivoting (one right-hand side)
 //   svd_jacobi  one-sided (Hestenes) Jacobi SVD of a column-major n x p matrix
+//   jacobi_lanes  cyclic Jacobi eigensolver run in lockstep on L matrices stored as structure
+//               of arrays (batched kernels: vectorizes across the batch)
 //
 // Conventions: "lower" means only the lower triangle (i >= j) of an input is read, as LAPACK's
 // UPLO='L' (numpy.linalg.eigh's default). Functions return false when they cannot produce an
@@ -24,6 +26,23 @@
 
 namespace rfl {
 namespace linalg {
+
+// no loop-carried dependence / aliasing in the lane loops of the batched kernels
+#if defined(__GNUC__) && !defined(__clang__)
+#define RFL_IVDEP _Pragma("GCC ivdep")
+#elif defined(__clang__)
+#define RFL_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define RFL_IVDEP
+#endif
+
+// Hot batch functions are forced inline so that they take the instruction set of the caller
+// (the binding compiles its batch loops once per ISA; an out-of-line copy would be baseline).
+#if defined(__GNUC__) || defined(__clang__)
+#define RFL_INLINE inline __attribute__((always_inline))
+#else
+#define RFL_INLINE inline
+#endif
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -228,6 +247,80 @@ inline void sym_from_eig(const double* Vt, const double* f, double* out, int n, 
     }
     for (int i = 0; i < n; ++i)
         for (int j = 0; j < i; ++j) out[i * n + j] = out[j * n + i];
+}
+
+// ------------------------------------------------------------------ lockstep Jacobi (batches)
+
+// Plane rotation of L lanes: (p, q) <- (c p - s q, s p + c q) element-wise (restrict: the
+// vectorizer needs to know the rows do not overlap).
+template <int L>
+RFL_INLINE void rotate_lanes(const double* __restrict c, const double* __restrict s,
+                         double* __restrict p, double* __restrict q) {
+    for (int l = 0; l < L; ++l) {
+        const double xp = p[l], xq = q[l];
+        p[l] = c[l] * xp - s[l] * xq;
+        q[l] = s[l] * xp + c[l] * xq;
+    }
+}
+
+// Cyclic Jacobi on L symmetric n x n matrices at once ("lanes"), structure of arrays: entry
+// (i, j) of matrix l is A[(i * n + j) * L + l]; only the upper triangle (i <= j) is read and
+// updated. Every rotation updates contiguous L-vectors, so the lane loops vectorize. V (same layout)
+// receives the eigenvectors as COLUMNS: matrix_l = V_l diag(w_l) V_l' with w_l the diagonal of
+// A_l on return. A rotation (p, q) is applied in a lane only while |a_pq| > eps sqrt|a_pp a_qq|
+// (the threshold of Demmel & Veselic, which keeps small eigenvalues to high relative accuracy);
+// the sweeps stop when no lane rotated. Returns false if some lane still rotated after
+// max_sweeps (not seen for finite input; the caller then falls back to eigh per item).
+template <int L>
+RFL_INLINE bool jacobi_lanes(double* A, double* V, int n, int max_sweeps = 40) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    for (std::size_t k = 0; k < nn * L; ++k) V[k] = 0.0;
+    for (int i = 0; i < n; ++i)
+        for (int l = 0; l < L; ++l) V[(static_cast<std::size_t>(i) * n + i) * L + l] = 1.0;
+    auto at = [A, n](int i, int j) { return A + (static_cast<std::size_t>(i) * n + j) * L; };
+    auto vt = [V, n](int i, int j) { return V + (static_cast<std::size_t>(i) * n + j) * L; };
+    for (int sweep = 0; sweep < max_sweeps; ++sweep) {
+        double rotated = 0.0;
+        for (int p = 0; p < n - 1; ++p) {
+            for (int q = p + 1; q < n; ++q) {
+                double* apq = at(p, q);
+                double* app = at(p, p);
+                double* aqq = at(q, q);
+                alignas(64) double c[L], s[L];
+                double any = 0.0;
+                RFL_IVDEP
+                for (int l = 0; l < L; ++l) {
+                    const double x = apq[l], dp = app[l], dq = aqq[l];
+                    const bool rot = std::fabs(x) > kEps * std::sqrt(std::fabs(dp * dq));
+                    const double theta = (dq - dp) / (rot ? 2.0 * x : 1.0);
+                    const double at_ = std::fabs(theta);
+                    double t = at_ > 1e150 ? 0.5 / at_ : 1.0 / (at_ + std::sqrt(theta * theta + 1.0));
+                    t = theta < 0.0 ? -t : t;
+                    t = rot ? t : 0.0;
+                    const double cc = 1.0 / std::sqrt(t * t + 1.0);
+                    c[l] = cc;
+                    s[l] = t * cc;
+                    app[l] = dp - t * x;
+                    aqq[l] = dq + t * x;
+                    apq[l] = rot ? 0.0 : x;
+                    any += rot ? 1.0 : 0.0;
+                }
+                if (any == 0.0) continue;
+                rotated += any;
+                // only the upper triangle is kept current (the lower one is never read)
+                for (int r = 0; r < p; ++r) rotate_lanes<L>(c, s, at(r, p), at(r, q));
+                for (int r = p + 1; r < q; ++r) rotate_lanes<L>(c, s, at(p, r), at(r, q));
+                for (int r = q + 1; r < n; ++r) rotate_lanes<L>(c, s, at(p, r), at(q, r));
+                for (int r = 0; r < n; ++r) {
+                    double* vp = vt(r, p);
+                    double* vq = vt(r, q);
+                    rotate_lanes<L>(c, s, vp, vq);
+                }
+            }
+        }
+        if (rotated == 0.0) return true;
+    }
+    return false;
 }
 
 // ------------------------------------------------------------------ factorizations, solves

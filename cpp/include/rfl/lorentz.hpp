@@ -12,16 +12,18 @@
 #include <cmath>
 #include <cstddef>
 
+#include "linalg_small.hpp"  // RFL_INLINE
+
 namespace rfl {
 namespace lorentz {
 
-inline double ldot(const double* a, const double* b, std::size_t d1) {
+RFL_INLINE double ldot(const double* a, const double* b, std::size_t d1) {
     double s = 0.0;
     for (std::size_t k = 1; k < d1; ++k) s += a[k] * b[k];
     return s - a[0] * b[0];
 }
 
-inline void exp(const double* x, const double* v, double* out, std::size_t d1) {
+RFL_INLINE void exp(const double* x, const double* v, double* out, std::size_t d1) {
     const double t = std::sqrt(std::fmax(ldot(v, v, d1), 0.0));
     double ch, sh;
     if (t < 20.0) {  // one expm1 for both (accurate for small t)
@@ -37,18 +39,18 @@ inline void exp(const double* x, const double* v, double* out, std::size_t d1) {
     for (std::size_t k = 0; k < d1; ++k) out[k] = ch * x[k] + shc * v[k];
 }
 
-inline void log(const double* x, const double* y, double* out, std::size_t d1) {
+RFL_INLINE void log(const double* x, const double* y, double* out, std::size_t d1) {
     const double a = std::fmax(-ldot(x, y, d1), 1.0);
     const double s = std::sqrt((a - 1.0) * (a + 1.0));
     const double scale = s > 0.0 ? std::acosh(a) / s : 1.0;
     for (std::size_t k = 0; k < d1; ++k) out[k] = scale * (y[k] - a * x[k]);
 }
 
-inline double dist(const double* x, const double* y, std::size_t d1) {
+RFL_INLINE double dist(const double* x, const double* y, std::size_t d1) {
     return std::acosh(std::fmax(-ldot(x, y, d1), 1.0));
 }
 
-inline void transport(const double* x, const double* y, const double* v, double* out,
+RFL_INLINE void transport(const double* x, const double* y, const double* v, double* out,
                       std::size_t d1) {
     double yv = 0.0, xy = 0.0;
     for (std::size_t k = 1; k < d1; ++k) {

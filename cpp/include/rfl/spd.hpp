@@ -11,8 +11,11 @@
 //       x^-½ y x^-½. One Cholesky + one eigendecomposition instead of two eigendecompositions.
 //       x not positive definite (Cholesky fails) -> NaN item; spd_log/spd_dist also give NaN
 //       when x^-½ y x^-½ has an eigenvalue <= 0.
+//   sym_fun_lanes  the same matrix functions for a whole batch of small matrices, through the
+//       lockstep Jacobi eigensolver over kLanes items at once (the binding uses it for n <= 12
+//       when AVX2 is available; per item it is ~1.5x faster than Householder + QL there).
 //
-// Scratch: sym_work(n) / spd_work(n) doubles.
+// Scratch: sym_work(n) / spd_work(n) / sym_lanes_work(n) doubles.
 #pragma once
 
 #include <cmath>
@@ -61,6 +64,90 @@ inline void sym_sqrtm(const double* s, double* out, int n, double* work) {
 }
 inline void sym_invsqrtm(const double* s, double* out, int n, double* work) {
     sym_fun(s, out, n, f_invsqrt, work);
+}
+
+// ---- batched f(S) for small n: lockstep Jacobi over kLanes matrices (linalg::jacobi_lanes)
+
+constexpr int kLanes = 8;
+
+inline std::size_t sym_lanes_work(int n) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    return 3 * nn * kLanes + static_cast<std::size_t>(n) * kLanes + sym_work(n);
+}
+
+// out_i = f(s_i) for N symmetric n x n items (same results as sym_fun item by item, to
+// rounding). work: sym_lanes_work(n) doubles, 64-byte aligned preferably.
+template <class F>
+RFL_INLINE void sym_fun_lanes(const double* s, double* out, std::ptrdiff_t N, int n, F f,
+                          double* work) {
+    constexpr int L = kLanes;
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    double* A = work;
+    double* V = A + nn * L;
+    double* W = V + nn * L;
+    double* fw = W + nn * L;
+    double* single = fw + static_cast<std::size_t>(n) * L;  // sym_work(n) for the fallback
+    for (std::ptrdiff_t g = 0; g < N; g += L) {
+        const int m = static_cast<int>(N - g < L ? N - g : L);  // items in this group
+        bool bad[L];
+        for (int l = 0; l < L; ++l) {
+            bad[l] = l >= m;
+            const double* si = s + static_cast<std::size_t>(g + l) * nn;
+            if (!bad[l]) {
+                double acc = 0.0;
+                for (int i = 0; i < n; ++i)
+                    for (int j = 0; j <= i; ++j) acc += si[i * n + j] * 0.0;
+                bad[l] = !(acc == 0.0);
+            }
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j <= i; ++j) {
+                    const double v = bad[l] ? 0.0 : si[i * n + j];
+                    A[(static_cast<std::size_t>(i) * n + j) * L + l] = v;
+                    A[(static_cast<std::size_t>(j) * n + i) * L + l] = v;
+                }
+        }
+        if (!linalg::jacobi_lanes<L>(A, V, n)) {  // fallback: one item at a time
+            for (int l = 0; l < m; ++l)
+                sym_fun(s + static_cast<std::size_t>(g + l) * nn,
+                        out + static_cast<std::size_t>(g + l) * nn, n, f, single);
+            continue;
+        }
+        for (int k = 0; k < n; ++k)
+            for (int l = 0; l < L; ++l) {
+                const double v = f(A[(static_cast<std::size_t>(k) * n + k) * L + l]);
+                fw[k * L + l] = v;
+                if (std::isnan(v)) bad[l] = true;
+            }
+        // W = V diag(fw); O (in A) = W V', upper triangle then mirrored
+        for (int i = 0; i < n; ++i)
+            for (int k = 0; k < n; ++k) {
+                const double* vik = V + (static_cast<std::size_t>(i) * n + k) * L;
+                double* wik = W + (static_cast<std::size_t>(i) * n + k) * L;
+                for (int l = 0; l < L; ++l) wik[l] = vik[l] * fw[k * L + l];
+            }
+        for (int i = 0; i < n; ++i)
+            for (int j = i; j < n; ++j) {
+                alignas(64) double acc[L];
+                for (int l = 0; l < L; ++l) acc[l] = 0.0;
+                for (int k = 0; k < n; ++k) {
+                    const double* wik = W + (static_cast<std::size_t>(i) * n + k) * L;
+                    const double* vjk = V + (static_cast<std::size_t>(j) * n + k) * L;
+                    for (int l = 0; l < L; ++l) acc[l] += wik[l] * vjk[l];
+                }
+                double* oij = A + (static_cast<std::size_t>(i) * n + j) * L;
+                for (int l = 0; l < L; ++l) oij[l] = acc[l];
+            }
+        for (int l = 0; l < m; ++l) {
+            double* oi = out + static_cast<std::size_t>(g + l) * nn;
+            if (bad[l]) {
+                linalg::fill_nan(oi, nn);
+                continue;
+            }
+            for (int i = 0; i < n; ++i)
+                for (int j = i; j < n; ++j)
+                    oi[i * n + j] = oi[j * n + i] = A[(static_cast<std::size_t>(i) * n + j) * L + l];
+        }
+    }
 }
 
 inline std::size_t spd_work(int n) {

@@ -11,12 +11,14 @@
 
 #include <cmath>
 #include <cstddef>
+
+#include "linalg_small.hpp"  // RFL_INLINE
 #include <limits>
 
 namespace rfl {
 namespace sphere {
 
-inline void exp(const double* x, const double* u, double* out, std::size_t d) {
+RFL_INLINE void exp(const double* x, const double* u, double* out, std::size_t d) {
     double uu = 0.0;
     for (std::size_t k = 0; k < d; ++k) uu += u[k] * u[k];
     const double t = std::sqrt(uu);
@@ -25,7 +27,7 @@ inline void exp(const double* x, const double* u, double* out, std::size_t d) {
     for (std::size_t k = 0; k < d; ++k) out[k] = c * x[k] + s * u[k];
 }
 
-inline void log(const double* x, const double* y, double* out, std::size_t d) {
+RFL_INLINE void log(const double* x, const double* y, double* out, std::size_t d) {
     double c = 0.0;
     for (std::size_t k = 0; k < d; ++k) c += x[k] * y[k];
     double vv = 0.0;
@@ -41,7 +43,7 @@ inline void log(const double* x, const double* y, double* out, std::size_t d) {
     for (std::size_t k = 0; k < d; ++k) out[k] *= scale;
 }
 
-inline double dist(const double* x, const double* y, std::size_t d) {
+RFL_INLINE double dist(const double* x, const double* y, std::size_t d) {
     double s = 0.0;
     for (std::size_t k = 0; k < d; ++k) {
         const double t = x[k] - y[k];
@@ -51,7 +53,7 @@ inline double dist(const double* x, const double* y, std::size_t d) {
     return 2.0 * std::asin(std::fmin(h, 1.0));
 }
 
-inline void transport(const double* x, const double* y, const double* v, double* out,
+RFL_INLINE void transport(const double* x, const double* y, const double* v, double* out,
                       std::size_t d) {
     double yv = 0.0, xy = 0.0;
     for (std::size_t k = 0; k < d; ++k) {

@@ -50,7 +50,7 @@ namespace detail {
 
 // G (lower triangle, p x p) = a'a with a = x (+ u when ADD).
 template <int P, bool ADD>
-inline void gram(const double* x, const double* u, double* G, int n, int p_) {
+RFL_INLINE void gram(const double* x, const double* u, double* G, int n, int p_) {
     const int p = P > 0 ? P : p_;
     double local[P > 0 ? P * P : 1];  // register/stack accumulator: no aliasing with x, u
     double* const Gout = G;
@@ -78,7 +78,7 @@ inline void gram(const double* x, const double* u, double* G, int n, int p_) {
 // out_i = a_i C (C p x p row-major) for every row, accumulating H = out'out (lower) if H.
 // out may alias x (each row is read before it is written). rowbuf: 2p doubles.
 template <int P, bool ADD>
-inline void right_mul(const double* x, const double* u, const double* C, double* out, double* H,
+RFL_INLINE void right_mul(const double* x, const double* u, const double* C, double* out, double* H,
                       int n, int p_, double* rowbuf) {
     const int p = P > 0 ? P : p_;
     double Hl[P > 0 ? P * P : 1], Cl[P > 0 ? P * P : 1];
@@ -175,7 +175,7 @@ inline double inv_sqrt_gram(const double* G, double* C, int p, double* work) {
 }
 
 template <int P, bool ADD>
-inline void polar_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
+RFL_INLINE void polar_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_;
     const std::size_t pp = static_cast<std::size_t>(p) * p;
     double* G = work;
@@ -195,17 +195,17 @@ inline void polar_impl(const double* x, const double* u, double* out, int n, int
 }  // namespace detail
 
 template <int P = 0>
-inline void polar(const double* a, double* out, int n, int p, double* work) {
+RFL_INLINE void polar(const double* a, double* out, int n, int p, double* work) {
     detail::polar_impl<P, false>(a, nullptr, out, n, p, work);
 }
 
 template <int P = 0>
-inline void retr_polar(const double* x, const double* u, double* out, int n, int p, double* work) {
+RFL_INLINE void retr_polar(const double* x, const double* u, double* out, int n, int p, double* work) {
     detail::polar_impl<P, true>(x, u, out, n, p, work);
 }
 
 template <int P = 0>
-inline void proj(const double* x, const double* u, double* out, int n, int p_, double* work) {
+RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_;
     double local[P > 0 ? P * P : 1];
     double* A = P > 0 ? local : work;  // x'u, then sym
@@ -244,7 +244,7 @@ inline void proj(const double* x, const double* u, double* out, int n, int p_, d
 
 // M = x'y (full p x p)
 template <int P>
-inline void cross(const double* x, const double* y, double* M, int n, int p_) {
+RFL_INLINE void cross(const double* x, const double* y, double* M, int n, int p_) {
     const int p = P > 0 ? P : p_;
     double local[P > 0 ? P * P : 1];
     double* const Mout = M;
@@ -264,7 +264,7 @@ inline void cross(const double* x, const double* y, double* M, int n, int p_) {
 
 // out = y S - x
 template <int P>
-inline void y_times_minus_x(const double* x, const double* y, const double* S, double* out, int n,
+RFL_INLINE void y_times_minus_x(const double* x, const double* y, const double* S, double* out, int n,
                             int p_) {
     const int p = P > 0 ? P : p_;
     double Sl[P > 0 ? P * P : 1];
@@ -334,7 +334,7 @@ inline bool lyapunov_sym(const double* M, double* S, int p, double* work) {
 }
 
 template <int P = 0>
-inline void inv_retr_polar(const double* x, const double* y, double* out, int n, int p_,
+RFL_INLINE void inv_retr_polar(const double* x, const double* y, double* out, int n, int p_,
                            double* work) {
     const int p = P > 0 ? P : p_;
     const std::size_t pp = static_cast<std::size_t>(p) * p;
@@ -352,7 +352,7 @@ namespace detail {
 // out_i = a_i R^-1 for upper-triangular R (p x p), row-wise forward substitution, accumulating
 // H = out'out (lower) when H.
 template <int P, bool ADD>
-inline void right_solve_upper(const double* x, const double* u, const double* R, double* out,
+RFL_INLINE void right_solve_upper(const double* x, const double* u, const double* R, double* out,
                               double* H, int n, int p_) {
     const int p = P > 0 ? P : p_;
     double Hl[P > 0 ? P * P : 1], Rl[P > 0 ? P * P : 1], o[P > 0 ? P : 1];
@@ -456,7 +456,7 @@ inline void qr_householder(const double* x, const double* u, double* out, int n,
 }
 
 template <int P, bool ADD>
-inline void qr_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
+RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_;
     const std::size_t pp = static_cast<std::size_t>(p) * p;
     double* G = work;
@@ -481,13 +481,13 @@ inline void qr_impl(const double* x, const double* u, double* out, int n, int p_
 }  // namespace detail
 
 template <int P = 0>
-inline void retr_qr(const double* x, const double* u, double* out, int n, int p, double* work) {
+RFL_INLINE void retr_qr(const double* x, const double* u, double* out, int n, int p, double* work) {
     detail::qr_impl<P, true>(x, u, out, n, p, work);
 }
 
 // R upper triangular with (x'y) R + R'(y'x) = 2I, out = y R - x.
 template <int P = 0>
-inline void inv_retr_qr(const double* x, const double* y, double* out, int n, int p_,
+RFL_INLINE void inv_retr_qr(const double* x, const double* y, double* out, int n, int p_,
                         double* work) {
     const int p = P > 0 ? P : p_;
     const std::size_t pp = static_cast<std::size_t>(p) * p;
