@@ -1,10 +1,20 @@
-"""Input checks at the public boundary. Kernels never validate; these functions do it once."""
+"""Input checks at the public boundary. Kernels never validate; these functions do it once.
 
+Arrays: :func:`as_array`, :func:`check_finite`, :func:`check_core_shape`,
+:func:`broadcast_batch`. Scalar arguments (shared by the data, federation and algorithm
+layers): :func:`check_int`, :func:`check_real`, :func:`check_float`, :func:`check_positive`,
+:func:`check_nonnegative`, :func:`check_choice`. Every check names the offending argument and
+says what was expected.
+"""
+
+import numbers
 import os
 
 import numpy as np
 
-__all__ = ["as_array", "check_finite", "check_core_shape", "validation_enabled", "broadcast_batch"]
+__all__ = ["as_array", "check_finite", "check_core_shape", "validation_enabled", "broadcast_batch",
+           "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
+           "check_choice"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -61,3 +71,62 @@ def broadcast_batch(arrays, names, core_ndims):
     except ValueError:
         desc = ", ".join(f"{n} {a.shape}" for n, a in zip(names, arrays))
         raise ValueError(f"batch axes do not broadcast: {desc}") from None
+
+
+# ---------------------------------------------------------------------------- scalar arguments
+
+def check_int(value, name, *, min_value=None, max_value=None):
+    """``value`` as a Python int within ``[min_value, max_value]`` (bools are refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({value!r})")
+    value = int(value)
+    if min_value is not None and value < min_value:
+        raise ValueError(f"{name}: expected an int >= {min_value}, got {value}")
+    if max_value is not None and value > max_value:
+        raise ValueError(f"{name}: expected an int <= {max_value}, got {value}")
+    return value
+
+
+def check_real(value, name):
+    """``value`` as a finite Python float (bools are refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} ({value!r})")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name}: expected a finite number, got {value}")
+    return value
+
+
+def check_float(value, name, *, low=None, high=None, low_open=False, high_open=False):
+    """``value`` as a finite Python float inside the given interval."""
+    value = check_real(value, name)
+    bad_low = low is not None and (value <= low if low_open else value < low)
+    bad_high = high is not None and (value >= high if high_open else value > high)
+    if bad_low or bad_high:
+        lo = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
+        hi = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
+        raise ValueError(f"{name}: expected a value in {lo}, {hi}, got {value:g}")
+    return value
+
+
+def check_positive(value, name):
+    """``value`` as a finite float > 0."""
+    value = check_real(value, name)
+    if value <= 0:
+        raise ValueError(f"{name}: expected a value > 0, got {value:g}")
+    return value
+
+
+def check_nonnegative(value, name):
+    """``value`` as a finite float >= 0."""
+    value = check_real(value, name)
+    if value < 0:
+        raise ValueError(f"{name}: expected a value >= 0, got {value:g}")
+    return value
+
+
+def check_choice(value, name, choices):
+    """``value`` itself, after checking it is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value

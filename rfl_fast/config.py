@@ -139,23 +139,19 @@ top level : name (str, default: the file name), rounds (int >= 0, default 100),
 
 
 def algorithm_names():
-    """Names of the federated algorithms of :mod:`rfl_fast.algorithms` (sorted as exported)."""
-    from . import algorithms
-    from .algorithms.base import FederatedAlgorithm
+    """Names of the federated algorithms of :mod:`rfl_fast.algorithms` (in export order):
+    the :class:`~rfl_fast.algorithms.FederatedAlgorithm` dataclasses, never the state classes
+    or helpers exported next to them."""
+    from .algorithms import algorithm_classes
 
-    names = []
-    for name in getattr(algorithms, "__all__", ()):
-        obj = getattr(algorithms, name, None)
-        if (isinstance(obj, type) and issubclass(obj, FederatedAlgorithm)
-                and obj is not FederatedAlgorithm and dataclasses.is_dataclass(obj)):
-            names.append(name)
-    return tuple(names)
+    return tuple(name for name, cls in algorithm_classes().items()
+                 if dataclasses.is_dataclass(cls))
 
 
 def _algorithm_class(name):
-    from . import algorithms
+    from .algorithms import algorithm_classes
 
-    return getattr(algorithms, name)
+    return algorithm_classes()[name]
 
 
 def _algorithm_fields(cls):

@@ -195,6 +195,34 @@ def test_config_errors_name_the_allowed_values():
     assert info.value.allowed == ("full", "uniform", "bernoulli")
 
 
+ALGORITHMS = ("RFedAvg", "RFedProx", "RFedSVRG", "RFedSVRG2BB", "RFedSVRG2BBS", "RFedProj",
+              "RFedAGS", "PriRFed")
+
+
+def test_only_federated_algorithms_are_algorithm_names():
+    from rfl_fast import algorithms
+    from rfl_fast.config import algorithm_names
+    from rfl_fast.flower.spec import build_algorithm
+
+    assert algorithm_names() == ALGORITHMS
+    others = ("FederatedAlgorithm", "PointState", "SVRGState", "BBState", "ProjState",
+              "AGSState", "PriState", "PrivacyLedger", "reweighted_weights",
+              "algorithm_classes")
+    for name in others:          # exported next to the algorithms, but none of them
+        assert name in algorithms.__all__ and name not in algorithm_names()
+        with pytest.raises(ConfigError) as info:
+            resolve_config({"problem": {"type": "KPCA", "r": 2}, "data": {"source": "wine"},
+                            "algorithm": [{"name": name, "x": np.zeros(2)}]})
+        assert info.value.key == "algorithm[0].name"
+        assert info.value.allowed == ALGORITHMS
+        with pytest.raises(ValueError, match="algorithm: unknown"):   # nor in a Flower run
+            build_algorithm(name, {})
+    cfg = resolve_config({"problem": {"type": "KPCA", "r": 2}, "data": {"source": "wine"},
+                          "algorithm": [{"name": "rfedprox", "step": 0.1, "local_steps": 2,
+                                         "mu": 0.5}]})
+    assert cfg["algorithm"][0]["name"] == "RFedProx"
+
+
 def test_bad_command_line_exits_2(tmp_path, tiny, capsys):
     assert main(["run", tiny, "--rounds", "-1"]) == 2
     assert main(["run", str(tmp_path / "missing.toml")]) == 2

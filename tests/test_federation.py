@@ -175,6 +175,24 @@ def test_client_streams_do_not_depend_on_the_other_participants():
     assert all(np.unique(r).size == 4 for r in ClientRandom(0, 0, [0, 1]).batches([5, 5], 4))
 
 
+def test_client_streams_continue_from_their_saved_state():
+    whole = ClientRandom(7, 2, [1, 3])
+    first = whole.batches([10, 10], 4)
+    rest = whole.random()
+    saved = ClientRandom(7, 2, [1, 3])
+    assert saved.state() == [None, None]                  # nothing drawn yet
+    assert np.array_equal(saved.batches([10, 10], 4), first)
+    state = saved.state()
+    # a new process: the same participants continue where the saved streams stopped
+    again = ClientRandom(7, 2, [1, 3]).restore(state)
+    assert np.array_equal(again.random(), rest)
+    assert again.state() != state                         # restore copied, draws moved on
+    assert np.array_equal(ClientRandom(7, 2, [1, 3]).restore([None, None]).batches([10, 10], 4),
+                          first)                          # None: from the beginning
+    with pytest.raises(ValueError, match="2 stream states for 1 participants"):
+        ClientRandom(7, 2, [1]).restore(state)
+
+
 # ----------------------------------------------------------------------------- schedules
 
 def test_schedules():

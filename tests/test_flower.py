@@ -250,6 +250,57 @@ def test_in_process_protocol_equals_the_engine(algorithm, kwargs, participation)
         assert np.abs(sim.client_state["c"]).max() > 0
 
 
+@pytest.mark.parametrize("algorithm, kwargs, participation", CASES,
+                         ids=[f"{a}-{p}" for a, _, p in CASES])
+def test_every_exchanged_array_has_the_kind_its_algorithm_declares(algorithm, kwargs,
+                                                                   participation, monkeypatch):
+    if algorithm == "PriRFed" and not HAS_DP:
+        pytest.skip("dp-accounting not installed (privacy extra)")
+    import rfl_fast.flower.client as client_mod
+    import rfl_fast.flower.server as server_mod
+    from rfl_fast.federation.arrival import INIT_KINDS, builtin_kinds
+
+    seen = []
+
+    def recording(pack_):
+        def pack_recorded(arrays, M, kinds=None):
+            out, meta = pack_(arrays, M, kinds)
+            seen.extend((name, meta[f"{name}.kind"]) for name in out)
+            return out, meta
+        return pack_recorded
+    monkeypatch.setattr(server_mod, "pack", recording(server_mod.pack))
+    monkeypatch.setattr(client_mod, "pack", recording(client_mod.pack))
+    rc = _run_config(algorithm, kwargs, rounds=2, participation=participation)
+    res, _ = _in_process(rc)
+    assert res.events == []
+    alg = FederationConfig.from_run_config(rc).build_algorithm()
+    declared = {**INIT_KINDS, **type(alg).array_kinds}
+    assert dict(seen) == declared                   # all declared arrays travel, as declared
+    assert all(builtin_kinds()[name] == kind for name, kind in declared.items())
+
+
+def test_per_client_settings_travel_through_the_algorithm_hooks():
+    from rfl_fast.algorithms import PriRFed, RFedAvg
+    from rfl_fast.flower.client import _client_algorithm
+    from rfl_fast.flower.server import _client_extras
+
+    avg = RFedAvg(0.1, 2)
+    assert avg.client_settings(3) == {} and avg.for_client({}) is avg
+    assert _client_extras(avg, 3) == {} and _client_algorithm(avg, {"round": 0}) is avg
+    if not HAS_DP:
+        pytest.skip("dp-accounting not installed (privacy extra)")
+    problem = synthetic_kpca.full(**_task_kwargs(4))
+    pri = PriRFed(0.1, 2, sigma=[0.1, 0.2, 0.3, 0.4], batch_size=[5, 6, 7, 8])
+    assert pri.client_settings(2) == {}                 # nothing fixed before the run starts
+    pri = pri.for_run(problem, Full(), 3)
+    extras = _client_extras(pri, 2)
+    assert extras == {"alg.sigma": 0.3, "alg.batch": 7, "alg.delta": 1e-5, "alg.rounds": 3}
+    mine = _client_algorithm(PriRFed(0.1, 2, sigma=[0.1, 0.2, 0.3, 0.4]),
+                             {"round": 0, "seed": 1, **extras})
+    assert mine.ledger.sigma.tolist() == [0.3] and mine.ledger.batch.tolist() == [7]
+    assert mine.ledger.delta == 1e-5 and mine.ledger.rounds == 3
+
+
 def test_in_process_dropouts_and_rejections_match_the_engine_on_the_respondents():
     rc = _run_config("RFedAGS", {"step": 0.2, "local_steps": 3, "aggregation": "AP",
                                  "q": "frequency"}, rounds=4,

@@ -16,4 +16,21 @@ from .svrg_bb import BBState, RFedSVRG2BB, RFedSVRG2BBS
 __all__ = ["FederatedAlgorithm", "RFedAvg", "RFedProx", "RFedSVRG", "RFedSVRG2BB",
            "RFedSVRG2BBS", "RFedProj", "RFedAGS", "reweighted_weights", "PriRFed",
            "PointState", "SVRGState", "BBState", "ProjState", "AGSState", "PriState",
-           "PrivacyLedger"]
+           "PrivacyLedger", "algorithm_classes"]
+
+
+def algorithm_classes():
+    """The federated algorithms exported here, ``{name: class}`` in export order.
+
+    Only :class:`FederatedAlgorithm` subclasses count: the server-state classes
+    (``PointState``, ``PriState``, ...), ``PrivacyLedger`` and the helper functions exported
+    next to them are not algorithms. The CLI's experiment files, the Flower run config and the
+    arrival checks' default kinds read this registry.
+    """
+    out = {}
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type) and issubclass(obj, FederatedAlgorithm) \
+                and obj is not FederatedAlgorithm:
+            out[name] = obj
+    return out

@@ -39,7 +39,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.polynomial.legendre import leggauss
 
-from ..federation._checks import check_choice, check_int, check_positive, has_method
+from .._validation import check_choice, check_int, check_positive
+from ..federation._checks import transport_name
 from ..federation.participation import Bernoulli, Full, Uniform
 from ..federation.schedules import as_schedule
 from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
@@ -168,13 +169,13 @@ class RFedAGS(FederatedAlgorithm):
     retraction: str = None
     transport: str = None
 
+    array_kinds = {"x": "point", "zeta": "tangent"}
+
     def __post_init__(self):
         object.__setattr__(self, "step", as_schedule(self.step, "RFedAGS: step"))
         object.__setattr__(self, "local_steps",
                            check_int(self.local_steps, "RFedAGS: local_steps (K)", min_value=1))
-        if self.batch_size is not None:
-            object.__setattr__(self, "batch_size",
-                               check_int(self.batch_size, "RFedAGS: batch_size", min_value=1))
+        self._check_batch_size()
         check_choice(self.aggregation, "RFedAGS: aggregation", ("RS", "AP"))
         object.__setattr__(self, "varpi", check_positive(self.varpi, "RFedAGS: varpi"))
         check_choice(self.q, "RFedAGS: q", ("true", "frequency"))
@@ -226,13 +227,7 @@ class RFedAGS(FederatedAlgorithm):
         if not M.retractions:
             raise ValueError(f"RFedAGS: manifold {M!r} provides no retraction")
         self._transport(M)
-        if self.batch_size is not None:
-            smallest = int(np.min(problem.sizes))
-            if self.batch_size > smallest:
-                who = int(np.argmin(problem.sizes))
-                raise ValueError(f"RFedAGS: batch_size={self.batch_size} is larger than the "
-                                 f"data of client {who} ({smallest} samples); use batch_size "
-                                 f"<= {smallest} or None (full local gradients)")
+        self._check_batch(problem)
         if self._needs_p:
             if self.p is None:
                 raise ValueError("RFedAGS: q='true' needs the probabilities p (pass p=... or "
@@ -246,15 +241,7 @@ class RFedAGS(FederatedAlgorithm):
         return self.retraction or M.retractions[0]
 
     def _transport(self, M):
-        if not has_method(M, "transport") or not M.transports:
-            raise ValueError(f"RFedAGS: manifold {M!r} provides no vector transport "
-                             f"(`transport`), which the gradient stream needs")
-        if self.transport is None:
-            return M.transports[0]
-        if self.transport not in M.transports:
-            raise ValueError(f"RFedAGS: manifold {M!r} has no transport {self.transport!r}; "
-                             f"available: {M.transports}")
-        return self.transport
+        return transport_name(M, self.transport, self.name, "the gradient stream")
 
     def init_server(self, problem, x0, ctx):
         return AGSState(x=np.array(x0), counts=np.zeros(problem.n_clients, dtype=np.int64))
@@ -273,10 +260,8 @@ class RFedAGS(FederatedAlgorithm):
         k = idx.size
         x = stacked(x_t, k)
         zeta = np.zeros((k,) + M.shape)
-        sizes = np.asarray(problem.sizes)[idx]
         for step in range(self.local_steps):
-            batch = None if self.batch_size is None else ctx.rng.batches(sizes, self.batch_size)
-            v = a * problem.rgrad(idx, x, batch)
+            v = a * problem.rgrad(idx, x, self._batch(problem, idx, ctx))
             zeta += v if step == 0 else M.transport(x, x_t, v, transport)
             if step + 1 < self.local_steps:
                 x = M.retr(x, -v, method)

@@ -39,15 +39,23 @@ Set-up: ``validate(problem)`` raises before any work if the manifold lacks an in
 hyperparameter does not fit the data; ``init_server(problem, x0, sctx)`` and
 ``init_clients(problem, x0)`` build the initial states.
 
+Deployment: ``array_kinds`` (class attribute) names the kind of every array of the messages and
+uploads, for the arrival checks (:mod:`rfl_fast.federation.arrival`); a server that fixes
+per-client settings for the run (PriRFed's noise ``sigma_i``) hands them out with
+``client_settings(i)`` and each client of a deployment applies them with
+``for_client(settings)``.
+
 Extending: a new algorithm subclasses :class:`FederatedAlgorithm` and fills in the parts it
 needs. Client state that must survive rounds (corrections, previous gradients, privacy
 budgets) goes into ``init_clients``; server memory (previous point and gradient, observed
-participation counts) into its own frozen server-state dataclass.
+participation counts) into its own frozen server-state dataclass; the kinds of its message
+and upload arrays into ``array_kinds``.
 """
 
 import numpy as np
 
-from ..federation._checks import check_choice, check_int, check_positive, inverse_pair
+from .._validation import check_choice, check_int, check_positive
+from ..federation._checks import inverse_pair
 from ..federation.consensus import karcher_mean, tangent_mean
 from ..federation.schedules import as_schedule
 
@@ -85,6 +93,12 @@ class FederatedAlgorithm:
     has_prepare = False
     #: Whether the server notifies the participants after aggregating.
     has_finalize = False
+    #: Kind of every array of this algorithm's messages and uploads, checked on arrival by
+    #: the engine (``check_uploads``) and a Flower deployment
+    #: (:mod:`rfl_fast.federation.arrival`): ``"point"`` (on the manifold), ``"tangent"``
+    #: (tangent at the server point), ``"ambient"`` (shape only, off the manifold) or
+    #: ``"scalar"``. Names not listed are checked for shape and finiteness only.
+    array_kinds = {}
 
     @property
     def name(self):
@@ -101,6 +115,19 @@ class FederatedAlgorithm:
     def init_clients(self, problem, x0):
         """Persistent client states for all n clients: dict of arrays with leading axis n."""
         return {}
+
+    # ------------------------------------------------------------------ deployment
+    def client_settings(self, i):
+        """Per-client settings the server fixed for the run (e.g. PriRFed's noise ``sigma_i``
+        and batch size), sent to client ``i`` of a deployment: dict of str to int, float or
+        str. Default: none."""
+        return {}
+
+    def for_client(self, settings):
+        """The algorithm as one client of a deployment runs it, given the
+        :meth:`client_settings` the server sent (on the client's one-client problem).
+        Default: ``self``."""
+        return self
 
     # ------------------------------------------------------------------ prepare exchange
     def prepare_message(self, problem, state, ctx):
@@ -137,6 +164,33 @@ class FederatedAlgorithm:
         """The algorithm's output after the last round (default: the current model)."""
         return self.point(problem, state)
 
+    # ------------------------------------------------------------------ mini-batches
+    # helpers of the algorithms with a ``batch_size`` field (None: full local gradients)
+    def _check_batch_size(self):
+        b = getattr(self, "batch_size", None)
+        if b is not None:
+            object.__setattr__(self, "batch_size",
+                               check_int(b, f"{self.name}: batch_size", min_value=1))
+
+    def _check_batch(self, problem):
+        b = getattr(self, "batch_size", None)
+        if b is None:
+            return
+        smallest = int(np.min(problem.sizes))
+        if b > smallest:
+            who = int(np.argmin(problem.sizes))
+            raise ValueError(f"{self.name}: batch_size={b} is larger than the data of client "
+                             f"{who} ({smallest} samples); use batch_size <= {smallest} or None "
+                             f"(full local gradients)")
+
+    def _batch(self, problem, idx, ctx):
+        """Mini-batch indices (k, b) of the participants ``idx`` (k,) from their own
+        streams, or ``None`` for full local gradients."""
+        b = getattr(self, "batch_size", None)
+        if b is None:
+            return None
+        return ctx.rng.batches(np.asarray(problem.sizes)[idx], b)
+
 
 class _RetractionBased(FederatedAlgorithm):
     """Shared parts of the algorithms that step with a retraction and aggregate by the
@@ -158,29 +212,6 @@ class _RetractionBased(FederatedAlgorithm):
 
     def _retraction(self, M):
         return inverse_pair(M, self.retraction, self.name)
-
-    def _check_batch_size(self):
-        b = getattr(self, "batch_size", None)
-        if b is not None:
-            object.__setattr__(self, "batch_size",
-                               check_int(b, f"{self.name}: batch_size", min_value=1))
-
-    def _check_batch(self, problem):
-        b = getattr(self, "batch_size", None)
-        if b is None:
-            return
-        smallest = int(np.min(problem.sizes))
-        if b > smallest:
-            who = int(np.argmin(problem.sizes))
-            raise ValueError(f"{self.name}: batch_size={b} is larger than the data of client "
-                             f"{who} ({smallest} samples); use batch_size <= {smallest} or None "
-                             f"(full local gradients)")
-
-    def _batch(self, problem, ctx):
-        b = getattr(self, "batch_size", None)
-        if b is None:
-            return None
-        return ctx.rng.batches(np.asarray(problem.sizes)[ctx.idx], b)
 
     def _aggregate(self, problem, x, idx, points):
         """Consensus of the uploaded ``points`` (k, *shape) around the server point ``x``."""

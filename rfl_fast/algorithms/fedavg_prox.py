@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..federation._checks import check_nonnegative
+from .._validation import check_nonnegative
 from .base import _RetractionBased, check_problem, stacked
 
 __all__ = ["RFedAvg", "RFedProx", "PointState"]
@@ -32,6 +32,12 @@ class PointState:
 
 
 class _LocalRetractionSteps(_RetractionBased):
+
+    array_kinds = {"x": "point"}
+
+    def __post_init__(self):
+        self._check_common()
+        self._check_batch_size()
 
     def validate(self, problem):
         M = check_problem(problem, self.name)
@@ -58,7 +64,7 @@ class _LocalRetractionSteps(_RetractionBased):
         x_t = msg["x"]
         x = stacked(x_t, idx.size)
         for _ in range(self.local_steps):
-            d = self._direction(problem, idx, x, x_t, self._batch(problem, ctx), method)
+            d = self._direction(problem, idx, x, x_t, self._batch(problem, idx, ctx), method)
             x = M.retr(x, -eta * d, method)
         return {"x": x}, cstate, memo
 
@@ -98,10 +104,6 @@ class RFedAvg(_LocalRetractionSteps):
     beta: float = 1.0
     karcher_tol: float = 1e-6
 
-    def __post_init__(self):
-        self._check_common()
-        self._check_batch_size()
-
 
 @dataclass(frozen=True)
 class RFedProx(_LocalRetractionSteps):
@@ -121,8 +123,7 @@ class RFedProx(_LocalRetractionSteps):
     karcher_tol: float = 1e-6
 
     def __post_init__(self):
-        self._check_common()
-        self._check_batch_size()
+        super().__post_init__()
         object.__setattr__(self, "mu", check_nonnegative(self.mu, "RFedProx: mu"))
 
     def _direction(self, problem, idx, x, x_t, batch, method):

@@ -79,7 +79,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..federation._checks import check_choice, check_int, check_positive, has_method, inverse_pair
+from .._validation import check_choice, check_int, check_positive
+from ..federation._checks import has_method, inverse_pair, transport_name
 from ..federation.consensus import tangent_mean
 from ..federation.participation import Full, Uniform
 from ..federation.schedules import as_schedule
@@ -173,23 +174,9 @@ def _check_budget_delta(delta, name):
 
 @functools.lru_cache(maxsize=256)
 def _rdp_round(sigma, settings):
-    """Orders and RDP of one round (participation mixture included), as in
-    ``accounting.epsilon_rdp`` (same arithmetic, so ``t * rdp`` reproduces it exactly)."""
-    dpa = _acc._dp()
-    st = settings
-    rel = dpa.NeighboringRelation.REPLACE_ONE
-    event = dpa.SelfComposedDpEvent(_acc._step_event(sigma, st, "without_replacement"),
-                                    st.steps_per_round)
-    with _acc._quiet_absl():
-        acc = dpa.rdp.RdpAccountant(neighboring_relation=rel)
-        acc.compose(event)
-        orders, rdp_round = np.asarray(acc.orders, float), np.asarray(acc.rdp, float)
-        rho = st.client_rate
-        if rho < 1.0:
-            with np.errstate(over="ignore"):
-                rdp_round = np.logaddexp(math.log1p(-rho),
-                                         math.log(rho) + (orders - 1) * rdp_round) / (orders - 1)
-    return orders, rdp_round
+    """Orders and RDP of one round, as :func:`rfl_fast.privacy.epsilon_rdp` composes them (so
+    ``t * rdp`` reproduces it exactly); cached per ``(sigma, settings)``."""
+    return _acc._rdp_round(sigma, settings, "without_replacement")
 
 
 def _rdp_curve(sigma, delta, st, rounds):
@@ -212,21 +199,12 @@ def _pld_grid(rounds, points):
 
 
 def _pld_curve(sigma, delta, st, rounds, vdi=1e-4):
-    _acc._dp()
-    from dp_accounting.pld import privacy_loss_distribution as pld_mod
-
     if st.trainer != "dp-rsgd":
         raise ValueError("accountant: the PLD accountant covers DP-RSGD only; use 'rdp'")
-    b, n = st.batch_size, st.n_samples
     grid = _pld_grid(rounds, PLD_POINTS)
     vals = np.empty(grid.size)
+    rnd = _acc._pld_round(sigma, st, vdi)
     with _acc._quiet_absl():
-        step = pld_mod.from_gaussian_mechanism(
-            standard_deviation=b * sigma / st.tau, sampling_prob=b / n,
-            value_discretization_interval=vdi)
-        rnd = step.self_compose(st.local_steps) if st.local_steps > 1 else step
-        if st.client_rate < 1.0:
-            rnd = rnd.compute_mixture(pld_mod.identity(vdi), st.client_rate)
         total, prev = None, 0
         for j, g in enumerate(grid):
             inc = rnd.self_compose(int(g - prev)) if g - prev > 1 else rnd
@@ -323,6 +301,8 @@ class PriRFed(FederatedAlgorithm):
     beta: float = 1.0
     dp_options: dict = None
     ledger: PrivacyLedger = field(default=None, repr=False)
+
+    array_kinds = {"x": "point"}
 
     def __post_init__(self):
         name = "PriRFed"
@@ -430,15 +410,7 @@ class PriRFed(FederatedAlgorithm):
         return "exp" if "exp" in M.retractions else self._server_method(M)
 
     def _transport(self, M):
-        if not has_method(M, "transport") or not M.transports:
-            raise ValueError(f"{self.name}: manifold {M!r} provides no vector transport, which "
-                             f"DP-RSVRG's variance correction needs")
-        if self.transport is None:
-            return M.transports[0]
-        if self.transport not in M.transports:
-            raise ValueError(f"{self.name}: manifold {M!r} has no transport {self.transport!r}; "
-                             f"available: {M.transports}")
-        return self.transport
+        return transport_name(M, self.transport, self.name, "DP-RSVRG's variance correction")
 
     # ------------------------------------------------------------------ set-up
     def _batches(self, sizes):
@@ -562,6 +534,28 @@ class PriRFed(FederatedAlgorithm):
             return {}
         t = min(int(t), self.ledger.rounds)
         return {name: float(col[t]) for name, col in self.ledger.columns.items()}
+
+    def client_settings(self, i):
+        """What client ``i`` of a deployment needs of the ledger: its ``sigma`` and batch
+        size, the ``delta`` and the number of rounds (deployment hook; empty before
+        ``for_run``)."""
+        if self.ledger is None:
+            return {}
+        ledger = self.ledger
+        return {"sigma": float(ledger.sigma[i]), "batch": int(ledger.batch[i]),
+                "delta": float(ledger.delta), "rounds": int(ledger.rounds)}
+
+    def for_client(self, settings):
+        """A copy for one client of a deployment: its one-client ledger from
+        :meth:`client_settings` (deployment hook; ``self`` if ``settings`` is empty)."""
+        if not settings:
+            return self
+        ledger = PrivacyLedger(sigma=np.array([float(settings["sigma"])]),
+                               batch=np.array([int(settings["batch"])], dtype=np.int64),
+                               delta=float(settings.get("delta", 0.0)),
+                               rounds=int(settings["rounds"]), clients_per_round=0,
+                               columns={}, settings={})
+        return replace(self, ledger=ledger)
 
     def _plan(self):
         if self.ledger is None:

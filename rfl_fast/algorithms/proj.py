@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..federation._checks import check_int, check_positive, has_method
+from .._validation import check_int, check_positive
+from ..federation._checks import has_method
 from ..federation.schedules import as_schedule
 from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
 
@@ -61,6 +62,7 @@ class RFedProj(FederatedAlgorithm):
     batch_size: int = None
 
     has_finalize = True
+    array_kinds = {"xhat": "ambient", "zhat": "ambient"}
 
     def __post_init__(self):
         object.__setattr__(self, "step", as_schedule(self.step, "RFedProj: step"))
@@ -68,9 +70,7 @@ class RFedProj(FederatedAlgorithm):
                            check_int(self.local_steps, "RFedProj: local_steps", min_value=1))
         object.__setattr__(self, "step_global",
                            check_positive(self.step_global, "RFedProj: step_global"))
-        if self.batch_size is not None:
-            object.__setattr__(self, "batch_size",
-                               check_int(self.batch_size, "RFedProj: batch_size", min_value=1))
+        self._check_batch_size()
 
     def validate(self, problem):
         M = check_problem(problem, self.name)
@@ -78,10 +78,7 @@ class RFedProj(FederatedAlgorithm):
             raise ValueError(f"RFedProj: manifold {M!r} provides no nearest-point projection "
                              f"`project` (P_M), which RFedProj needs; it runs on compact "
                              f"embedded manifolds such as Sphere and Stiefel (and Euclidean)")
-        if self.batch_size is not None and self.batch_size > int(np.min(problem.sizes)):
-            who = int(np.argmin(problem.sizes))
-            raise ValueError(f"RFedProj: batch_size={self.batch_size} is larger than the data "
-                             f"of client {who} ({int(np.min(problem.sizes))} samples)")
+        self._check_batch(problem)
 
     def init_server(self, problem, x0, ctx):
         return ProjState(xhat=np.array(x0))
@@ -102,10 +99,7 @@ class RFedProj(FederatedAlgorithm):
         z = zhat
         gsum = 0.0
         for _ in range(self.local_steps):
-            batch = None
-            if self.batch_size is not None:
-                batch = ctx.rng.batches(np.asarray(problem.sizes)[idx], self.batch_size)
-            g = problem.rgrad(idx, z, batch)
+            g = problem.rgrad(idx, z, self._batch(problem, idx, ctx))
             zhat = zhat - eta * (g + c)
             z = M.project(zhat)
             gsum = gsum + g

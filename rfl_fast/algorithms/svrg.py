@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..federation._checks import check_choice, has_method
+from .._validation import check_choice
+from ..federation._checks import transport_name
 from .base import _RetractionBased, check_problem, participant_weights, stacked
 
 __all__ = ["RFedSVRG", "SVRGState"]
@@ -99,6 +100,7 @@ class RFedSVRG(_RetractionBased):
     full_gradient: str = "all"
 
     has_prepare = True
+    array_kinds = {"x": "point", "grad": "tangent", "g": "tangent"}
 
     def __post_init__(self):
         self._check_common()
@@ -116,15 +118,7 @@ class RFedSVRG(_RetractionBased):
         self._transport(M)
 
     def _transport(self, M):
-        if not has_method(M, "transport") or not M.transports:
-            raise ValueError(f"{self.name}: manifold {M!r} provides no vector transport "
-                             f"(`transport`), which the variance correction needs")
-        if self.transport is None:
-            return M.transports[0]
-        if self.transport not in M.transports:
-            raise ValueError(f"{self.name}: manifold {M!r} has no transport {self.transport!r}; "
-                             f"available: {M.transports}")
-        return self.transport
+        return transport_name(M, self.transport, self.name, "the variance correction")
 
     # ------------------------------------------------------------------ server
     def init_server(self, problem, x0, ctx):

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..federation._checks import check_positive
+from .._validation import check_positive
 from .svrg import RFedSVRG, SVRGState
 
 __all__ = ["RFedSVRG2BB", "RFedSVRG2BBS", "BBState"]
@@ -101,6 +101,8 @@ class RFedSVRG2BB(RFedSVRG):
     then ``g_t``, ``s``, ``B`` (2BBS: and ``eta_t``) and the local result with the
     participants. See the module docstring for the formulas and the readings of the seed.
     """
+
+    array_kinds = {**RFedSVRG.array_kinds, "s": "tangent", "B": "scalar"}
 
     def __post_init__(self):
         super().__post_init__()
@@ -197,6 +199,8 @@ class RFedSVRG2BBS(RFedSVRG2BB):
 
     eta_min: float = field(default=None, kw_only=True)
     eta_max: float = field(default=None, kw_only=True)
+
+    array_kinds = {**RFedSVRG2BB.array_kinds, "eta": "scalar"}
 
     def __post_init__(self):
         super().__post_init__()

@@ -1,13 +1,14 @@
-"""Argument checks shared by the data modules (private).
+"""Argument checks of the data modules (private): random generators, data and label arrays.
 
-Every check names the offending argument and says what was expected.
+Every check names the offending argument and says what was expected; the scalar checks
+(``check_int``, ``check_float``, ``check_choice``) are :mod:`rfl_fast._validation`'s.
 """
 
 import numbers
 
 import numpy as np
 
-__all__ = ["as_rng", "check_int", "check_float", "check_choice", "as_data_array", "as_labels"]
+__all__ = ["as_rng", "as_data_array", "as_labels"]
 
 
 def as_rng(rng, name="rng"):
@@ -32,42 +33,6 @@ def as_rng(rng, name="rng"):
     if rng < 0:
         raise ValueError(f"{name}: a seed must be >= 0, got {rng}")
     return np.random.default_rng(int(rng))
-
-
-def check_int(value, name, *, min_value=None, max_value=None):
-    """Return ``value`` as a Python int, checking type and bounds (inclusive)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({value!r})")
-    value = int(value)
-    if min_value is not None and value < min_value:
-        raise ValueError(f"{name}: expected an int >= {min_value}, got {value}")
-    if max_value is not None and value > max_value:
-        raise ValueError(f"{name}: expected an int <= {max_value}, got {value}")
-    return value
-
-
-def check_float(value, name, *, low=None, high=None, low_open=False, high_open=False):
-    """Return ``value`` as a finite Python float inside the given interval."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} ({value!r})")
-    value = float(value)
-    if not np.isfinite(value):
-        raise ValueError(f"{name}: expected a finite number, got {value}")
-    bad_low = low is not None and (value <= low if low_open else value < low)
-    bad_high = high is not None and (value >= high if high_open else value > high)
-    if bad_low or bad_high:
-        lo = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
-        hi = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
-        raise ValueError(f"{name}: expected a value in {lo}, {hi}, got {value:g}")
-    return value
-
-
-def check_choice(value, name, choices):
-    """Check ``value`` is one of ``choices``."""
-    if value not in choices:
-        opts = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name}: expected one of {opts}, got {value!r}")
-    return value
 
 
 def as_data_array(x, name="X", *, min_ndim=1):

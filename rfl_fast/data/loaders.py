@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._checks import check_choice
+from .._validation import check_choice
 from .real import NORMALIZATIONS, normalize_features
 
 __all__ = [

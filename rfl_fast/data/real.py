@@ -13,7 +13,8 @@ scikit-learn is an optional dependency (the ``test`` extra); it is imported on f
 
 import numpy as np
 
-from ._checks import as_data_array, check_choice
+from .._validation import check_choice
+from ._checks import as_data_array
 
 __all__ = [
     "NORMALIZATIONS",

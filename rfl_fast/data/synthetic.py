@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ._checks import as_rng, check_choice, check_float, check_int
+from .._validation import check_choice, check_float, check_int
+from ._checks import as_rng
 
 __all__ = [
     "gaussian_covariances",

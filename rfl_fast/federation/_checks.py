@@ -1,56 +1,14 @@
-"""Argument checks of the federated layer (private). Every check names the argument."""
+"""Manifold checks of the federated layer (private): methods, retractions, transports, points.
 
-import numbers
+Every check names the argument; the scalar checks (``check_int``, ``check_positive``, ...)
+are :mod:`rfl_fast._validation`'s.
+"""
 
 import numpy as np
 
 from ..manifolds.base import Manifold
 
-__all__ = ["check_int", "check_positive", "check_nonnegative", "check_choice", "has_method",
-           "inverse_pair", "check_point_arg"]
-
-
-def check_int(value, name, *, min_value=None, max_value=None):
-    """``value`` as a Python int within ``[min_value, max_value]``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({value!r})")
-    value = int(value)
-    if min_value is not None and value < min_value:
-        raise ValueError(f"{name}: expected an int >= {min_value}, got {value}")
-    if max_value is not None and value > max_value:
-        raise ValueError(f"{name}: expected an int <= {max_value}, got {value}")
-    return value
-
-
-def _real(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} ({value!r})")
-    value = float(value)
-    if not np.isfinite(value):
-        raise ValueError(f"{name}: expected a finite number, got {value}")
-    return value
-
-
-def check_positive(value, name):
-    """``value`` as a finite float > 0."""
-    value = _real(value, name)
-    if value <= 0:
-        raise ValueError(f"{name}: expected a value > 0, got {value:g}")
-    return value
-
-
-def check_nonnegative(value, name):
-    """``value`` as a finite float >= 0."""
-    value = _real(value, name)
-    if value < 0:
-        raise ValueError(f"{name}: expected a value >= 0, got {value:g}")
-    return value
-
-
-def check_choice(value, name, choices):
-    if value not in choices:
-        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value
+__all__ = ["has_method", "inverse_pair", "transport_name", "check_point_arg"]
 
 
 def has_method(M, name):
@@ -80,6 +38,23 @@ def inverse_pair(M, retraction, who):
         raise ValueError(f"{who}: the retraction {retraction!r} of {M!r} has no exact inverse "
                          f"`inv_retr`, which {who} needs; retractions with one: {pairs}")
     return retraction
+
+
+def transport_name(M, transport, who, needed_for):
+    """The vector transport to use on ``M``: ``transport``, or the manifold's first if None.
+
+    Raises a ``ValueError`` naming ``who`` if ``M`` has no transport (saying that
+    ``needed_for`` needs one) or no transport of that name.
+    """
+    if not has_method(M, "transport") or not M.transports:
+        raise ValueError(f"{who}: manifold {M!r} provides no vector transport (`transport`), "
+                         f"which {needed_for} needs")
+    if transport is None:
+        return M.transports[0]
+    if transport not in M.transports:
+        raise ValueError(f"{who}: manifold {M!r} has no transport {transport!r}; "
+                         f"available: {M.transports}")
+    return transport
 
 
 def check_point_arg(M, x, name):

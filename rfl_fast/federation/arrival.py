@@ -14,26 +14,36 @@ kind           checks (after: present, float, the expected shape, finite)
 ``"any"``      finiteness only (unknown names)
 =============  =================================================================
 
-Kinds of the built-in algorithms' arrays are :data:`UPLOAD_KINDS` (the same table as the
-Flower codec's ``DEFAULT_KINDS``); an algorithm adds or overrides kinds with a class
-attribute ``flower_kinds = {"name": "kind"}`` (read by :func:`upload_kinds`).
+Every algorithm names the kinds of its arrays in its class attribute ``array_kinds``
+(:class:`rfl_fast.algorithms.FederatedAlgorithm`); :func:`kinds_of` adds the initial point
+``x0`` that a deployment sends before the first round. Without an algorithm the checks use
+:func:`builtin_kinds`, the union over the built-in algorithms.
 """
 
 import numpy as np
 
-__all__ = ["UPLOAD_KINDS", "KINDS", "check_upload", "upload_kinds"]
+__all__ = ["KINDS", "INIT_KINDS", "check_upload", "kinds_of", "builtin_kinds"]
 
 KINDS = ("point", "tangent", "ambient", "scalar", "any")
 
-UPLOAD_KINDS = {"x": "point", "x0": "point", "grad": "tangent", "g": "tangent",
-                "s": "tangent", "zeta": "tangent", "xhat": "ambient", "zhat": "ambient",
-                "B": "scalar", "eta": "scalar"}
+#: The arrays every deployment sends besides the algorithm's own: the initial point.
+INIT_KINDS = {"x0": "point"}
 
 
-def upload_kinds(algorithm=None):
-    """:data:`UPLOAD_KINDS` updated by ``algorithm.flower_kinds`` (if any)."""
-    kinds = dict(UPLOAD_KINDS)
-    kinds.update(getattr(algorithm, "flower_kinds", None) or {})
+def kinds_of(algorithm):
+    """Kinds of the arrays exchanged when running ``algorithm``: its ``array_kinds`` (none
+    if it declares none) and :data:`INIT_KINDS`."""
+    return {**INIT_KINDS, **(getattr(algorithm, "array_kinds", None) or {})}
+
+
+def builtin_kinds():
+    """The kinds of the arrays of every built-in algorithm (their ``array_kinds``, which
+    agree on shared names) and :data:`INIT_KINDS`: the default of the checks."""
+    from ..algorithms import algorithm_classes  # the algorithms import this package
+
+    kinds = dict(INIT_KINDS)
+    for cls in algorithm_classes().values():
+        kinds.update(cls.array_kinds)
     return kinds
 
 
@@ -47,7 +57,7 @@ def check_upload(M, upload, kinds=None, *, base=None, rows=None, expect=None, at
     upload : dict of str to array_like, or None
         One client's upload; ``None`` means nothing arrived (a dropped client).
     kinds : dict of str to str, optional
-        Kind of each array name (default :data:`UPLOAD_KINDS`; see the module docstring).
+        Kind of each array name (default :func:`builtin_kinds`; see the module docstring).
     base : ndarray, M.shape, optional
         Base point of ``"tangent"`` arrays (the server point ``x_t``); without it tangent
         arrays are checked for shape and finiteness only.
@@ -69,7 +79,7 @@ def check_upload(M, upload, kinds=None, *, base=None, rows=None, expect=None, at
         return "no upload (dropped)"
     if not isinstance(upload, dict):
         return f"upload: expected a dict of arrays, got {type(upload).__name__}"
-    kinds = UPLOAD_KINDS if kinds is None else kinds
+    kinds = builtin_kinds() if kinds is None else kinds
     missing = sorted(set(expect or ()) - set(upload))
     if missing:
         return f"missing arrays {missing}"

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_int, check_positive, inverse_pair
+from .._validation import check_int, check_positive
+from ._checks import inverse_pair
 
 __all__ = ["tangent_mean", "karcher_mean", "KarcherResult", "normalized_weights"]
 

@@ -87,6 +87,33 @@ class ClientRandom:
             g = self._gens[j] = client_rng(self.seed, self.t, self.idx[j])
         return g
 
+    def state(self):
+        """Positions of the participants' streams, to continue them later with
+        :meth:`restore` (e.g. in another process).
+
+        Returns
+        -------
+        list of (dict or None), length k
+            The bit generator state of each participant's stream (a copy), ``None`` for a
+            stream not drawn from yet.
+        """
+        return [None if g is None else g.bit_generator.state for g in self._gens]
+
+    def restore(self, state):
+        """Continue the participants' streams from ``state`` (as :meth:`state` returned it;
+        ``None`` entries restart that stream at its beginning). Returns ``self``."""
+        state = list(state)
+        if len(state) != self.idx.size:
+            raise ValueError(f"state: {len(state)} stream states for {self.idx.size} "
+                             f"participants")
+        for j, st in enumerate(state):
+            g = None
+            if st is not None:
+                g = np.random.Generator(np.random.PCG64())
+                g.bit_generator.state = st
+            self._gens[j] = g
+        return self
+
     def batches(self, sizes, b):
         """Sample indices without replacement: row ``j`` has ``b`` of ``range(sizes[j])``.
 

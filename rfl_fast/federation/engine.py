@@ -43,8 +43,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import checkpoint as _ckpt
-from ._checks import check_int, check_point_arg, check_positive
-from .arrival import check_upload, upload_kinds
+from .._validation import check_int, check_positive
+from ._checks import check_point_arg
+from .arrival import check_upload, kinds_of
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
                       ServerContext, resolve_seed, stream)
 from .history import BASE_COLUMNS, History
@@ -342,7 +343,7 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
             raise ValueError("resume: the checkpointed run did not check uploads; resume it "
                              "without faults/client_deadline/check_uploads")
         hist.meta["rounds"] = rounds
-    kinds = upload_kinds(algorithm)
+    kinds = kinds_of(algorithm)
 
     def save(t):
         _ckpt.save(checkpoint, _ckpt.state_payload(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_nonnegative
+from .._validation import check_nonnegative
 
 __all__ = ["Faults", "FAULT_KINDS"]
 

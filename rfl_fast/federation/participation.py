@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_int
+from .._validation import check_int
 
 __all__ = ["Participation", "Full", "Uniform", "Bernoulli", "as_participation"]
 

@@ -5,7 +5,7 @@ Algorithms accept a plain number (a fixed step) or a schedule wherever they take
 
 from dataclasses import dataclass
 
-from ._checks import check_int, check_positive
+from .._validation import check_int, check_positive
 
 __all__ = ["Schedule", "Constant", "Decaying", "as_schedule"]
 

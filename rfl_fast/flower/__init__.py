@@ -15,12 +15,12 @@ rest (and :class:`InProcessLink`, the protocol run in one process) works without
 
 from .app import write_app, write_run_config
 from .client import client_app, handle
-from .codec import DEFAULT_KINDS, check_arrays, manifold_from_spec, manifold_spec, pack
+from .codec import check_arrays, kinds_of, manifold_from_spec, manifold_spec, pack
 from .server import (Failure, FederationResult, FlowerLink, InProcessLink, RemoteProblem,
                      run_federation, server_app)
 from .spec import FederationConfig, build_algorithm, build_participation
 
 __all__ = ["server_app", "client_app", "run_federation", "handle", "FederationResult",
            "FederationConfig", "RemoteProblem", "InProcessLink", "FlowerLink", "Failure",
-           "pack", "check_arrays", "manifold_spec", "manifold_from_spec", "DEFAULT_KINDS",
+           "pack", "check_arrays", "manifold_spec", "manifold_from_spec", "kinds_of",
            "build_algorithm", "build_participation", "write_app", "write_run_config"]

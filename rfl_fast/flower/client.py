@@ -33,6 +33,8 @@ from .spec import FederationConfig
 __all__ = ["handle", "client_app", "client_id_of", "PHASES"]
 
 PHASES = ("hello", "prepare", "update", "finalize")
+#: Message config keys ``alg.<name>`` carry the algorithm's ``client_settings`` for this client.
+SETTINGS_PREFIX = "alg."
 _LOCAL = np.zeros(1, dtype=np.int64)
 
 
@@ -55,39 +57,29 @@ def _local_problem(cfg, cid, node_config):
 
 
 def _client_algorithm(alg, config):
-    """Per-client settings the server fixed for the run (PriRFed: noise and batch size)."""
-    if "pri.sigma" in config:
-        from dataclasses import replace
-
-        from ..algorithms.pri import PrivacyLedger
-        ledger = PrivacyLedger(sigma=np.array([float(config["pri.sigma"])]),
-                               batch=np.array([int(config["pri.batch"])], dtype=np.int64),
-                               delta=float(config.get("pri.delta", 0.0)),
-                               rounds=int(config["rounds"]), clients_per_round=0,
-                               columns={}, settings={})
-        alg = replace(alg, ledger=ledger)
-    return alg
+    """The algorithm with the per-client settings the server fixed for the run (its
+    ``client_settings``, sent as ``alg.<name>`` config keys), through ``for_client``."""
+    settings = {k[len(SETTINGS_PREFIX):]: v for k, v in config.items()
+                if k.startswith(SETTINGS_PREFIX)}
+    for_client = getattr(alg, "for_client", None)
+    return alg if for_client is None else for_client(settings)
 
 
 def _rng(seed, t, cid, config, status):
     rng = ClientRandom(seed, t, np.array([cid], dtype=np.int64))
     saved = status.get("rng.state")
     if config.get("rng") == "continue" and saved and int(status.get("rng.round", -1)) == t:
-        g = np.random.Generator(np.random.PCG64())
-        st = json.loads(saved)
-        st["state"] = {k: int(v) for k, v in st["state"].items()}
-        g.bit_generator.state = st
-        rng._gens[0] = g
+        st = json.loads(saved)               # 128-bit integers travel as strings
+        rng.restore([{**st, "state": {k: int(v) for k, v in st["state"].items()}}])
     return rng
 
 
 def _save_rng(rng, t, status):
-    g = rng._gens[0]
-    if g is None:
+    st, = rng.state()
+    if st is None:
         status.pop("rng.state", None)
         status.pop("rng.round", None)
         return
-    st = g.bit_generator.state
     st = {**st, "state": {k: str(v) for k, v in st["state"].items()}}
     status["rng.state"] = json.dumps(st)
     status["rng.round"] = t

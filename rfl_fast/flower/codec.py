@@ -10,16 +10,17 @@ Model arrays travel with their manifold named: :func:`pack` returns the arrays t
 a meta section ``{"manifold": "Stiefel(8, 2)", "<name>.kind": "point", "<name>.shape":
 "1x8x2", "<name>.dtype": "float64"}``, and :func:`check_arrays` verifies on arrival that the
 manifold is the receiver's, that every array has the declared and the expected shape, is
-float64 and finite, and -- by its kind -- that a ``"point"`` lies on the manifold and a
-``"tangent"`` vector is tangent at the base point (``M.check_point`` / ``M.check_tangent``
-within ``atol``). The reason of a failed check is a sentence for the round's history.
+float64 and the declared kind, then -- as the simulation engine does,
+:func:`rfl_fast.federation.arrival.check_upload` -- finiteness, the expected shape and, by
+its kind, that a ``"point"`` lies on the manifold and a ``"tangent"`` vector is tangent at
+the base point (``M.check_point`` / ``M.check_tangent`` within ``atol``). The reason of a
+failed check is a sentence for the round's history.
 
-Kinds of the arrays of the built-in algorithms (:data:`DEFAULT_KINDS`): ``x`` (points: the
-server model, RFedAvg/RFedProx/RFedSVRG/PriRFed uploads), ``grad``, ``g``, ``s``, ``zeta``
-(tangent vectors at the server point ``x_t``), ``xhat``, ``zhat`` (RFedProj's ambient
-variables, off the manifold), ``B``, ``eta`` (scalars). An algorithm can add or override kinds
-with a class attribute ``flower_kinds = {"name": "kind"}``; unknown names are checked for
-shape and finiteness only (kind ``"any"``).
+The kinds are the algorithm's: its class attribute ``array_kinds`` (e.g. RFedSVRG's
+``{"x": "point", "grad": "tangent", "g": "tangent"}``) plus the initial point ``x0``, given by
+:func:`kinds_of`; unknown names are checked for shape and finiteness only (kind ``"any"``).
+Without ``kinds``, :func:`pack` and :func:`check_arrays` use the union over the built-in
+algorithms (:func:`rfl_fast.federation.arrival.builtin_kinds`).
 """
 
 import re
@@ -27,15 +28,10 @@ import re
 import numpy as np
 
 from .. import manifolds as _manifolds
+from ..federation.arrival import KINDS, builtin_kinds, check_upload, kinds_of
 
-__all__ = ["KINDS", "DEFAULT_KINDS", "manifold_spec", "manifold_from_spec", "pack",
-           "check_arrays", "kinds_of", "shape_str", "is_config_section"]
-
-KINDS = ("point", "tangent", "ambient", "scalar", "any")
-
-DEFAULT_KINDS = {"x": "point", "x0": "point", "grad": "tangent", "g": "tangent",
-                 "s": "tangent", "zeta": "tangent", "xhat": "ambient", "zhat": "ambient",
-                 "B": "scalar", "eta": "scalar"}
+__all__ = ["KINDS", "manifold_spec", "manifold_from_spec", "pack", "check_arrays", "kinds_of",
+           "shape_str", "is_config_section"]
 
 _SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*([0-9,\s]*)\)\s*$")
 _MANIFOLDS = ("Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz")
@@ -74,14 +70,6 @@ def _parse_shape(s):
     return () if s == "" else tuple(int(v) for v in s.split("x"))
 
 
-def kinds_of(algorithm):
-    """Array kinds for ``algorithm``'s messages: :data:`DEFAULT_KINDS` updated by its
-    ``flower_kinds`` attribute (if any)."""
-    kinds = dict(DEFAULT_KINDS)
-    kinds.update(getattr(algorithm, "flower_kinds", None) or {})
-    return kinds
-
-
 def pack(arrays, M, kinds=None):
     """Arrays ready to send, and their meta section.
 
@@ -92,7 +80,8 @@ def pack(arrays, M, kinds=None):
     M : Manifold
         The model's manifold (named in the meta section).
     kinds : dict, optional
-        Kind of each array name (default :data:`DEFAULT_KINDS`).
+        Kind of each array name (:func:`kinds_of` the algorithm; default
+        :func:`~rfl_fast.federation.arrival.builtin_kinds`).
 
     Returns
     -------
@@ -100,7 +89,7 @@ def pack(arrays, M, kinds=None):
         C-contiguous float64 arrays and ``{"manifold", "<name>.kind", "<name>.shape",
         "<name>.dtype"}``.
     """
-    kinds = DEFAULT_KINDS if kinds is None else kinds
+    kinds = builtin_kinds() if kinds is None else kinds
     out, meta = {}, {"manifold": manifold_spec(M)}
     for name, a in (arrays or {}).items():
         arr = np.array(a, dtype=np.float64, order="C")   # (ascontiguousarray makes 0-d 1-d)
@@ -128,23 +117,20 @@ def check_arrays(arrays, meta, M, *, rows=None, base=None, kinds=None, expect=No
         Base point of ``"tangent"`` arrays (the server point ``x_t``); without it tangent
         arrays are checked for shape and finiteness only.
     kinds : dict, optional
-        The receiver's kinds (default :data:`DEFAULT_KINDS`); a declared kind that differs is
+        The receiver's kinds (:func:`kinds_of` the algorithm; default
+        :func:`~rfl_fast.federation.arrival.builtin_kinds`); a declared kind that differs is
         refused.
     expect : iterable of str, optional
         Names that must be present.
     atol : float
         Tolerance of the manifold and tangent checks.
     """
-    kinds = DEFAULT_KINDS if kinds is None else kinds
+    kinds = builtin_kinds() if kinds is None else kinds
     meta = meta or {}
     if meta.get("manifold") != manifold_spec(M):
         return False, (f"manifold mismatch: sent {meta.get('manifold')!r}, expected "
                        f"{manifold_spec(M)!r}")
-    missing = sorted(set(expect or ()) - set(arrays))
-    if missing:
-        return False, f"missing arrays {missing}"
-    lead = () if rows is None else (int(rows),)
-    for name, arr in arrays.items():
+    for name, arr in arrays.items():       # the wire format: as the sender declared it
         arr = np.asarray(arr)
         kind = kinds.get(name, "any")
         sent_kind = meta.get(f"{name}.kind")
@@ -156,21 +142,5 @@ def check_arrays(arrays, meta, M, *, rows=None, base=None, kinds=None, expect=No
         declared = meta.get(f"{name}.shape")
         if declared is None or _parse_shape(declared) != arr.shape:
             return False, f"{name}: shape {arr.shape} differs from the declared {declared!r}"
-        if kind in ("point", "tangent", "ambient"):
-            want = lead + M.shape
-            if arr.shape != want:
-                return False, f"{name}: shape {arr.shape}, expected {want}"
-        elif kind == "scalar" and arr.size != 1:
-            return False, f"{name}: expected a scalar, got shape {arr.shape}"
-        if not np.isfinite(arr).all():
-            return False, f"{name}: {int((~np.isfinite(arr)).sum())} entries are NaN or inf"
-        if kind == "point":
-            ok, why = M.check_point(arr, atol=atol)
-            if not ok:
-                return False, f"{name}: not a point of {manifold_spec(M)}: {why}"
-        elif kind == "tangent" and base is not None:
-            xs = np.broadcast_to(base, arr.shape)
-            ok, why = M.check_tangent(xs, arr, atol=atol)
-            if not ok:
-                return False, f"{name}: not tangent at the server point: {why}"
-    return True, ""
+    why = check_upload(M, arrays, kinds, base=base, rows=rows, expect=expect, atol=atol)
+    return why is None, why or ""

@@ -48,7 +48,7 @@ from ..federation._checks import check_point_arg
 from ..federation.context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER,
                                   ServerContext, resolve_seed, stream)
 from ..problems.base import Problem
-from .client import handle
+from .client import SETTINGS_PREFIX, handle
 from .codec import check_arrays, kinds_of, manifold_from_spec, pack
 from .spec import FederationConfig
 
@@ -256,12 +256,11 @@ def _hello(link, cfg, log):
 
 
 def _client_extras(alg, i):
-    """Per-client run settings sent in the config (PriRFed: its noise and batch size)."""
-    ledger = getattr(alg, "ledger", None)
-    if ledger is None:
-        return {}
-    return {"pri.sigma": float(ledger.sigma[i]), "pri.batch": int(ledger.batch[i]),
-            "pri.delta": float(ledger.delta)}
+    """Client ``i``'s run settings (``alg.client_settings(i)``, e.g. PriRFed's noise and batch
+    size) as message config keys ``alg.<name>``; the client hands them to ``for_client``."""
+    settings = getattr(alg, "client_settings", None)
+    return {} if settings is None else {f"{SETTINGS_PREFIX}{k}": v
+                                        for k, v in settings(i).items()}
 
 
 def run_federation(link, config, *, x0=None, metrics_problem=None, log=None):

@@ -77,19 +77,6 @@ def load_ref(ref, what):
     return obj
 
 
-def _algorithm_classes():
-    from .. import algorithms
-
-    out = {name: getattr(algorithms, name) for name in algorithms.__all__}
-    try:
-        from ..algorithms.pri import PriRFed
-        out["PriRFed"] = PriRFed
-    except ImportError:  # pragma: no cover - pri.py absent or its extras missing
-        pass
-    return {k: v for k, v in out.items()
-            if isinstance(v, type) and hasattr(v, "client_update") and k != "FederatedAlgorithm"}
-
-
 def _decode_value(v):
     if isinstance(v, dict) and len(v) == 1:
         (name, args), = v.items()
@@ -103,7 +90,9 @@ def build_algorithm(name, kwargs):
     with ``kwargs`` (dict, or its JSON text)."""
     if isinstance(kwargs, str):
         kwargs = json.loads(kwargs or "{}")
-    classes = _algorithm_classes()
+    from ..algorithms import algorithm_classes
+
+    classes = algorithm_classes()
     if name in classes:
         cls = classes[name]
     elif ":" in str(name):

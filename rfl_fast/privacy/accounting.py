@@ -554,13 +554,24 @@ def epsilon_rdp(sigma, delta, settings, *, sampling="without_replacement"):
         For ``T`` rounds with client participation probability ``s/n`` revealed to the server
         (module docstring).
     """
-    dpa = _dp()
+    _dp()
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 
     sigma, delta = _check_sigma(sigma), _check_delta(delta)
     _choice(sampling, SAMPLINGS, "sampling")
     if sigma == 0.0:
         return math.inf
+    orders, rdp_round = _rdp_round(sigma, settings, sampling)
+    with _quiet_absl():
+        eps, _ = rdp_mod.compute_epsilon(orders, settings.rounds * rdp_round, delta)
+    return float(eps)
+
+
+def _rdp_round(sigma, settings, sampling="without_replacement"):
+    """RDP orders and the RDP of one round (``steps_per_round`` noisy steps, mixed with the
+    no-op mechanism at the client rate); ``t`` rounds compose to ``t * rdp``. Shared by
+    :func:`epsilon_rdp` and PriRFed's per-round privacy columns (unchecked arguments)."""
+    dpa = _dp()
     rel = (dpa.NeighboringRelation.REPLACE_ONE if sampling == "without_replacement"
            else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
     st = settings
@@ -574,8 +585,7 @@ def epsilon_rdp(sigma, delta, settings, *, sampling="without_replacement"):
             with np.errstate(over="ignore"):
                 rdp_round = np.logaddexp(math.log1p(-rho),
                                          math.log(rho) + (orders - 1) * rdp_round) / (orders - 1)
-        eps, _ = rdp_mod.compute_epsilon(orders, st.rounds * rdp_round, delta)
-    return float(eps)
+    return orders, rdp_round
 
 
 def epsilon_pld(sigma, delta, settings, *, value_discretization_interval=1e-4):
@@ -610,6 +620,20 @@ def epsilon_pld(sigma, delta, settings, *, value_discretization_interval=1e-4):
                          "dp-accounting's PLD does not support); use epsilon_rdp")
     if sigma == 0.0:
         return math.inf
+    rnd = _pld_round(sigma, st, vdi)
+    with _quiet_absl():
+        total = rnd.self_compose(st.rounds) if st.rounds > 1 else rnd
+        return float(total.get_epsilon_for_delta(delta))
+
+
+def _pld_round(sigma, settings, vdi):
+    """The privacy loss distribution of one DP-RSGD round (Poisson-sampled steps, mixed with
+    the identity at the client rate). Shared by :func:`epsilon_pld` and PriRFed's per-round
+    privacy columns (unchecked arguments)."""
+    _dp()
+    from dp_accounting.pld import privacy_loss_distribution as pld_mod
+
+    st = settings
     b, n = st.batch_size, st.n_samples
     with _quiet_absl():
         step = pld_mod.from_gaussian_mechanism(
@@ -618,8 +642,7 @@ def epsilon_pld(sigma, delta, settings, *, value_discretization_interval=1e-4):
         rnd = step.self_compose(st.local_steps) if st.local_steps > 1 else step
         if st.client_rate < 1.0:
             rnd = rnd.compute_mixture(pld_mod.identity(vdi), st.client_rate)
-        total = rnd.self_compose(st.rounds) if st.rounds > 1 else rnd
-        return float(total.get_epsilon_for_delta(delta))
+    return rnd
 
 
 def _seed_split(delta, settings):

@@ -7,7 +7,7 @@ inputs into that layout and build the index arrays of the batched (segment) comp
 
 import numpy as np
 
-__all__ = ["pack_clients", "segments", "batch_rows", "check_sample_index"]
+__all__ = ["pack_clients", "segments", "batch_rows", "select_rows", "check_sample_index"]
 
 
 def _client_data_parts(data):
@@ -158,3 +158,22 @@ def check_sample_index(batch, sizes, name="batch"):
 def batch_rows(offsets, idx, batch):
     """Flat-array rows (k, b) of the local sample indices ``batch`` (k, b) of clients ``idx``."""
     return offsets[idx][:, None] + batch
+
+
+def select_rows(offsets, idx, batch=None):
+    """The flat-array rows of clients ``idx`` -- all their samples, or the checked sample
+    indices ``batch`` (k, b) -- as one gathered batch for segment sums.
+
+    Returns
+    -------
+    rows, seg, starts : ndarray of int64
+        As :func:`segments` (with a batch: ``k * b`` rows, client after client).
+    counts : ndarray, shape (k,)
+        Samples per client (``m_i``, or ``b``): the divisors of the means.
+    """
+    if batch is None:
+        rows, seg, starts = segments(offsets, idx)
+        return rows, seg, starts, offsets[idx + 1] - offsets[idx]
+    k, b = batch.shape
+    rows = batch_rows(offsets, idx, batch).ravel()
+    return rows, np.repeat(np.arange(k), b), np.arange(k) * b, np.full(k, b)

@@ -11,7 +11,7 @@ clipping) and the tests.
 
 import numpy as np
 
-from ._clients import check_sample_index
+from ._clients import check_sample_index, select_rows
 
 __all__ = ["Problem"]
 
@@ -117,6 +117,12 @@ class Problem:
     def _batch(self, idx, batch):
         """Sample indices (k, b) checked against the sizes of clients ``idx``."""
         return check_sample_index(batch, self.sizes[idx])
+
+    def _select(self, idx, batch):
+        """Flat-array ``rows, seg, starts, counts`` of clients ``idx`` (all their samples, or
+        the sample indices ``batch`` (k, b) after checking them): :func:`select_rows` on the
+        problem's ``_offsets`` (the flat layout of :mod:`rfl_fast.problems._clients`)."""
+        return select_rows(self._offsets, idx, None if batch is None else self._batch(idx, batch))
 
     def _sample_subset(self, i, batch):
         """Local sample indices of client ``i``: all (``batch=None``) or the given 1-d set."""

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.linalg
 
 from ..manifolds import Lorentz
-from ._clients import batch_rows, pack_clients, segments
+from ._clients import pack_clients
 from ._numerics import riemannian_descent
 from .base import Problem
 
@@ -158,19 +158,6 @@ class HyperbolicPrediction(Problem):
                              f"bandwidth or test feature")
 
     # ------------------------------------------------------------------ batched
-
-    def _select(self, idx, batch):
-        if batch is None:
-            rows, seg, starts = segments(self._offsets, idx)
-            counts = self.sizes[idx]
-        else:
-            batch = self._batch(idx, batch)
-            k, b = batch.shape
-            rows = batch_rows(self._offsets, idx, batch).ravel()
-            seg = np.repeat(np.arange(k), b)
-            starts = np.arange(k) * b
-            counts = np.full(k, b)
-        return rows, seg, starts, counts
 
     def loss(self, idx, x):
         """``(1/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> (k,)."""

@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..manifolds import SPD
-from ._clients import batch_rows, pack_clients, segments
+from ._clients import pack_clients
 from ._numerics import riemannian_descent
 from .base import Problem
 
@@ -86,19 +86,6 @@ class SPDMean(Problem):
         eye = np.broadcast_to(np.eye(self.n), lo.shape)
         return lo, np.linalg.solve(lo, eye)
 
-    def _select(self, idx, batch):
-        if batch is None:
-            rows, seg, starts = segments(self._offsets, idx)
-            counts = self.sizes[idx]
-        else:
-            batch = self._batch(idx, batch)
-            k, b = batch.shape
-            rows = batch_rows(self._offsets, idx, batch).ravel()
-            seg = np.repeat(np.arange(k), b)
-            starts = np.arange(k) * b
-            counts = np.full(k, b)
-        return rows, seg, starts, counts
-
     # ------------------------------------------------------------------ batched
 
     def loss(self, idx, x):
@@ -134,14 +121,17 @@ class SPDMean(Problem):
 
     # ------------------------------------------------------------------ per sample
 
-    def _sample_logs(self, i, x, batch=None):
+    def _client_samples(self, i, x, batch=None):
+        """``L``, ``L^-1`` (1, n, n) of ``x`` and client ``i``'s samples (or ``batch`` of them)."""
         i = self._client(i)
         sel = self._sample_subset(i, batch)
         x = self._point(x)
         lo, linv = self._factors(x[None])
         z = self._flat[self._offsets[i]:self._offsets[i + 1]]
-        if sel is not None:
-            z = z[sel]
+        return lo, linv, (z if sel is None else z[sel])
+
+    def _sample_logs(self, i, x, batch=None):
+        lo, linv, z = self._client_samples(i, x, batch)
         lam, lg = _log_congruence(linv, z)
         return lam, lg, lo[0]
 
@@ -153,13 +143,7 @@ class SPDMean(Problem):
 
     def sample_rgrad_norms(self, i, x, batch=None):
         """``2 dist(X, Z_ij)`` -> (m_i,) or (b,)."""
-        i = self._client(i)
-        sel = self._sample_subset(i, batch)
-        x = self._point(x)
-        _, linv = self._factors(x[None])
-        z = self._flat[self._offsets[i]:self._offsets[i + 1]]
-        if sel is not None:
-            z = z[sel]
+        _, linv, z = self._client_samples(i, x, batch)
         c = linv @ z @ _t(linv)
         lam = np.linalg.eigvalsh(0.5 * (c + _t(c)))
         return 2.0 * np.sqrt(np.sum(np.log(lam) ** 2, axis=-1))
