@@ -12,8 +12,8 @@ is installed and has the kernel.
 import contextlib
 import contextvars
 import importlib
-import os
 
+from ._validation import env_reader
 from .errors import BackendUnavailableError
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends",
@@ -100,8 +100,16 @@ def get_backend():
     variable ``RFL_FAST_BACKEND``, or ``"auto"``."""
     choice = _current.get()
     if choice is None:
-        choice = _check_choice(os.environ.get(_ENV, "auto") or "auto", _ENV)
+        choice = _env_choice()
     return choice
+
+
+def _parse_env_choice(raw):
+    # a bad value raises here and is not cached, so every call raises until it is fixed
+    return _check_choice(raw or "auto", _ENV)
+
+
+_env_choice = env_reader(_ENV, _parse_env_choice)
 
 
 @contextlib.contextmanager

@@ -19,11 +19,57 @@ __all__ = ["as_array", "check_finite", "check_core_shape", "validation_enabled",
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
 
+# Reading an environment variable per call: ``os.environ.get`` encodes the key and decodes the
+# value (~0.4-1 us, more on a busy machine). ``env_reader(name, parse)`` returns a function giving
+# ``parse(os.environ.get(name))`` that looks the raw value up in the mapping behind ``os.environ``
+# (the key encoded once; a plain dict lookup) and caches the parsed result keyed on that raw
+# value, so a change at run time (``os.environ[...] = ...``, ``monkeypatch.setenv``) takes effect
+# at the next call. Without that mapping (another Python), it falls back to ``os.environ.get``.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_ENCODE = getattr(os.environ, "encodekey", None)
+_ENV_DECODE = getattr(os.environ, "decodevalue", None)
+
+
+def env_reader(name, parse):
+    """A function returning ``parse(os.environ.get(name))``, cached on the raw value."""
+    cache = {}
+    if isinstance(_ENV_DATA, dict) and callable(_ENV_ENCODE) and callable(_ENV_DECODE):
+        key = _ENV_ENCODE(name)
+        get = _ENV_DATA.get
+
+        def read():
+            raw = get(key)
+            try:
+                return cache[raw]
+            except KeyError:
+                value = parse(None if raw is None else _ENV_DECODE(raw))
+                if len(cache) > 64:
+                    cache.clear()
+                cache[raw] = value
+                return value
+    else:  # pragma: no cover - CPython always has os.environ._data
+        def read():
+            raw = os.environ.get(name)
+            try:
+                return cache[raw]
+            except KeyError:
+                value = cache[raw] = parse(raw)
+                return value
+    return read
+
+
+def _parse_validate(raw):
+    return (raw or "0").lower() not in ("", "0", "false", "no")
+
+
+_validate_env = env_reader(_ENV_VALIDATE, _parse_validate)
+
+
 def validation_enabled(flag=None):
     """Whether on-manifold checks run: an explicit ``flag`` wins, else ``RFL_FAST_VALIDATE``."""
     if flag is not None:
         return bool(flag)
-    return os.environ.get(_ENV_VALIDATE, "0").lower() not in ("", "0", "false", "no")
+    return _validate_env()
 
 
 def as_array(a, name, *, min_ndim=1):
