@@ -8,6 +8,7 @@ machine (CPU, BLAS kernel and threads) and writes JSON.
     rfl-fast bench                      # the papers' shapes (or: python benchmarks/compare.py)
     rfl-fast bench --smoke              # tiny shapes: runs, and checks backends agree
     rfl-fast bench --only sym_ --json out.json
+    rfl-fast bench --only clipped       # the fused DP clipped sum (m = 6000, d = 784, r = 5)
 
 Never used for assertions on time; only ``--smoke`` fails (exit 1) when a backend disagrees
 with the reference.
@@ -160,6 +161,63 @@ def extra_baselines(repeats):
     return {"scipy_logm_loop_1000x9": t_loop, "auto_sym_logm_1000x9": t_fast}
 
 
+def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
+    """Fused clipped per-sample gradient sum of kPCA at ``shape = (m, d, r)`` (seed 002's
+    MNIST shape), side by side in one loop (alternating, medians): every route of
+    ``privacy.clipped_sum_pca``, against materializing the (m, d, r) per-sample gradients with
+    NumPy (``clipped_sum_reference``) and against the plain non-private gradient
+    ``-c (I - XX') Z'(ZX)`` (BLAS). Printed as ratios; the floor is one read of Z / copy
+    bandwidth."""
+    from . import privacy as P
+
+    m, d, r = shape
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((m, d)) / np.sqrt(d)
+    M = rf.Stiefel(d, r)
+    X = M.random_point(rng=1)
+    c, tau = 2.0, 0.5
+
+    def nonprivate():
+        S = Z.T @ (Z @ X)
+        return -c * (S - X @ (X.T @ S))
+
+    def materialized():
+        return P.clipped_sum_reference(M, X, P.pca_sample_rgrads(Z, X, c), tau)
+
+    cases = {"non-private gradient (BLAS)": nonprivate, "materialized (m,d,r) NumPy": materialized}
+    routes = ["numpy"] + (["numba"] if _dispatch.is_available("numba") else [])
+    from .kernels import fused
+    if fused.compiled_available():
+        routes.append("cpp")
+    for b in routes:
+        cases[f"fused clipped sum, {b}"] = (lambda b=b: P.clipped_sum_pca(Z, X, tau, c,
+                                                                          backend=b))
+    want = materialized()
+    agree_ = {k: (agree(f(), want) if k.startswith("fused") else True) for k, f in cases.items()}
+    times = {k: [] for k in cases}
+    for _ in range(repeats):  # alternating: load changes hit every case alike
+        for k, f in cases.items():
+            if k.startswith("materialized") and len(times[k]) >= max(3, repeats // 2):
+                continue
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base, mat = med["non-private gradient (BLAS)"], med["materialized (m,d,r) NumPy"]
+    floor = Z.nbytes / bandwidth if bandwidth else None
+    print(f"\nclipped per-sample gradient sum, kPCA m={m} d={d} r={r} (tau={tau}):")
+    print(f"{'route':34s}{'ms':>9s}{'x non-private':>15s}{'materialized/x':>16s}"
+          f"{'x floor':>9s}")
+    rows = []
+    for k, t in med.items():
+        mark = "" if agree_[k] else " DIFF"
+        tail = f"{t / floor:9.1f}" if floor else ""
+        print(f"{k:34s}{t * 1e3:9.2f}{t / base:15.2f}{mat / t:16.1f}{tail}{mark}")
+        rows.append({"route": k, "seconds": t, "over_nonprivate": t / base,
+                     "speedup_vs_materialized": mat / t, "agree": agree_[k]})
+    return {"shape": list(shape), "tau": tau, "floor_s": floor, "rows": rows}
+
+
 def dispatch_overhead(repeats):
     """Public ``Stiefel.retr`` on one 784x5 matrix against the raw kernel."""
     M = rf.Stiefel(784, 5)
@@ -194,6 +252,11 @@ def main(argv=None):
     print_header(backends)
     rows = run(cases, repeats, bandwidth)
     result = {"machine": info, "repeats": repeats, "rows": rows}
+    if args.only in "clipped_sum_pca":
+        shape = (50, 12, 3) if args.smoke else (6000, 784, 5)
+        result["clipped_sum"] = clipped_sum_rows(repeats, shape, bandwidth)
+        if not all(r["agree"] for r in result["clipped_sum"]["rows"]):
+            rows.append({"kernel": "clipped_sum_pca", "agree": {"fused": False}})
     if not args.smoke and not args.only:
         result["baselines"] = extra_baselines(repeats)
         result["dispatch"] = dispatch_overhead(repeats)

@@ -6,16 +6,20 @@
 // fast path is the caller handing clean arrays). Shapes are checked cheaply here and a mismatch
 // raises ValueError, so malformed input never reaches the loops. Items without an answer come
 // back as NaN. The batch loop runs with the GIL released: calls from several Python threads
-// run in parallel; there is no threading inside the extension.
+// run in parallel. The only threading inside the extension is pca_grad_sum's optional
+// `threads` argument (a fixed split into work units, results independent of it).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rfl/lorentz.hpp"
+#include "rfl/pca.hpp"
 #include "rfl/spd.hpp"
 #include "rfl/sphere.hpp"
 #include "rfl/stiefel.hpp"
@@ -380,6 +384,152 @@ Arr vec_ternary(const Arr& x, const Arr& y, const Arr& v, const char* kernel) {
     return out;
 }
 
+// ---------------------------------------------------------------- fused PCA gradient sums
+
+// Work unit of pca_grad_sum: rows [lo, hi) of one selected client, into its own accumulator.
+struct PcaUnit {
+    std::int64_t item, lo, hi;
+    double* St;  // r x d: the output slot of the item, or a private partial
+    double q;
+};
+
+// Rows per unit: a client with more rows is split into fixed chunks (partials summed in chunk
+// order afterwards), so a result never depends on the thread count.
+constexpr std::int64_t kPcaChunkRows = 1024;
+// Multiply-adds (rows * d * r) below which one more thread costs more than it saves.
+constexpr double kPcaMinWorkPerThread = 1 << 19;
+
+template <int R>
+RFL_INLINE void pca_units_r(PcaUnit* u, std::size_t nu, const double* pz, std::size_t d,
+                            const double* pxt, int r, const rfl::pca::Weight& wt, double* coef) {
+    const std::size_t item = static_cast<std::size_t>(r) * d;
+    for (std::size_t i = 0; i < nu; ++i)
+        u[i].q = rfl::pca::client<R>(pz + u[i].lo * d, static_cast<std::size_t>(u[i].hi - u[i].lo),
+                                     d, pxt + u[i].item * item, r, wt, u[i].St, coef);
+}
+
+RFL_CLONES void pca_units(PcaUnit* u, std::size_t nu, const double* pz, std::size_t d,
+                          const double* pxt, int r, rfl::pca::Weight wt) {
+    std::vector<double> coef(static_cast<std::size_t>(rfl::pca::kRowsMax) * r);
+    double* c = coef.data();
+    switch (r) {
+        case 1: return pca_units_r<1>(u, nu, pz, d, pxt, r, wt, c);
+        case 2: return pca_units_r<2>(u, nu, pz, d, pxt, r, wt, c);
+        case 3: return pca_units_r<3>(u, nu, pz, d, pxt, r, wt, c);
+        case 4: return pca_units_r<4>(u, nu, pz, d, pxt, r, wt, c);
+        case 5: return pca_units_r<5>(u, nu, pz, d, pxt, r, wt, c);
+        case 6: return pca_units_r<6>(u, nu, pz, d, pxt, r, wt, c);
+        case 7: return pca_units_r<7>(u, nu, pz, d, pxt, r, wt, c);
+        case 8: return pca_units_r<8>(u, nu, pz, d, pxt, r, wt, c);
+        default: return pca_units_r<0>(u, nu, pz, d, pxt, r, wt, c);
+    }
+}
+
+using I64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
+
+py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const Arr& xt,
+                       double tau, double c, bool clipped, int threads) {
+    const char* kernel = "pca_grad_sum";
+    check_ndim(z, 2, kernel, "z", "(M, d)");
+    check_ndim(xt, 3, kernel, "xt", "(k, r, d)");
+    if (offsets.ndim() != 1 || offsets.shape(0) < 1)
+        fail(kernel, "argument offsets must have shape (n + 1,), got " + std::to_string(offsets.ndim()) + " axes");
+    if (idx.ndim() != 1 || idx.shape(0) != xt.shape(0))
+        fail(kernel, "argument idx must have shape (k,) with k = xt.shape[0] = " +
+                         std::to_string(xt.shape(0)));
+    const std::size_t d = static_cast<std::size_t>(z.shape(1));
+    if (xt.shape(2) != z.shape(1))
+        fail(kernel, "xt " + shape_str(xt) + " does not match the row length of z " + shape_str(z));
+    if (clipped && !(tau > 0.0)) fail(kernel, "tau must be > 0 (inf: no clipping)");
+    const py::ssize_t k = xt.shape(0), n = offsets.shape(0) - 1;
+    const int r = static_cast<int>(xt.shape(1));
+    const std::int64_t* po = offsets.data();
+    const std::int64_t* pi = idx.data();
+    const std::int64_t rows = z.shape(0);
+    for (py::ssize_t i = 0; i <= n; ++i)
+        if (po[i] < 0 || po[i] > rows || (i && po[i] < po[i - 1]))
+            fail(kernel, "offsets must be non-decreasing within [0, " + std::to_string(rows) + "]");
+    for (py::ssize_t j = 0; j < k; ++j)
+        if (pi[j] < 0 || pi[j] >= n)
+            fail(kernel, "idx[" + std::to_string(j) + "] = " + std::to_string(pi[j]) +
+                             " is not a client index in [0, " + std::to_string(n) + ")");
+    Arr out({k, static_cast<py::ssize_t>(r), static_cast<py::ssize_t>(d)});
+    py::array_t<double> q(k);
+    const double* pz = z.data();
+    const double* pxt = xt.data();
+    double* pout = out.mutable_data();
+    double* pq = q.mutable_data();
+    const rfl::pca::Weight wt{clipped, tau, std::fabs(c)};
+    {
+        py::gil_scoped_release release;
+        const std::size_t item = static_cast<std::size_t>(r) * d;
+        // units: fixed row chunks per client; multi-chunk clients get private partials
+        std::vector<PcaUnit> units;
+        std::vector<std::size_t> first(k + 1);
+        std::size_t n_partial = 0;
+        for (py::ssize_t j = 0; j < k; ++j) {
+            first[j] = units.size();
+            const std::int64_t lo = po[pi[j]], hi = po[pi[j] + 1];
+            const std::int64_t nc = std::max<std::int64_t>(1, (hi - lo + kPcaChunkRows - 1) / kPcaChunkRows);
+            for (std::int64_t s = 0; s < nc; ++s)
+                units.push_back({j, lo + s * kPcaChunkRows,
+                                 std::min(hi, lo + (s + 1) * kPcaChunkRows), nullptr, 0.0});
+            if (nc > 1) n_partial += static_cast<std::size_t>(nc);
+        }
+        first[k] = units.size();
+        std::vector<double> partial(n_partial * item);
+        std::size_t next = 0;
+        for (py::ssize_t j = 0; j < k; ++j) {
+            const std::size_t nc = first[j + 1] - first[j];
+            for (std::size_t s = first[j]; s < first[j + 1]; ++s)
+                units[s].St = nc == 1 ? pout + j * item : partial.data() + (next++) * item;
+        }
+        // contiguous groups of units with about equal rows, one per thread
+        const std::size_t nu = units.size();
+        std::int64_t all_rows = 0;
+        for (const auto& u : units) all_rows += u.hi - u.lo;
+        const double work = static_cast<double>(all_rows) * static_cast<double>(d) * r;
+        const std::size_t by_work = static_cast<std::size_t>(work / kPcaMinWorkPerThread);
+        const int T = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(
+            std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), nu), by_work)));
+        if (T == 1) {
+            pca_units(units.data(), nu, pz, d, pxt, r, wt);
+        } else {
+            std::int64_t total = 0;
+            for (const auto& u : units) total += u.hi - u.lo + 1;
+            std::vector<std::size_t> cut(T + 1, nu);
+            cut[0] = 0;
+            std::int64_t acc = 0;
+            int t = 1;
+            for (std::size_t s = 0; s < nu && t < T; ++s) {
+                acc += units[s].hi - units[s].lo + 1;
+                if (acc * T >= total * t) cut[t++] = s + 1;
+            }
+            std::vector<std::thread> pool;
+            for (int t2 = 1; t2 < T; ++t2)
+                if (cut[t2 + 1] > cut[t2])
+                    pool.emplace_back(pca_units, units.data() + cut[t2], cut[t2 + 1] - cut[t2], pz,
+                                      d, pxt, r, wt);
+            pca_units(units.data(), cut[1], pz, d, pxt, r, wt);
+            for (auto& th : pool) th.join();
+        }
+        // reduction in chunk order
+        for (py::ssize_t j = 0; j < k; ++j) {
+            double qj = 0.0;
+            const std::size_t nc = first[j + 1] - first[j];
+            if (nc > 1) {
+                double* o = pout + j * item;
+                std::fill(o, o + item, 0.0);
+                for (std::size_t s = first[j]; s < first[j + 1]; ++s)
+                    for (std::size_t e = 0; e < item; ++e) o[e] += units[s].St[e];
+            }
+            for (std::size_t s = first[j]; s < first[j + 1]; ++s) qj += units[s].q;
+            pq[j] = qj;
+        }
+    }
+    return py::make_tuple(out, q);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -483,4 +633,17 @@ Computed through the Cholesky factor of x; NaN where x or y is not positive defi
         return vec_ternary<rfl::lorentz::transport>(x, y, v, "lorentz_transport"); },
         py::arg("x"), py::arg("y"), py::arg("v"),
         R"pbdoc(Parallel transport ``v + <y,v>_L/(1-<x,y>_L) (x+y)``; (N, d+1) -> (N, d+1).)pbdoc");
+
+    // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
+    m.def("pca_grad_sum", &pca_grad_sum, py::arg("z"), py::arg("offsets"), py::arg("idx"),
+        py::arg("xt"), py::arg("tau"), py::arg("c"), py::arg("clipped"), py::arg("threads") = 1,
+        R"pbdoc(One streaming pass over the rows of each selected client: ``(St, q)``.
+
+z: (M, d) all clients' rows; offsets: (n + 1,) int64, client i owns rows offsets[i]:offsets[i+1];
+idx: (k,) int64 selected clients; xt: (k, r, d) the points X_j transposed (orthonormal
+columns of X_j when clipped). For each j: ``y = X_j' z`` per row z of client idx[j], weight
+``w = 1`` (plain) or ``min(1, tau / (|c| sqrt(|z|^2 - |y|^2) |y|))`` (clipped), and
+``St[j] = sum w y z'`` (r, d), i.e. ``(Z'(w o ZX))'``; ``q[j] = sum |y|^2``. ``threads``
+threads (at most; fewer for small work) split the work by clients and fixed 1024-row chunks;
+the result does not depend on it.)pbdoc");
 }

@@ -55,3 +55,42 @@ class Sphere(_KernelSuite):
 class Lorentz(_KernelSuite):
     cases = [(k, (100_000, d + 1)) for k in ("lorentz_exp", "lorentz_log", "lorentz_transport",
                                               "lorentz_dist") for d in (2, 5, 10)]
+
+
+class ClippedSumPCA:
+    """Fused clipped per-sample gradient sum of kPCA at m = 6000, d = 784, r = 5 (seed 002's
+    MNIST shape) by route, against materializing the per-sample gradients with NumPy and the
+    plain non-private gradient (``rfl-fast bench --only clipped`` prints the ratios)."""
+
+    params = [["fused-cpp", "fused-numba", "fused-numpy", "materialized", "nonprivate"]]
+    param_names = ["route"]
+    timeout = 300
+
+    def setup(self, route):
+        import rfl_fast as rf
+        from rfl_fast import privacy as P
+        from rfl_fast.kernels import fused
+
+        m, d, r = 6000, 784, 5
+        Z = np.random.default_rng(0).standard_normal((m, d)) / np.sqrt(d)
+        M = rf.Stiefel(d, r)
+        X = M.random_point(rng=1)
+        c, tau = 2.0, 0.5
+        if route == "fused-cpp" and not fused.compiled_available():
+            raise NotImplementedError("C++ kernel unavailable")  # asv: skipped
+        if route == "fused-numba" and not _dispatch.is_available("numba"):
+            raise NotImplementedError("numba unavailable")
+        if route.startswith("fused-"):
+            b = route.split("-", 1)[1]
+            self.fn = lambda: P.clipped_sum_pca(Z, X, tau, c, backend=b)
+        elif route == "materialized":
+            self.fn = lambda: P.clipped_sum_reference(M, X, P.pca_sample_rgrads(Z, X, c), tau)
+        else:
+            def nonprivate():
+                S = Z.T @ (Z @ X)
+                return -c * (S - X @ (X.T @ S))
+            self.fn = nonprivate
+        self.fn()  # compile / warm caches outside the timing
+
+    def time_clipped_sum(self, route):
+        self.fn()

@@ -10,6 +10,15 @@ Round ``t``:
      ``g_t = grad f(x_t)``): the exchange addresses all ``n`` clients (engine hook
      ``prepare_recipients``), ``g_t = sum_i w_i grad f_i(x_t)`` exactly, and all ``n``
      uploads, downloads and gradient evaluations are accounted.
+     In the simulation (the engine hands the exchange to one batched ``client_prepare`` over
+     all ``n`` clients), for a problem whose ``has_pooled_grad()`` is true (kPCA, sphere
+     PCA), the uploads are not formed: ``g_t`` is ``problem.grad(x_t)``, the pooled route (mathematically identical: ``grad f = sum_i w_i grad f_i``, e.g. one
+     ``d x d`` product for the PCA problems instead of a pass over all clients' data), and
+     each participant computes its own ``grad f_i(x_t)`` at the start of its local steps. The
+     upload is still accounted at full size (``n`` gradients) and the CPU model is unchanged
+     (one gradient evaluation per client). A subclass that overrides ``client_prepare`` or
+     ``server_prepare`` (the BB variants keep every client's gradient) gets the plain exchange,
+     and so does a deployment (one client per call, real uploads).
    * ``full_gradient="participants"`` (a cheaper variant): only the round's participants
      answer and ``g_t = sum_{i in S_t} w_i grad f_i(x_t)`` with the weights normalized over
      ``S_t``, an unbiased but noisy estimate of ``grad f(x_t)``; under ``Uniform(k < n)``
@@ -38,6 +47,11 @@ from ..federation._checks import transport_name
 from .base import _RetractionBased, check_problem, participant_weights, stacked
 
 __all__ = ["RFedSVRG", "SVRGState"]
+
+
+class _DeferredGrads(np.ndarray):
+    """Upload placeholder of the pooled exchange: a zero-stride view of the accounted shape
+    ``(n, *shape)`` (no memory); its type tells ``server_prepare`` to use ``problem.grad``."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +143,10 @@ class RFedSVRG(_RetractionBased):
         return {"x": state.x}
 
     def server_prepare(self, problem, state, idx, upload, ctx):
-        g = np.tensordot(participant_weights(problem, idx), upload["grad"], axes=1)
+        if isinstance(upload["grad"], _DeferredGrads):        # see the module docstring
+            g = np.asarray(problem.grad(state.x), dtype=float)
+        else:
+            g = np.tensordot(participant_weights(problem, idx), upload["grad"], axes=1)
         return replace(state, g=g), {"g": g}
 
     def server_update(self, problem, state, idx, upload, ctx):
@@ -141,9 +158,23 @@ class RFedSVRG(_RetractionBased):
         return state.x_out if self.global_option == 2 else state.x
 
     # ------------------------------------------------------------------ clients
+    def _pooled_exchange(self, problem, idx):
+        """Whether this batched prepare call simulates the all-``n`` exchange by the pooled
+        ``problem.grad`` (module docstring)."""
+        cls = type(self)
+        pooled = getattr(problem, "has_pooled_grad", None)
+        return (self.full_gradient == "all" and idx.size == problem.n_clients > 1
+                and pooled is not None and pooled()
+                and cls.client_prepare is RFedSVRG.client_prepare
+                and cls.server_prepare is RFedSVRG.server_prepare)
+
     def client_prepare(self, problem, idx, msg, cstate, ctx):
         """Full local gradients at ``x_t``: upload ``{"grad": (k, *shape)}``."""
         x_t = stacked(msg["x"], idx.size)
+        if self._pooled_exchange(problem, idx):
+            shape = (idx.size,) + problem.manifold.shape
+            placeholder = np.broadcast_to(np.zeros(()), shape).view(_DeferredGrads)
+            return {"grad": placeholder}, cstate, {"x": x_t}
         grad = problem.rgrad(idx, x_t)
         return {"grad": grad}, cstate, {"x": x_t, "grad": grad}
 
@@ -152,6 +183,8 @@ class RFedSVRG(_RetractionBased):
         M = problem.manifold
         method, transport = self._retraction(M), self._transport(M)
         x_t, g = memo["x"][0], msg["g"]
+        if "grad" not in memo:                       # pooled exchange: own grad f_i(x_t) now
+            memo = {**memo, "grad": problem.rgrad(idx, memo["x"])}
         diff = memo["grad"] - g                      # grad f_i(x_t) - g_t, tangent at x_t
         correction = self._correction(problem, idx, x_t, msg, memo)
         eta = self._local_step(msg, ctx)

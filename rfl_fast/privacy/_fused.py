@@ -1,6 +1,8 @@
 """Numba kernel of the fused clipped per-sample gradient sum for PCA-type losses.
 
-Private: called by ``clipping.clipped_sum_pca`` with clean input (C-contiguous float64
+Private: called by ``clipping.clipped_sum_pca(..., backend="numba")`` (the default route is the
+C++ kernel ``rfl_fast.kernels.fused``, faster in side-by-side measurements; this one stays as
+the fallback when the extension is missing) with clean input (C-contiguous float64
 ``Z`` (m, d) and ``Xt = X'`` (r, d), scalars ``tau`` (> 0, may be inf) and ``c``); never
 validates. One pass over the rows of ``Z``: for row ``z`` it forms ``|z|^2`` and ``p = X'z``
 (r dot products of contiguous length-d vectors, the row staying in L1), the per-sample norm

@@ -13,6 +13,7 @@ Internally points are matrices (k, d, r); ``SpherePCA`` maps its vectors (k, d) 
 import numpy as np
 import scipy.linalg.blas
 
+from ..kernels import fused
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
 from .base import Problem
@@ -22,10 +23,9 @@ __all__ = ["QuadraticProblem"]
 #: Auto mode forms per-client Gram matrices only below this many bytes.
 GRAM_BYTES_LIMIT = 256 * 2**20
 
-#: Rows of Z_i processed together in ``Z_i'(Z_i X)``: a block of about this many bytes stays in
-#: cache between its two products, so the data is read from memory once (2-3x faster than
-#: two full passes at the MNIST shape d = 784, m = 300).
-BLOCK_BYTES = 2**18
+#: Rows of Z_i processed together in ``Z_i'(Z_i X)`` by the NumPy route (see
+#: ``kernels.fused.pca_grad_sum_reference``); the compiled route streams single rows.
+BLOCK_BYTES = fused.BLOCK_BYTES
 
 #: Row chunk (bytes) of the weighted copy used to form ``A = sum_i w_i A_i`` from rows.
 SYRK_CHUNK_BYTES = 2**25
@@ -63,6 +63,7 @@ class QuadraticProblem(Problem):
         flat, offsets = pack_clients(data, 1, name)
         self._form = "samples"
         self._flat, self._offsets = flat, offsets
+        self._offsets64 = None
         self.d = flat.shape[1]
         self.r = r
         self._c = 1.0
@@ -84,6 +85,7 @@ class QuadraticProblem(Problem):
         self._form = "covariances"
         self._flat = self._gram = a
         self._offsets = np.arange(a.shape[0] + 1, dtype=np.int64)
+        self._offsets64 = self._offsets
         self.d, self.r = a.shape[1], r
         self._c = 0.5
         super().__init__(np.ones(a.shape[0], dtype=np.int64), weighting)
@@ -108,40 +110,33 @@ class QuadraticProblem(Problem):
     def _client_rows(self, i):
         return self._flat[self._offsets[i]:self._offsets[i + 1]]
 
-    def _block(self):
-        return max(16, BLOCK_BYTES // (8 * self.d))
+    def _row_sums(self, idx, x):
+        """``(St, q)`` of ``kernels.fused.pca_grad_sum`` for clients ``idx`` at ``x`` (k, d, r):
+        ``St[j] = (Z_i' Z_i X_j)'`` (k, r, d), ``q[j] = |Z_i X_j|_F^2``; one pass over each
+        client's rows (the C++ kernel, batched over the clients, when available)."""
+        if self._offsets64 is None:
+            self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
+        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2), dtype=np.float64)
+        return fused.pca_grad_sum(self._flat, self._offsets64,
+                                  np.ascontiguousarray(idx, dtype=np.int64), xt)
 
     def _ax(self, idx, x):
         """``A_i X_j`` (k, d, r) for clients ``idx`` at matrices ``x`` (k, d, r).
 
-        Rows form: ``(1/m_i) Z_i'(Z_i X)`` in cache-sized row blocks, one pass over the data.
+        Rows form: ``(1/m_i) Z_i'(Z_i X)`` in one streaming pass over the data.
         """
         if self._gram is not None:
             if idx.size == self.n_clients and (idx == np.arange(idx.size)).all():
                 return np.matmul(self._gram, x)
             return np.matmul(self._gram[idx], x)
-        out = np.zeros_like(x)
-        step = self._block()
-        for j, i in enumerate(idx):
-            z = self._client_rows(i)
-            xj, oj = x[j], out[j]
-            for s in range(0, z.shape[0], step):
-                zb = z[s:s + step]
-                oj += zb.T @ (zb @ xj)
-            oj /= z.shape[0]
-        return out
+        st, _ = self._row_sums(idx, x)
+        out = np.swapaxes(st, -1, -2)
+        return out / self.sizes[idx][:, None, None]
 
     def _zx_sq(self, idx, x):
         """``(1/m_i) |Z_i X_j|_F^2`` (k,), rows form."""
-        out = np.zeros(idx.size)
-        step = self._block()
-        for j, i in enumerate(idx):
-            z = self._client_rows(i)
-            for s in range(0, z.shape[0], step):
-                zx = z[s:s + step] @ x[j]
-                out[j] += np.vdot(zx, zx)
-            out[j] /= z.shape[0]
-        return out
+        _, q = self._row_sums(idx, x)
+        return q / self.sizes[idx]
 
     def _global_matrix(self):
         """``A = sum_i w_i A_i`` (d, d), formed once."""
@@ -239,6 +234,11 @@ class QuadraticProblem(Problem):
         """Whether global f / grad go through the pooled ``d x d`` matrix (``d^2 r`` per call
         instead of a pass over all data); not for very large ``d``."""
         return self._gram is not None or self.d * self.d * 8 <= GRAM_BYTES_LIMIT
+
+    def has_pooled_grad(self):
+        """Whether ``grad`` avoids a pass over the clients' data (the pooled ``d x d`` route);
+        RFedSVRG then takes its all-client ``g_t`` from ``grad`` in the simulation."""
+        return self._pooled()
 
     def f(self, x):
         """``sum_i w_i f_i(x) = -c tr(X' A X)``, ``A = sum_i w_i A_i`` (formed once)."""

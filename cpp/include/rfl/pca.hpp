@@ -1,0 +1,251 @@
+// Fused gradient sums of PCA-type losses over a client's rows: one streaming pass over Z.
+//
+// For client rows z_j (Z: m x d, row-major, contiguous) and a point X (d x r, given TRANSPOSED
+// as Xt: r x d, row-major, so every access runs along d) one pass computes, row by row,
+//
+//   y_j = X' z_j                                   (r dot products of length d)
+//   w_j = 1                                        (plain: the gradient sum)
+//   w_j = min(1, tau / (c |(I - XX')z_j| |y_j|))    (clipped: DP per-sample clipping; the
+//         residual norm from |(I - XX')z|^2 = |z|^2 - |X'z|^2, clamped at 0, X orthonormal;
+//         a zero norm keeps w = 1; tau = inf gives w = 1)
+//   St[l] += (w_j y_jl) z_j                        (accumulator r x d: S' with S = Z'(w o ZX))
+//   q     += |y_j|^2                               (unweighted: m f for the PCA loss)
+//
+// so Z is read from memory once; Xt and St (r d doubles each) stay in L1/L2. The caller
+// finishes with the tangent projection -c (S - X (X'S)) or the Euclidean scaling.
+//
+// Vectorization: the length-d loops work on 4-wide vectors (GCC/Clang vector extensions; the
+// binding compiles the loops once for x86-64-v3, where they become AVX2 FMAs, and once for the
+// baseline, where each vector op becomes two SSE2 ops), with a scalar tail for d % 4. Rows are
+// taken in blocks of kRows(R): their dot products share each load of Xt, and their updates run
+// with a strip of St (2 x 4 columns of every l) held in registers, so St is loaded and stored
+// once per block. The rows a few blocks ahead are prefetched (several concurrent streams hide
+// the memory latency better than the hardware prefetcher alone; measured at d = 784, r = 5 on
+// an AMD EPYC: ~1.1 us -> ~0.5 us per row from memory, vs ~0.6 us for the unblocked loops).
+// Summation order is fixed (lane partials, then lanes 0+1+2+3, then the tail), so a result
+// depends only on the inputs and on the compiled clone, never on timing or threads.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include "linalg_small.hpp"  // RFL_INLINE
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vectors only cross always_inline calls
+#endif
+
+namespace rfl {
+namespace pca {
+
+#if defined(__GNUC__) || defined(__clang__)
+typedef double v4d __attribute__((vector_size(32)));
+
+RFL_INLINE v4d load4(const double* p) {
+    v4d v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+RFL_INLINE void store4(double* p, v4d v) { std::memcpy(p, &v, sizeof v); }
+RFL_INLINE v4d splat4(double a) { return v4d{a, a, a, a}; }
+RFL_INLINE double hsum4(v4d v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+#else  // portable fallback: a struct of four doubles with the same lane semantics
+struct v4d {
+    double v[4];
+    double operator[](int i) const { return v[i]; }
+};
+inline v4d operator+(v4d a, v4d b) { return {{a.v[0] + b.v[0], a.v[1] + b.v[1], a.v[2] + b.v[2], a.v[3] + b.v[3]}}; }
+inline v4d operator*(v4d a, v4d b) { return {{a.v[0] * b.v[0], a.v[1] * b.v[1], a.v[2] * b.v[2], a.v[3] * b.v[3]}}; }
+inline v4d& operator+=(v4d& a, v4d b) { return a = a + b; }
+inline v4d load4(const double* p) { return {{p[0], p[1], p[2], p[3]}}; }
+inline void store4(double* p, v4d v) { std::memcpy(p, v.v, sizeof v.v); }
+inline v4d splat4(double a) { return {{a, a, a, a}}; }
+inline double hsum4(v4d v) { return (v.v[0] + v.v[1]) + (v.v[2] + v.v[3]); }
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RFL_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define RFL_PREFETCH(p) ((void)0)
+#endif
+
+//! Rows per block (their dot products keep B*R vector accumulators; measured best at r = 5).
+constexpr int kRows(int R) { return R == 0 ? 1 : (R <= 5 ? 4 : 2); }
+//! Prefetch distance in rows (measured at d = 784: 8-32 within noise, none ~1.3x slower).
+constexpr int kPrefetchRows = 16;
+
+//! Weighting of the rows.
+struct Weight {
+    bool clipped;  // false: w = 1
+    double tau;    // > 0, may be inf
+    double c;      // |c|, scale of the per-sample gradient norm
+};
+
+RFL_INLINE double clip_weight(double z2, double a2, double tau, double c) {
+    double res2 = z2 - a2;
+    if (res2 < 0.0) res2 = 0.0;
+    const double nrm = c * std::sqrt(res2) * std::sqrt(a2);
+    return nrm > tau ? tau / nrm : 1.0;
+}
+
+// y[b * r + l] = <Xt[l], z_b> for B rows z_b = Z + b*d (and z2[b] = |z_b|^2 when CLIP);
+// R = compile-time r (0: runtime r, one l at a time).
+template <int R, int B, bool CLIP>
+RFL_INLINE void dots(const double* Z, const double* Xt, std::size_t d, int r_, double* y,
+                     double* z2) {
+    const std::size_t d4 = d & ~static_cast<std::size_t>(3);
+    if constexpr (R == 0) {
+        for (int b = 0; b < B; ++b) {
+            const double* z = Z + b * d;
+            for (int l = 0; l < r_; ++l) {
+                const double* x = Xt + l * d;
+                v4d s = splat4(0.0);
+                for (std::size_t k = 0; k < d4; k += 4) s += load4(z + k) * load4(x + k);
+                double t = hsum4(s);
+                for (std::size_t k = d4; k < d; ++k) t += z[k] * x[k];
+                y[b * r_ + l] = t;
+            }
+            if constexpr (CLIP) {
+                v4d s = splat4(0.0);
+                for (std::size_t k = 0; k < d4; k += 4) s += load4(z + k) * load4(z + k);
+                double t = hsum4(s);
+                for (std::size_t k = d4; k < d; ++k) t += z[k] * z[k];
+                z2[b] = t;
+            }
+        }
+    } else {
+        v4d s[B][R];
+        v4d q[B];
+        for (int b = 0; b < B; ++b) {
+            q[b] = splat4(0.0);
+            for (int l = 0; l < R; ++l) s[b][l] = splat4(0.0);
+        }
+        for (std::size_t k = 0; k < d4; k += 4) {
+            if ((k & 7) == 0)  // one prefetch per 64-byte line of each row, kPrefetchRows ahead
+                for (int b = 0; b < B; ++b) RFL_PREFETCH(Z + (b + kPrefetchRows) * d + k);
+            v4d zk[B];
+            for (int b = 0; b < B; ++b) zk[b] = load4(Z + b * d + k);
+            for (int l = 0; l < R; ++l) {
+                const v4d xk = load4(Xt + l * d + k);
+                for (int b = 0; b < B; ++b) s[b][l] += zk[b] * xk;
+            }
+            if constexpr (CLIP)
+                for (int b = 0; b < B; ++b) q[b] += zk[b] * zk[b];
+        }
+        for (int b = 0; b < B; ++b) {
+            const double* z = Z + b * d;
+            for (int l = 0; l < R; ++l) {
+                double t = hsum4(s[b][l]);
+                const double* x = Xt + l * d;
+                for (std::size_t k = d4; k < d; ++k) t += z[k] * x[k];
+                y[b * R + l] = t;
+            }
+            if constexpr (CLIP) {
+                double t = hsum4(q[b]);
+                for (std::size_t k = d4; k < d; ++k) t += z[k] * z[k];
+                z2[b] = t;
+            }
+        }
+    }
+}
+
+// St[l] += sum_b coef[b * r + l] z_b for B rows (B fixed, R as in dots): a strip of KT
+// columns of every St[l] stays in registers while the B rows stream through.
+template <int R, int B>
+RFL_INLINE void axpys(const double* Z, const double* coef, std::size_t d, int r_, double* St) {
+    if constexpr (R == 0) {
+        const int r = r_;
+        for (int l = 0; l < r; ++l) {
+            double* acc = St + l * d;
+            for (int b = 0; b < B; ++b) {
+                const double cb = coef[b * r + l];
+                const double* z = Z + b * d;
+                for (std::size_t k = 0; k < d; ++k) acc[k] += cb * z[k];
+            }
+        }
+    } else {
+        constexpr int KV = R <= 5 ? 2 : 1;  // 4-vectors per strip: 2 R accumulators
+        constexpr std::size_t KT = 4 * KV;
+        const std::size_t dt = d - d % KT;
+        for (std::size_t k = 0; k < dt; k += KT) {
+            v4d a[R][KV];
+            for (int l = 0; l < R; ++l)
+                for (int v = 0; v < KV; ++v) a[l][v] = load4(St + l * d + k + 4 * v);
+            for (int b = 0; b < B; ++b) {
+                v4d zb[KV];
+                for (int v = 0; v < KV; ++v) zb[v] = load4(Z + b * d + k + 4 * v);
+                for (int l = 0; l < R; ++l) {
+                    const v4d cb = splat4(coef[b * R + l]);
+                    for (int v = 0; v < KV; ++v) a[l][v] += cb * zb[v];
+                }
+            }
+            for (int l = 0; l < R; ++l)
+                for (int v = 0; v < KV; ++v) store4(St + l * d + k + 4 * v, a[l][v]);
+        }
+        for (std::size_t k = dt; k < d; ++k)
+            for (int l = 0; l < R; ++l) {
+                double acc = St[l * d + k];
+                for (int b = 0; b < B; ++b) acc += coef[b * R + l] * Z[b * d + k];
+                St[l * d + k] = acc;
+            }
+    }
+}
+
+// B rows: dots, weights, coefficients coef = w y, q += |y|^2.
+template <int R, int B, bool CLIP>
+RFL_INLINE void block_coef(const double* Z, const double* Xt, std::size_t d, int r_,
+                           const Weight& wt, double* coef, double& q) {
+    const int r = R ? R : r_;
+    double z2[B];
+    dots<R, B, CLIP>(Z, Xt, d, r_, coef, z2);
+    for (int b = 0; b < B; ++b) {
+        double a2 = 0.0;
+        for (int l = 0; l < r; ++l) a2 += coef[b * r + l] * coef[b * r + l];
+        q += a2;
+        if constexpr (CLIP) {
+            const double w = clip_weight(z2[b], a2, wt.tau, wt.c);
+            for (int l = 0; l < r; ++l) coef[b * r + l] *= w;
+        }
+    }
+}
+
+//! Rows [0, m) of one client into St (r x d, accumulated into, caller zeroes it); returns
+//! q = sum_j |X'z_j|^2. coef: scratch of kRowsMax * r doubles.
+template <int R, bool CLIP>
+RFL_INLINE double rows(const double* Z, std::size_t m, std::size_t d, const double* Xt, int r_,
+                       const Weight& wt, double* St, double* coef) {
+    constexpr int B = kRows(R);
+    double q = 0.0;
+    std::size_t j = 0;
+    for (; j + B <= m; j += B) {
+        const double* zb = Z + j * d;
+        block_coef<R, B, CLIP>(zb, Xt, d, r_, wt, coef, q);
+        axpys<R, B>(zb, coef, d, r_, St);
+    }
+    for (; j < m; ++j) {
+        block_coef<R, 1, CLIP>(Z + j * d, Xt, d, r_, wt, coef, q);
+        axpys<R, 1>(Z + j * d, coef, d, r_, St);
+    }
+    return q;
+}
+
+//! Scratch doubles per r for rows(): the largest block.
+constexpr int kRowsMax = 4;
+
+//! One client's rows with a runtime mode: St (r x d) zeroed and filled, returns q.
+template <int R>
+RFL_INLINE double client(const double* Z, std::size_t m, std::size_t d, const double* Xt,
+                         int r, const Weight& wt, double* St, double* coef) {
+    std::memset(St, 0, sizeof(double) * static_cast<std::size_t>(r) * d);
+    return wt.clipped ? rows<R, true>(Z, m, d, Xt, r, wt, St, coef)
+                      : rows<R, false>(Z, m, d, Xt, r, wt, St, coef);
+}
+
+}  // namespace pca
+}  // namespace rfl
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -1,0 +1,165 @@
+"""The fused one-pass PCA gradient sum (``rfl_fast.kernels.fused``, C++ ``_core.pca_grad_sum``)
+against its NumPy reference, materialized per-sample gradients and the problems' gradients."""
+
+import numpy as np
+import pytest
+
+import rfl_fast as rf
+from rfl_fast import privacy as P
+from rfl_fast.kernels import fused
+
+needs_cpp = pytest.mark.skipif(not fused.compiled_available(),
+                               reason="C++ extension without pca_grad_sum")
+
+
+def _clients(rng, sizes, d):
+    Z = rng.standard_normal((sum(sizes), d)) * rng.exponential(1.0, (sum(sizes), 1))
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    return Z, offsets
+
+
+def _points(rng, k, d, r):
+    return np.linalg.qr(rng.standard_normal((k, d, r)))[0]
+
+
+def _xt(X):
+    return np.ascontiguousarray(np.swapaxes(X, -1, -2))
+
+
+def _close(got, want, tol=1e-10):
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, np.abs(want).max()))
+
+
+SHAPES = [  # (client sizes, d, r)
+    ([300, 7, 1, 64], 784, 5),
+    ([5, 9, 1], 13, 1),        # sphere, d not a multiple of 4
+    ([1], 6, 2),               # m = 1
+    ([17, 3, 40], 31, 3),      # d % 8 = 7
+    ([12, 33], 10, 8),
+    ([20, 21], 23, 10),        # r beyond the compile-time specializations
+    ([2100, 5], 19, 4),        # several 1024-row chunks in one client
+]
+
+
+@needs_cpp
+@pytest.mark.parametrize("sizes,d,r", SHAPES)
+@pytest.mark.parametrize("tau", [None, 1e-3, 0.7, 5.0, np.inf])
+def test_equals_reference(sizes, d, r, tau):
+    rng = np.random.default_rng(len(sizes) * 1000 + d * 10 + r)
+    Z, offsets = _clients(rng, sizes, d)
+    idx = rng.integers(0, len(sizes), size=len(sizes) + 2).astype(np.int64)
+    Xt = _xt(_points(rng, idx.size, d, r))
+    clipped = tau is not None
+    t = np.inf if tau is None else tau
+    want_st, want_q = fused.pca_grad_sum_reference(Z, offsets, idx, Xt, t, 2.0, clipped)
+    for threads in (1, 2, 3):
+        st, q = fused.pca_grad_sum(Z, offsets, idx, Xt, t, 2.0, clipped, threads=threads,
+                                   backend="cpp")
+        assert st.shape == (idx.size, r, d) and q.shape == (idx.size,)
+        _close(st, want_st)
+        _close(q, want_q)
+
+
+@needs_cpp
+def test_deterministic_and_thread_independent():
+    rng = np.random.default_rng(3)
+    Z, offsets = _clients(rng, [3000, 300, 300, 1], 784)
+    idx = np.array([0, 1, 2, 3, 1], dtype=np.int64)
+    Xt = _xt(_points(rng, idx.size, 784, 5))
+    first = fused.pca_grad_sum(Z, offsets, idx, Xt, 0.5, 2.0, True, threads=1, backend="cpp")
+    for threads in (1, 2, 4, 1, 2):
+        st, q = fused.pca_grad_sum(Z, offsets, idx, Xt, 0.5, 2.0, True, threads=threads,
+                                   backend="cpp")
+        assert np.array_equal(st, first[0]) and np.array_equal(q, first[1])
+
+
+@needs_cpp
+def test_bad_arguments_raise():
+    Z = np.ones((5, 4))
+    off = np.array([0, 2, 5], dtype=np.int64)
+    Xt = np.ones((1, 2, 4))
+    f = rf._core.pca_grad_sum
+    with pytest.raises(ValueError, match="idx"):
+        f(Z, off, np.array([2], dtype=np.int64), Xt, 1.0, 1.0, False, 1)
+    with pytest.raises(ValueError, match="offsets"):
+        f(Z, np.array([0, 6], dtype=np.int64), np.array([0], dtype=np.int64), Xt, 1.0, 1.0,
+          False, 1)
+    with pytest.raises(ValueError, match="xt"):
+        f(Z, off, np.array([0], dtype=np.int64), np.ones((1, 2, 3)), 1.0, 1.0, False, 1)
+    with pytest.raises(ValueError, match="tau"):
+        f(Z, off, np.array([0], dtype=np.int64), Xt, 0.0, 1.0, True, 1)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "numba", "numpy"])
+@pytest.mark.parametrize("r", [None, 1, 5])
+@pytest.mark.parametrize("m,d", [(1, 7), (150, 17), (700, 784)])
+@pytest.mark.parametrize("tau", [1e-3, 0.5, np.inf])
+def test_clipped_sum_equals_materialized(backend, r, m, d, tau):
+    if backend == "cpp" and not fused.compiled_available():
+        pytest.skip("C++ extension without pca_grad_sum")
+    rng = np.random.default_rng(m + d)
+    M = rf.Sphere(d) if r is None else rf.Stiefel(d, r)
+    X = M.random_point(rng=rng)
+    Z = rng.standard_normal((m, d)) * rng.exponential(1.0, (m, 1))
+    if m > 4:
+        Z[3] = 0.0
+        Z[4] = X[:, 0] if r else X
+    ref = P.clipped_sum_reference(M, X, P.pca_sample_rgrads(Z, X, 2.0), tau)
+    got = P.clipped_sum_pca(Z, X, tau, 2.0, backend=backend)
+    assert got.shape == M.shape
+    _close(got, ref)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "numpy"])
+@pytest.mark.parametrize("cls", ["KPCA", "SpherePCA"])
+def test_problem_gradients_follow_the_backend(backend, cls):
+    rng = np.random.default_rng(5)
+    data = [rng.standard_normal((m, 29)) for m in (40, 1, 17)]
+    Pr = rf.problems.KPCA(data, 3, gram=False) if cls == "KPCA" else \
+        rf.problems.SpherePCA(data, gram=False)
+    idx = np.array([2, 0, 1, 0])
+    x = np.stack([Pr.manifold.random_point(rng=s) for s in range(4)])
+    with rf.backend(backend):
+        g = Pr.rgrad(idx, x)
+        e = Pr.egrad(idx, x)
+        f = Pr.loss(idx, x)
+    for j, i in enumerate(idx):
+        z = data[i]
+        xm = x[j] if x.ndim == 3 else x[j][:, None]
+        a = z.T @ (z @ xm) / z.shape[0]
+        want_e = (-2.0 * a).reshape(e[j].shape)
+        _close(e[j], want_e)
+        _close(g[j], Pr.manifold.egrad2rgrad(x[j], want_e))
+        _close(f[j], -np.vdot(xm, a))
+
+
+@pytest.mark.parametrize("backend", ["cpp", "numba", "numpy"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_clipped_sum_refuses_non_finite_samples(backend, bad):
+    rng = np.random.default_rng(0)
+    M = rf.Stiefel(9, 2)
+    X = M.random_point(rng=rng)
+    X[0] = 0.0  # a zero row of X: inf * 0 must still be caught
+    Z = rng.standard_normal((30, 9))
+    Z[7, 0] = bad
+    with pytest.raises(ValueError, match="Z: contains"):
+        P.clipped_sum_pca(Z, X, 0.5, 2.0, backend=backend)
+
+
+def test_svrg_pooled_exchange_equals_the_gathered_one(monkeypatch):
+    """RFedSVRG's all-n exchange from the pooled ``problem.grad`` (kPCA) gives the iterates of
+    gathering every client's gradient, with the same accounting."""
+    from rfl_fast.algorithms import RFedSVRG
+    from rfl_fast.algorithms import svrg
+    from rfl_fast.federation import Uniform, run
+
+    Z = np.random.default_rng(0).standard_normal((12, 30, 10))
+    Pr = rf.problems.KPCA(Z, 3, gram=False)
+    assert Pr.has_pooled_grad()
+    x0 = Pr.manifold.random_point(rng=1)
+    pooled = run(Pr, RFedSVRG(0.01, 3), 4, participation=Uniform(4), x0=x0, seed=0)
+    monkeypatch.setattr(svrg.RFedSVRG, "_pooled_exchange", lambda self, p, i: False)
+    gathered = run(Pr, RFedSVRG(0.01, 3), 4, participation=Uniform(4), x0=x0, seed=0)
+    assert np.abs(pooled.x - gathered.x).max() <= 1e-12
+    for col in ("floats_up", "floats_down", "bytes_up", "bytes_down"):
+        assert (pooled.history[col] == gathered.history[col]).all()
