@@ -13,6 +13,8 @@ from rfl_fast import _dispatch
 from rfl_fast.errors import BackendUnavailableError
 from rfl_fast.kernels import KERNELS
 
+from subprocess_env import same_package
+
 
 def test_numpy_reference_has_every_kernel():
     assert _dispatch.backend_kernels("numpy") == sorted(KERNELS)
@@ -59,9 +61,9 @@ def test_environment_variable(monkeypatch):
 
 def test_environment_variable_in_a_new_process():
     code = "import rfl_fast._dispatch as d; print(d.resolve('polar')[0])"
-    env = dict(os.environ, RFL_FAST_BACKEND="numpy")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True)
+    run_in = same_package(RFL_FAST_BACKEND="numpy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, **run_in)
     assert out.stdout.strip() == "numpy"
 
 

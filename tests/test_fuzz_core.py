@@ -15,6 +15,8 @@ import pytest
 
 from rfl_fast import _dispatch
 
+from subprocess_env import same_package
+
 WORKER = textwrap.dedent(r'''
     import sys, warnings
     import numpy as np
@@ -149,7 +151,7 @@ WORKER = textwrap.dedent(r'''
 
 def _run(backend, mode, examples):
     proc = subprocess.run([sys.executable, "-c", WORKER, backend, mode, str(examples)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, **same_package())
     assert proc.returncode == 0, (
         f"fuzz of {backend} ({mode}) died with return code {proc.returncode} "
         f"(negative: killed by signal {-proc.returncode})\nstdout:\n{proc.stdout[-3000:]}\n"

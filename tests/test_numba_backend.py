@@ -70,7 +70,7 @@ def test_second_process_loads_from_cache(tmp_path):
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=path)
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True, timeout=120, check=True) for _ in range(2)]
+                           text=True, timeout=120, check=True, cwd=tmp_path) for _ in range(2)]
     first = [int(t) for t in runs[0].stdout.split()]
     second = [int(t) for t in runs[1].stdout.split()]
     assert first[1] == 3  # compiled (and written to the cache) the first time
