@@ -119,3 +119,22 @@ def test_negative_sigma():
     M = rf.Sphere(3)
     with pytest.raises(ValueError, match="sigma: expected finite values >= 0"):
         M.tangent_gaussian(M.random_point(rng=0), -1.0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_manifold_finite_check_sees_bad_entries_in_any_view(bad):
+    from rfl_fast.manifolds.base import _all_finite
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((3, 5, 7))
+    views = {"C": base, "swapped": np.swapaxes(base, -1, -2), "strided": base[:, ::2],
+             "broadcast": np.broadcast_to(base[0], (4, 5, 7)), "F": np.asfortranarray(base)}
+    for name, v in views.items():
+        assert _all_finite(v), name
+    for name, v in views.items():
+        w = np.array(v)  # same layout questions on a fresh copy with one bad entry
+        w[(0,) * w.ndim] = bad
+        for view in (w, np.swapaxes(w, -1, -2), np.broadcast_to(w[:1], (4,) + w.shape[1:])):
+            assert not _all_finite(view), name
+    huge = np.full((2, 3), 1e300)  # squares overflow, entries are finite: the exact test
+    assert _all_finite(np.swapaxes(huge, 0, 1))

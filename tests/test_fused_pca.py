@@ -37,7 +37,7 @@ SHAPES = [  # (client sizes, d, r)
     ([17, 3, 40], 31, 3),      # d % 8 = 7
     ([12, 33], 10, 8),
     ([20, 21], 23, 10),        # r beyond the compile-time specializations
-    ([2100, 5], 19, 4),        # several 1024-row chunks in one client
+    ([2100, 5], 19, 4),        # several 512-row chunks in one client
 ]
 
 

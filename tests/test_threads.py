@@ -58,3 +58,35 @@ def test_manifold_methods_and_backend_contexts_per_thread(backend_name):
     for e, g in zip(expected, got):
         for a, b in zip(e, g):
             np.testing.assert_array_equal(b, a)
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("limit", [1, None])
+def test_engine_limits_blas_threads_during_the_rounds_and_restores_them(limit):
+    from fed_toy import heterogeneous_pca
+    from rfl_fast.algorithms import RFedAvg
+    from rfl_fast.federation import run
+
+    before = _blas_threads()
+    seen = []
+    P = heterogeneous_pca(n=4, d=6, m=20, seed=0)
+    res = run(P, RFedAvg(0.05, 2), 3, seed=1, blas_threads=limit,
+              callback=lambda t, x, row: seen.append(_blas_threads()))
+    assert len(seen) == 3 and _blas_threads() == before
+    assert all(s == ([1] * len(before) if limit == 1 else before) for s in seen)
+    same = run(P, RFedAvg(0.05, 2), 3, seed=1, blas_threads=None if limit else 1)
+    np.testing.assert_array_equal(res.x, same.x)  # a thread limit never changes results
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2"])
+def test_engine_rejects_bad_blas_threads(bad):
+    from fed_toy import heterogeneous_pca
+    from rfl_fast.algorithms import RFedAvg
+    from rfl_fast.federation import run
+
+    with pytest.raises((ValueError, TypeError), match="blas_threads"):
+        run(heterogeneous_pca(n=4, d=6, m=20, seed=0), RFedAvg(0.05, 2), 1, blas_threads=bad)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import checkpoint as _ckpt
+from .._threads import limit_blas_threads
 from .._validation import check_int, check_positive
 from ._checks import check_point_arg
 from .arrival import check_upload, kinds_of
@@ -184,7 +185,7 @@ def _check_rounds(rounds):
 
 def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metrics=True,
         metrics_every=1, callback=None, *, checkpoint=None, checkpoint_every=1, faults=None,
-        client_deadline=None, check_uploads=None, _resume=None):
+        client_deadline=None, check_uploads=None, blas_threads=1, _resume=None):
     """Run ``algorithm`` on ``problem`` for ``rounds`` communication rounds.
 
     Parameters
@@ -232,6 +233,12 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
         screened per client); the history gains the column ``n_rejected`` and
         ``History.meta["rejected"]`` lists ``[round, client, reason]``. A round without an
         accepted upload keeps the server state; rejected clients keep their persistent state.
+    blas_threads : int or None
+        Most threads BLAS (NumPy/SciPy's OpenBLAS/MKL) may use while the rounds run (default
+        1; ``None`` leaves the process's setting). The compiled kernels run their own threads;
+        BLAS worker threads, which keep spinning for a while after each call, would take their
+        cores (measured at the MNIST kPCA shape, RFedAvg: 36 -> 23 ms per round), and the
+        engine's BLAS calls are on per-client matrices too small to gain from threads.
 
     Returns
     -------
@@ -286,6 +293,8 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     screen = (faults is not None or client_deadline is not None) if check_uploads is None \
         else bool(check_uploads)
     metrics_every = check_int(metrics_every, "metrics_every", min_value=1)
+    if blas_threads is not None:
+        blas_threads = check_int(blas_threads, "blas_threads", min_value=1)
     if callback is not None and not callable(callback):
         raise TypeError("callback: expected a callable callback(t, x, row)")
     seed = resolve_seed(seed)
@@ -353,95 +362,96 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
 
     # ---------------------------------------------------------------- rounds
     done = rounds
-    for t in range(t_start, rounds):
-        w0 = time.perf_counter()
-        idx = participation.sample(prng, n)
-        k = int(idx.size)
-        sctx = ServerContext(t, rounds, srng)
-        acc = {"round": t + 1, "n_participants": k, "cpu_server": 0.0, "cpu_clients_max": 0.0,
-               "floats_up": 0, "floats_down": 0, "bytes_up": 0, "bytes_down": 0}
-        recipients = participation.recipients(n, k)
+    with limit_blas_threads(blas_threads):
+        for t in range(t_start, rounds):
+            w0 = time.perf_counter()
+            idx = participation.sample(prng, n)
+            k = int(idx.size)
+            sctx = ServerContext(t, rounds, srng)
+            acc = {"round": t + 1, "n_participants": k, "cpu_server": 0.0, "cpu_clients_max": 0.0,
+                   "floats_up": 0, "floats_down": 0, "bytes_up": 0, "bytes_down": 0}
+            recipients = participation.recipients(n, k)
 
-        def down(msg, count):
-            fl, by = _size(msg)
-            acc["floats_down"] += fl * count
-            acc["bytes_down"] += by * count
+            def down(msg, count):
+                fl, by = _size(msg)
+                acc["floats_down"] += fl * count
+                acc["bytes_down"] += by * count
 
-        def up(msg):
-            fl, by = _size(msg)
-            acc["floats_up"] += fl
-            acc["bytes_up"] += by
+            def up(msg):
+                fl, by = _size(msg)
+                acc["floats_up"] += fl
+                acc["bytes_up"] += by
 
-        cpu_s = cpu_c = cpu_p = 0.0
-        pidx = idx
-        if algorithm.has_prepare and k > 0 and prepare_recipients is not None:
-            pidx = np.asarray(prepare_recipients(n, idx), dtype=np.int64)
-        c0 = time.process_time()
-        msg = (algorithm.prepare_message(problem, state, sctx) if algorithm.has_prepare
-               else algorithm.broadcast(problem, state, sctx))
-        cpu_s += time.process_time() - c0
-        down(msg, max(recipients, pidx.size) if algorithm.has_prepare else recipients)
-        if k > 0:
-            cctx = ClientContext.create(seed, t, idx)
-            memo = None
-            if algorithm.has_prepare and pidx.size != k:
-                # the prepare exchange reaches more clients than take part (e.g. all n)
-                prows = {name: arr[pidx] for name, arr in cstore.items()}
-                c0 = time.process_time()
-                upl, prows, memo = algorithm.client_prepare(
-                    problem, pidx, msg, prows, ClientContext.create(seed, t, pidx))
-                cpu_p = (time.process_time() - c0) / pidx.size
-                up(upl)
-                for name, arr in prows.items():
-                    cstore[name][pidx] = arr
-                keep = np.searchsorted(pidx, idx)
-                memo = {name: np.asarray(v)[keep] for name, v in memo.items()}
-                c0 = time.process_time()
-                state, msg = algorithm.server_prepare(problem, state, pidx, upl, sctx)
-                cpu_s += time.process_time() - c0
-                down(msg, k)
-            rows = {name: arr[idx] for name, arr in cstore.items()}
-            if algorithm.has_prepare and pidx.size == k:
-                c0 = time.process_time()
-                upl, rows, memo = algorithm.client_prepare(problem, idx, msg, rows, cctx)
-                cpu_c += time.process_time() - c0
-                up(upl)
-                c0 = time.process_time()
-                state, msg = algorithm.server_prepare(problem, state, idx, upl, sctx)
-                cpu_s += time.process_time() - c0
-                down(msg, k)
-            if screen:
-                c0 = time.process_time()
-                state, cpu = _screened_exchange(
-                    algorithm, problem, state, idx, msg, rows, memo, seed, t, sctx, cstore,
-                    faults, client_deadline, kinds, acc, up, down, hist.meta["rejected"])
-                cpu_s += time.process_time() - c0 - cpu
-                cpu_c += cpu
-            else:
-                c0 = time.process_time()
-                upl, rows, memo = algorithm.client_update(problem, idx, msg, rows, memo, cctx)
-                cpu_c += time.process_time() - c0
-                up(upl)
-                c0 = time.process_time()
-                state, fmsg = algorithm.server_update(problem, state, idx, upl, sctx)
-                cpu_s += time.process_time() - c0
-                if algorithm.has_finalize and fmsg is not None:
-                    down(fmsg, k)
+            cpu_s = cpu_c = cpu_p = 0.0
+            pidx = idx
+            if algorithm.has_prepare and k > 0 and prepare_recipients is not None:
+                pidx = np.asarray(prepare_recipients(n, idx), dtype=np.int64)
+            c0 = time.process_time()
+            msg = (algorithm.prepare_message(problem, state, sctx) if algorithm.has_prepare
+                   else algorithm.broadcast(problem, state, sctx))
+            cpu_s += time.process_time() - c0
+            down(msg, max(recipients, pidx.size) if algorithm.has_prepare else recipients)
+            if k > 0:
+                cctx = ClientContext.create(seed, t, idx)
+                memo = None
+                if algorithm.has_prepare and pidx.size != k:
+                    # the prepare exchange reaches more clients than take part (e.g. all n)
+                    prows = {name: arr[pidx] for name, arr in cstore.items()}
                     c0 = time.process_time()
-                    rows = algorithm.client_finalize(problem, idx, fmsg, rows, memo, cctx)
+                    upl, prows, memo = algorithm.client_prepare(
+                        problem, pidx, msg, prows, ClientContext.create(seed, t, pidx))
+                    cpu_p = (time.process_time() - c0) / pidx.size
+                    up(upl)
+                    for name, arr in prows.items():
+                        cstore[name][pidx] = arr
+                    keep = np.searchsorted(pidx, idx)
+                    memo = {name: np.asarray(v)[keep] for name, v in memo.items()}
+                    c0 = time.process_time()
+                    state, msg = algorithm.server_prepare(problem, state, pidx, upl, sctx)
+                    cpu_s += time.process_time() - c0
+                    down(msg, k)
+                rows = {name: arr[idx] for name, arr in cstore.items()}
+                if algorithm.has_prepare and pidx.size == k:
+                    c0 = time.process_time()
+                    upl, rows, memo = algorithm.client_prepare(problem, idx, msg, rows, cctx)
                     cpu_c += time.process_time() - c0
-                for name, arr in rows.items():
-                    cstore[name][idx] = arr
-            cpu_c = cpu_c / k + cpu_p
-        acc["cpu_server"], acc["cpu_clients_max"] = cpu_s, cpu_c
-        acc["wall"] = time.perf_counter() - w0
-        row = {**acc, **metric_row(t + 1, state), **algorithm_row(t + 1, state)}
-        hist._append(row)
-        if checkpoint is not None and ((t + 1) % checkpoint_every == 0 or t + 1 == rounds):
-            save(t + 1)
-        if callback is not None and callback(t + 1, algorithm.point(problem, state), row) is True:
-            done = t + 1
-            break
+                    up(upl)
+                    c0 = time.process_time()
+                    state, msg = algorithm.server_prepare(problem, state, idx, upl, sctx)
+                    cpu_s += time.process_time() - c0
+                    down(msg, k)
+                if screen:
+                    c0 = time.process_time()
+                    state, cpu = _screened_exchange(
+                        algorithm, problem, state, idx, msg, rows, memo, seed, t, sctx, cstore,
+                        faults, client_deadline, kinds, acc, up, down, hist.meta["rejected"])
+                    cpu_s += time.process_time() - c0 - cpu
+                    cpu_c += cpu
+                else:
+                    c0 = time.process_time()
+                    upl, rows, memo = algorithm.client_update(problem, idx, msg, rows, memo, cctx)
+                    cpu_c += time.process_time() - c0
+                    up(upl)
+                    c0 = time.process_time()
+                    state, fmsg = algorithm.server_update(problem, state, idx, upl, sctx)
+                    cpu_s += time.process_time() - c0
+                    if algorithm.has_finalize and fmsg is not None:
+                        down(fmsg, k)
+                        c0 = time.process_time()
+                        rows = algorithm.client_finalize(problem, idx, fmsg, rows, memo, cctx)
+                        cpu_c += time.process_time() - c0
+                    for name, arr in rows.items():
+                        cstore[name][idx] = arr
+                cpu_c = cpu_c / k + cpu_p
+            acc["cpu_server"], acc["cpu_clients_max"] = cpu_s, cpu_c
+            acc["wall"] = time.perf_counter() - w0
+            row = {**acc, **metric_row(t + 1, state), **algorithm_row(t + 1, state)}
+            hist._append(row)
+            if checkpoint is not None and ((t + 1) % checkpoint_every == 0 or t + 1 == rounds):
+                save(t + 1)
+            if callback is not None and callback(t + 1, algorithm.point(problem, state), row) is True:
+                done = t + 1
+                break
 
     hist.meta["rounds"] = done
     if measure is not None and measure.note:

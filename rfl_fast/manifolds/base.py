@@ -32,7 +32,11 @@ def as_rng(rng):
 def _all_finite(a):
     """Exactly ``np.isfinite(a).all()``, 2-2.5x faster: a finite sum of squares (one BLAS pass,
     no temporary) implies every entry is finite; only an inf/NaN sum (a bad entry, or overflow
-    of the squares) takes the exact test."""
+    of the squares) takes the exact test. A non-contiguous view is read in memory order, each
+    broadcast (stride 0) axis once, instead of being copied (~15x slower at (20, 784, 5))."""
+    if not a.flags.c_contiguous:
+        a = a[tuple(slice(0, 1) if st == 0 else slice(None) for st in a.strides)]
+        a = a.ravel(order="K")  # a view when the memory is contiguous in some axis order
     return math.isfinite(np.vdot(a, a)) or bool(np.isfinite(a).all())
 
 

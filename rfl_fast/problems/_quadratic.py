@@ -130,8 +130,8 @@ class QuadraticProblem(Problem):
                 return np.matmul(self._gram, x)
             return np.matmul(self._gram[idx], x)
         st, _ = self._row_sums(idx, x)
-        out = np.swapaxes(st, -1, -2)
-        return out / self.sizes[idx][:, None, None]
+        out = np.empty(x.shape)  # C order, so the callers' kernels need no copy
+        return np.divide(np.swapaxes(st, -1, -2), self.sizes[idx][:, None, None], out=out)
 
     def _zx_sq(self, idx, x):
         """``(1/m_i) |Z_i X_j|_F^2`` (k,), rows form."""
