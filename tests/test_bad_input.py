@@ -138,3 +138,29 @@ def test_manifold_finite_check_sees_bad_entries_in_any_view(bad):
             assert not _all_finite(view), name
     huge = np.full((2, 3), 1e300)  # squares overflow, entries are finite: the exact test
     assert _all_finite(np.swapaxes(huge, 0, 1))
+
+
+@pytest.mark.parametrize("where", ["x", "u"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("op", ["retr", "proj"])
+def test_stiefel_joint_finite_check_names_the_bad_argument(where, bad, op):
+    M = rf.Stiefel(6, 2)
+    x = M.random_point(rng=0)
+    u = M.random_tangent(x, rng=1)
+    (x if where == "x" else u)[2, 1] = bad
+    if where == "u":
+        x[2, 1] = 0.0  # a zero partner: inf * 0 is NaN, still caught
+    with pytest.raises(ValueError, match=f"{where}: contains (NaN|inf)"):
+        getattr(M, op)(x, u)
+
+
+def test_stiefel_joint_finite_check_passes_huge_finite_entries_and_keeps_validation():
+    M = rf.Stiefel(6, 2)
+    x = M.random_point(rng=0)
+    big = np.full((6, 2), 1e200)  # x . big overflows to inf: the exact checks accept it
+    np.testing.assert_allclose(M.proj(x, big), rf.Stiefel(6, 2).proj(x, big.copy()))
+    Mv = rf.Stiefel(6, 2, validate=True)
+    not_tangent = np.ones((6, 2))
+    Mv.proj(x, not_tangent)  # proj takes any ambient array
+    with pytest.raises(NotOnManifoldError, match="u"):
+        Mv.retr(x, not_tangent)

@@ -118,6 +118,22 @@ class Manifold:
             self.assert_tangent(x, arr, name)
         return arr
 
+    def _point_vector(self, x, u, name="u", tangent=True):
+        """``(_point(x), _vector(x, u, name))`` (``_array(u, name)`` when not ``tangent``: any
+        ambient array) with one finiteness test for both when they are
+        float arrays of the same shape: a NaN or inf entry makes its product with anything NaN
+        or inf, so a finite ``x . u`` means every entry of both is finite (an overflowing
+        product or sum only sends the pair to the separate, exact checks). ~1 us per call."""
+        k = len(self.shape)
+        if (type(x) is np.ndarray and type(u) is np.ndarray and x.shape == u.shape
+                and x.dtype.kind == "f" and u.dtype.kind == "f" and x.ndim >= k
+                and x.shape[x.ndim - k:] == self.shape and x.flags.c_contiguous
+                and u.flags.c_contiguous and math.isfinite(np.vdot(x, u))
+                and not validation_enabled(self.validate)):
+            return x, u
+        x = self._point(x)
+        return x, (self._vector(x, u, name) if tangent else self._array(u, name))
+
     @staticmethod
     def _option(method, options, kind):
         if method is None:

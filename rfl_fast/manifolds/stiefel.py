@@ -41,8 +41,8 @@ class Stiefel(Manifold):
 
     def proj(self, x, u, *, backend=None):
         """``U - X sym(X'U)``; x, u: (..., n, p)."""
-        x = self._point(x)
-        return call("stiefel_proj", x, self._array(u, "u"), backend=backend)
+        x, u = self._point_vector(x, u, tangent=False)
+        return call("stiefel_proj", x, u, backend=backend)
 
     def egrad2rgrad(self, x, g, *, backend=None):
         return self.proj(x, g, backend=backend)
@@ -60,8 +60,7 @@ class Stiefel(Manifold):
         method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u)
-        x = self._point(x)
-        u = self._vector(x, u)
+        x, u = self._point_vector(x, u)
         if method == "cayley":
             return self._cayley(x, u).astype(np.result_type(x, u), copy=False)
         out = call(f"stiefel_retr_{method}", x, u, backend=backend)
