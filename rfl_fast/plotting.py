@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 
+from ._files import atomic_write
+
 __all__ = ["plot_histories", "plot_metrics", "METRIC_LABELS"]
 
 #: Axis labels of the metrics the problems record.
@@ -51,17 +53,7 @@ def has_values(histories, y):
 
 def _save(fig, path, ext):
     """Save through a temporary file and a rename (a plot file is complete or absent)."""
-    final = f"{path}.{ext}"
-    folder, base = os.path.split(final)
-    tmp = os.path.join(folder, f".{base}.tmp{os.getpid()}.{ext}")
-    try:
-        fig.savefig(tmp, dpi=120, format=ext)
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return final
+    return atomic_write(f"{path}.{ext}", lambda tmp: fig.savefig(tmp, dpi=120, format=ext))
 
 
 def plot_histories(histories, path, y="grad_norm", title=None):

@@ -30,35 +30,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._files import atomic_write
 from .config import ConfigError
 
 __all__ = ["execute", "RunOutcome", "InterruptGuard", "atomic_write", "summary_table"]
 
 
 # ------------------------------------------------------------------------------ files
-
-def atomic_write(path, write):
-    """Write ``path`` through ``write(tmp_path)`` and an atomic rename.
-
-    Parameters
-    ----------
-    path : str
-        Final file name.
-    write : callable
-        ``write(tmp)`` creates the file ``tmp`` (same folder, same extension).
-    """
-    folder, base = os.path.split(path)
-    stem, ext = os.path.splitext(base)
-    tmp = os.path.join(folder, f".{stem}.tmp{os.getpid()}{ext}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
-
 
 def _jsonable(obj):
     if isinstance(obj, dict):

@@ -26,9 +26,10 @@ import dataclasses
 import importlib
 import json
 import os
-import tempfile
 
 import numpy as np
+
+from .._files import atomic_write
 
 __all__ = ["save", "load", "resume", "FORMAT_VERSION"]
 
@@ -118,18 +119,11 @@ def save(path, payload):
     doc = json.dumps({"version": FORMAT_VERSION,
                       "payload": {k: _encode(v, arrays) for k, v in payload.items()}})
     arrays["__json__"] = np.array(doc)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    def write(tmp):
+        with open(tmp, "wb") as fh:  # a file object: np.savez adds no ".npz" to the name
             np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    atomic_write(path, write, fsync=True)
 
 
 def load(path, *, trusted=("rfl_fast",)):

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._files import atomic_write
 from ..federation._checks import check_point_arg
 from ..federation.context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER,
                                   ServerContext, resolve_seed, stream)
@@ -209,10 +210,11 @@ class FederationResult:
                 "clients": {str(k): str(v) for k, v in self.clients.items()},
                 "participants": [p.tolist() for p in self.participants],
                 "events": self.events}
-        with open(os.path.join(directory, "history.json.tmp"), "w") as f:
-            json.dump({"meta": meta, "history": self.history}, f, indent=1, default=float)
-        os.replace(os.path.join(directory, "history.json.tmp"),
-                   os.path.join(directory, "history.json"))
+        def write(tmp):
+            with open(tmp, "w") as f:
+                json.dump({"meta": meta, "history": self.history}, f, indent=1, default=float)
+
+        atomic_write(os.path.join(directory, "history.json"), write)
 
 
 def _size(arrays):
