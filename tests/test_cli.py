@@ -315,3 +315,12 @@ def test_ctrl_c_on_the_command_line_exits_130_with_results(tmp_path):
     rounds = summary["algorithms"]["RFedSVRG"]["rounds"]
     assert 0 < rounds < 100000
     assert len(History.from_csv(out / "history_RFedSVRG.csv")) == rounds + 1
+
+
+def test_python_dash_m_rfl_fast_runs_the_command_line():
+    from subprocess_env import same_package
+
+    proc = subprocess.run([sys.executable, "-m", "rfl_fast", "info"], capture_output=True,
+                          text=True, timeout=120, **same_package())
+    assert proc.returncode == 0, proc.stderr
+    assert "backends" in proc.stdout
