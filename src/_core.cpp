@@ -184,7 +184,9 @@ bool wide_simd() {
 #endif
 }
 
-// lockstep Jacobi up to this n (measured: 12x12 ~10% faster than QL, 16x16 ~15% slower)
+// lockstep Jacobi up to this n (measured against QL per matrix: 12x12 ~10% faster, 16x16 ~15%
+// slower), above it Householder + QL in lockstep over 4 matrices (n = 20: ~2x faster than QL
+// per matrix; with SSE2 only it is ~2x slower, so that case keeps QL per matrix)
 constexpr int kJacobiMaxN = 12;
 
 template <double (*F)(double)>
@@ -194,6 +196,12 @@ RFL_CLONES void sym_loop(const double* ps, double* po, py::ssize_t N, int n) {
         std::vector<double> work(rfl::spd::sym_lanes_work(n));
         return rfl::spd::sym_fun_lanes(ps, po, N, n, F, work.data());
     }
+#ifdef RFL_HAVE_QL_LANES
+    if (N >= 2 && wide_simd()) {
+        std::vector<double> work(rfl::spd::sym_ql_lanes_work(n));
+        return rfl::spd::sym_fun_ql_lanes(ps, po, N, n, F, work.data());
+    }
+#endif
     std::vector<double> work(rfl::spd::sym_work(n));
     for (py::ssize_t i = 0; i < N; ++i)
         rfl::spd::sym_fun(ps + i * item, po + i * item, n, F, work.data());

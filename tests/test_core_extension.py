@@ -212,6 +212,45 @@ def test_sym_functions_batch_and_single_item(n):
                                    atol=1e-12 * max(1, abs(want).max()))
 
 
+@pytest.mark.parametrize("n", [13, 16, 20, 25, 32])
+def test_sym_functions_lockstep_ql_groups(n):
+    """n > 12 runs Householder + QL in lockstep over groups of 4 matrices: batch sizes with a
+    partial last group match the reference, and an item's result does not depend on the other
+    items of its group."""
+    rng = np.random.default_rng(1000 + n)
+    for name in ("sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm"):
+        (s,) = kernel_inputs(name, rng, 9, n, cond=1e4)
+        want = getattr(ref, name)(s)
+        full = getattr(core, name)(s)
+        np.testing.assert_allclose(full, want, rtol=0, atol=1e-10 * max(1, abs(want).max()))
+        for N in (2, 3, 5, 6):
+            assert np.array_equal(getattr(core, name)(s[9 - N:]), full[9 - N:])
+
+
+def test_sym_functions_lockstep_ql_special_items():
+    """n = 20 items next to ordinary ones: not finite (lower triangle: NaN item; upper
+    triangle only: ignored, as numpy.linalg.eigh), zero, diagonal, block diagonal, and scaled
+    to 1e-150 (out of the unscaled hypot's range: those groups fall back to QL per item)."""
+    rng = np.random.default_rng(7)
+    n = 20
+    s = spd(rng, 11, n)
+    s[1, 7, 3] = np.nan
+    s[2, 3, 7] = np.inf
+    s[4] = 0.0
+    s[5] = np.diag(rng.uniform(0.5, 2.0, n))
+    s[6, :8, 8:] = s[6, 8:, :8] = 0.0
+    s[9] *= 1e-150
+    for name in ("sym_expm", "sym_sqrtm", "sym_logm"):
+        got = getattr(core, name)(s)
+        assert np.isnan(got[1]).all()
+        ok = [k for k in range(11) if k != 1 and not (k == 4 and name != "sym_expm")]
+        want = getattr(ref, name)(np.tril(s[ok]) + np.swapaxes(np.tril(s[ok], -1), -1, -2))
+        for k, w in zip(ok, want):
+            np.testing.assert_allclose(got[k], w, rtol=0, atol=1e-12 * np.abs(w).max())
+        if name != "sym_expm":
+            assert np.isnan(got[4]).all()
+
+
 def test_clustered_and_tiny_eigenvalues():
     rng = np.random.default_rng(6)
     q = stiefel_point(rng, 9, 9, 9)

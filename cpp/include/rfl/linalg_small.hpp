@@ -12,6 +12,8 @@
 //   svd_jacobi  one-sided (Hestenes) Jacobi SVD of a column-major n x p matrix
 //   jacobi_lanes  cyclic Jacobi eigensolver run in lockstep on L matrices stored as structure
 //               of arrays (batched kernels: vectorizes across the batch)
+//   tred2_lanes, tql2_lanes  the Householder + QL pair in lockstep on 4 matrices (same layout,
+//               GNU vector extensions; RFL_HAVE_QL_LANES when available)
 //
 // Conventions: "lower" means only the lower triangle (i >= j) of an input is read, as LAPACK's
 // UPLO='L' (numpy.linalg.eigh's default). Functions return false when they cannot produce an
@@ -322,6 +324,236 @@ RFL_INLINE bool jacobi_lanes(double* A, double* V, int n, int max_sweeps = 40) {
     }
     return false;
 }
+
+// ------------------------------------------------------------------ lockstep Householder + QL
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RFL_HAVE_QL_LANES 1
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vectors only cross always_inline calls
+#endif
+
+// Four lanes (one AVX2 register, two SSE2 registers in the baseline clone); aligned(8): the
+// lane arrays live in caller scratch with no alignment promise.
+typedef double lanes4 __attribute__((vector_size(32), aligned(8)));
+typedef long long mask4 __attribute__((vector_size(32), aligned(8)));
+constexpr int kQlLanes = 4;
+
+RFL_INLINE lanes4 lanes_sqrt(lanes4 x) {
+    for (int l = 0; l < kQlLanes; ++l) x[l] = std::sqrt(x[l]);
+    return x;
+}
+RFL_INLINE lanes4 lanes_abs(lanes4 x) { return x < 0.0 ? -x : x; }
+
+// tred2 on 4 symmetric n x n matrices in lockstep: A[i * n + j][l] is entry (i, j) of matrix l
+// (lower triangle read), d and e n lanes each. tred2's branch for an all-zero row is replaced
+// by safe divisors (1 instead of 0), which give exactly what the branch gives. On return A
+// holds the orthogonal transformations (columns), d the diagonal, e[1..n-1] the subdiagonal.
+// ug: n lanes of scratch.
+RFL_INLINE void tred2_lanes(lanes4* A, lanes4* d, lanes4* e, int n, lanes4* ug) {
+    auto at = [A, n](int i, int j) -> lanes4& { return A[static_cast<std::size_t>(i) * n + j]; };
+    const lanes4 zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
+    for (int j = 0; j < n; ++j) d[j] = at(n - 1, j);
+    for (int i = n - 1; i > 0; --i) {
+        lanes4 scale = zero, h = zero;
+        for (int k = 0; k < i; ++k) scale += lanes_abs(d[k]);
+        const lanes4 inv_scale = one / (scale == 0.0 ? one : scale);
+        for (int k = 0; k < i; ++k) {
+            d[k] *= inv_scale;
+            h += d[k] * d[k];
+        }
+        lanes4 f = d[i - 1];
+        lanes4 g = lanes_sqrt(h);
+        g = f > 0.0 ? -g : g;
+        e[i] = scale * g;
+        h -= f * g;
+        d[i - 1] = f - g;
+        const lanes4 inv_h = one / (h == 0.0 ? one : h);
+        for (int j = 0; j < i; ++j) e[j] = zero;
+        for (int j = 0; j < i; ++j) {  // e = A u (u in d), the Householder vector stored in A
+            f = d[j];
+            at(j, i) = f;
+            g = e[j] + at(j, j) * f;
+            for (int k = j + 1; k <= i - 1; ++k) {
+                g += at(k, j) * d[k];
+                e[k] += at(k, j) * f;
+            }
+            e[j] = g;
+        }
+        f = zero;
+        for (int j = 0; j < i; ++j) {
+            e[j] *= inv_h;
+            f += e[j] * d[j];
+        }
+        const lanes4 hh = f * (0.5 * inv_h);
+        for (int j = 0; j < i; ++j) e[j] -= hh * d[j];
+        for (int j = 0; j < i; ++j) {  // rank-2 update of the leading block
+            f = d[j];
+            g = e[j];
+            for (int k = j; k <= i - 1; ++k) at(k, j) -= f * e[k] + g * d[k];
+            d[j] = at(i - 1, j);
+            at(i, j) = zero;
+        }
+        d[i] = h;
+    }
+    for (int i = 0; i < n - 1; ++i) {  // accumulate the transformations
+        at(n - 1, i) = at(i, i);
+        at(i, i) = one;
+        const lanes4 h = d[i + 1];
+        const lanes4 inv_h = one / (h == 0.0 ? one : h);
+        // A[0..i][0..i] -= (u / h) (u' A[0..i][0..i]), u = A[0..i][i+1], by rows
+        for (int j = 0; j <= i; ++j) ug[j] = zero;
+        for (int k = 0; k <= i; ++k) {
+            const lanes4 uk = at(k, i + 1);
+            d[k] = uk * inv_h;
+            for (int j = 0; j <= i; ++j) ug[j] += uk * at(k, j);
+        }
+        for (int k = 0; k <= i; ++k)
+            for (int j = 0; j <= i; ++j) at(k, j) -= d[k] * ug[j];
+        for (int k = 0; k <= i; ++k) at(k, i + 1) = zero;
+    }
+    for (int j = 0; j < n; ++j) {
+        d[j] = at(n - 1, j);
+        at(n - 1, j) = zero;
+    }
+    at(n - 1, n - 1) = one;
+    e[0] = zero;
+}
+
+// The rotations of one QL chain applied to R consecutive rows of V (lanes, row length n):
+// columns (i, i+1) <- (c x - s y, s x + c y) for i = last-1 down to first, the moving column
+// kept in registers (R independent rows hide the latency of the chain).
+template <int R>
+RFL_INLINE void ql_rotate_rows(lanes4* V, int n, int first, int last, const lanes4* c,
+                               const lanes4* s) {
+    lanes4 y[R];
+    for (int r = 0; r < R; ++r) y[r] = V[static_cast<std::size_t>(r) * n + last];
+    for (int i = last - 1; i >= first; --i)
+        for (int r = 0; r < R; ++r) {
+            lanes4* vr = V + static_cast<std::size_t>(r) * n;
+            const lanes4 x = vr[i];
+            vr[i + 1] = s[i] * x + c[i] * y[r];
+            y[r] = c[i] * x - s[i] * y[r];
+        }
+    for (int r = 0; r < R; ++r) V[static_cast<std::size_t>(r) * n + first] = y[r];
+}
+
+// tql2 on 4 tridiagonals (d, e from tred2_lanes) in lockstep, V (lanes, n x n) receiving the
+// eigenvectors as COLUMNS. Every lane runs tql2's own sequence of implicit QL steps (its own
+// l, m, shift and convergence test); a round does one step in every unfinished lane: the
+// rotation chain runs over the union of the lanes' ranges [l, m) and is the identity (c = 1,
+// s = 0) outside a lane's range. The rotations of a round are then applied to the columns of
+// V, four rows at a time (ql_rotate_rows). cs: 2n lanes. False if a lane needs
+// more than 60 steps for one eigenvalue or a hypot leaves the range where it needs no
+// scaling (|x| ~ 1e-145 or 1e145; the caller then falls back to eigh per matrix).
+RFL_INLINE bool tql2_lanes(lanes4* d, lanes4* e, lanes4* V, int n, lanes4* cs) {
+    constexpr int L = kQlLanes;
+    const lanes4 zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
+    for (int i = 1; i < n; ++i) e[i - 1] = e[i];
+    e[n - 1] = zero;
+    int lo[L], hi[L], iter[L];  // per lane: current l, its m, steps for this l
+    double shift[L], tst1[L];
+    // lane k: take the eigenvalues that need no step, stop at the next l with m > l
+    auto seek = [&](int k) {
+        for (; lo[k] < n; ++lo[k]) {
+            const int l = lo[k];
+            tst1[k] = std::max(tst1[k], std::fabs(d[l][k]) + std::fabs(e[l][k]));
+            int m = l;
+            while (m < n - 1 && !(std::fabs(e[m][k]) <= kEps * tst1[k])) ++m;
+            if (m > l) {
+                hi[k] = m;
+                iter[k] = 0;
+                return;
+            }
+            d[l][k] += shift[k];
+            e[l][k] = 0.0;
+        }
+    };
+    for (int k = 0; k < L; ++k) {
+        lo[k] = 0;
+        shift[k] = tst1[k] = 0.0;
+        seek(k);
+    }
+    lanes4* c_of = cs;      // rotation (c, s) at chain index i
+    lanes4* s_of = cs + n;
+    for (;;) {
+        int first = n, last = 0;  // union of the ranges
+        mask4 lv, mv;
+        lanes4 h = zero, el1 = zero, dl1 = one, p = zero;
+        for (int k = 0; k < L; ++k) {
+            lv[k] = lo[k];
+            mv[k] = lo[k] < n ? hi[k] : 0;
+            if (lo[k] == n) continue;
+            if (++iter[k] > 60) return false;
+            const int l = lo[k];
+            first = std::min(first, l);
+            last = std::max(last, hi[k]);
+            const double g = d[l][k];  // Wilkinson-type shift from the leading 2x2
+            const double q = (d[l + 1][k] - g) / (2.0 * e[l][k]);
+            const double r = q < 0 ? -hypot2(q, 1.0) : hypot2(q, 1.0);
+            d[l][k] = e[l][k] / (q + r);
+            d[l + 1][k] = e[l][k] * (q + r);
+            dl1[k] = d[l + 1][k];
+            el1[k] = e[l + 1][k];
+            h[k] = g - d[l][k];
+            shift[k] += h[k];
+        }
+        if (first == n) return true;
+        for (int i = first + 2; i < n; ++i) {
+            const mask4 iv = {i, i, i, i};
+            d[i] -= iv >= lv + 2 ? h : zero;
+        }
+        for (int k = 0; k < L; ++k) p[k] = lo[k] < n ? d[hi[k]][k] : 0.0;
+        lanes4 c = one, c2 = one, c3 = one, s = zero, s2 = zero;
+        mask4 bad = {0, 0, 0, 0};
+        for (int i = last - 1; i >= first; --i) {
+            const mask4 iv = {i, i, i, i};
+            const mask4 act = (iv >= lv) & (iv < mv);
+            const lanes4 ei = e[i], di = d[i];
+            const lanes4 g = c * ei, hp = c * p;
+            const lanes4 rr = p * p + ei * ei;
+            bad |= act & ~((rr > 1e-290) & (rr < 1e290));
+            const lanes4 r = lanes_sqrt(rr);
+            e[i + 1] = act ? s * r : e[i + 1];
+            const lanes4 sn = ei / r, cn = p / r;
+            d[i + 1] = act ? hp + sn * (cn * g + sn * di) : d[i + 1];
+            c3 = act ? c2 : c3;
+            c2 = act ? c : c2;
+            s2 = act ? s : s2;
+            p = act ? cn * di - sn * g : p;
+            c = act ? cn : c;
+            s = act ? sn : s;
+            c_of[i] = act ? cn : one;
+            s_of[i] = act ? sn : zero;
+        }
+        if (bad[0] | bad[1] | bad[2] | bad[3]) return false;
+        for (int k = 0; k < L; ++k) {
+            const int l = lo[k];
+            if (l == n) continue;
+            const double q = -s[k] * s2[k] * c3[k] * el1[k] * e[l][k] / dl1[k];
+            e[l][k] = s[k] * q;
+            d[l][k] = c[k] * q;
+            if (std::fabs(e[l][k]) <= kEps * tst1[k]) {  // d[l] converged
+                d[l][k] += shift[k];
+                e[l][k] = 0.0;
+                ++lo[k];
+                seek(k);
+            }
+        }
+        int r = 0;
+        for (; r + 4 <= n; r += 4)
+            ql_rotate_rows<4>(V + static_cast<std::size_t>(r) * n, n, first, last, c_of, s_of);
+        for (; r < n; ++r)
+            ql_rotate_rows<1>(V + static_cast<std::size_t>(r) * n, n, first, last, c_of, s_of);
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif  // GNU vector extensions
 
 // ------------------------------------------------------------------ factorizations, solves
 
