@@ -96,18 +96,23 @@ enum class StOp { proj, retr_polar, inv_retr_polar, retr_qr, inv_retr_qr, polar 
 template <StOp OP, int P>
 RFL_INLINE void stiefel_items(const double* px, const double* pb, double* po, py::ssize_t N, int n,
                               int p, double* work) {
-    const std::size_t item = static_cast<std::size_t>(n) * p;
-    for (py::ssize_t i = 0; i < N; ++i) {
-        const double* xi = px + i * item;
-        const double* bi = pb + i * item;
-        double* oi = po + i * item;
-        if constexpr (OP == StOp::proj) rfl::stiefel::proj<P>(xi, bi, oi, n, p, work);
-        if constexpr (OP == StOp::retr_polar) rfl::stiefel::retr_polar<P>(xi, bi, oi, n, p, work);
-        if constexpr (OP == StOp::inv_retr_polar)
-            rfl::stiefel::inv_retr_polar<P>(xi, bi, oi, n, p, work);
-        if constexpr (OP == StOp::retr_qr) rfl::stiefel::retr_qr<P>(xi, bi, oi, n, p, work);
-        if constexpr (OP == StOp::inv_retr_qr) rfl::stiefel::inv_retr_qr<P>(xi, bi, oi, n, p, work);
-        if constexpr (OP == StOp::polar) rfl::stiefel::polar<P>(xi, oi, n, p, work);
+    if constexpr (OP == StOp::retr_polar) {  // the polar kernels take the whole batch (p = 5
+        rfl::stiefel::retr_polar<P>(px, pb, po, N, n, p, work);  // groups items: stiefel.hpp)
+    } else if constexpr (OP == StOp::polar) {
+        rfl::stiefel::polar<P>(px, po, N, n, p, work);
+    } else {
+        const std::size_t item = static_cast<std::size_t>(n) * p;
+        for (py::ssize_t i = 0; i < N; ++i) {
+            const double* xi = px + i * item;
+            const double* bi = pb + i * item;
+            double* oi = po + i * item;
+            if constexpr (OP == StOp::proj) rfl::stiefel::proj<P>(xi, bi, oi, n, p, work);
+            if constexpr (OP == StOp::inv_retr_polar)
+                rfl::stiefel::inv_retr_polar<P>(xi, bi, oi, n, p, work);
+            if constexpr (OP == StOp::retr_qr) rfl::stiefel::retr_qr<P>(xi, bi, oi, n, p, work);
+            if constexpr (OP == StOp::inv_retr_qr)
+                rfl::stiefel::inv_retr_qr<P>(xi, bi, oi, n, p, work);
+        }
     }
 }
 

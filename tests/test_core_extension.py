@@ -201,6 +201,57 @@ def test_ill_conditioned_polar_and_qr(cond):
                                atol=1e-13)
 
 
+def _polar_batch_inputs(rng, N, n):
+    """p = 5 polar inputs for batches of N items (the kernel groups 8 items): well-conditioned
+    steps plus, when N allows, an ill-conditioned item (the refined Gram route), one with
+    cond > 1e5 (the SVD route), a rank-deficient one and non-finite ones."""
+    x = stiefel_point(rng, N, n, 5)
+    u = stiefel_tangent(rng, x)
+    q2 = stiefel_point(rng, 1, 5, 5)[0]
+    for k, cond in zip((2, 5, 11), (30.0, 1e7, np.inf)):  # a = x + u = Q diag(s) V'
+        if k < N:
+            s = np.geomspace(1.0, 1.0 / cond, 5) if np.isfinite(cond) else [1, 1, 1, 1, 0]
+            u[k] = (x[k] * np.asarray(s)) @ q2.T - x[k]
+    if N > 3:
+        u[3, 0, 0] = np.inf
+    if N > 9:
+        x[9, 4, 2] = np.nan
+    return x, u
+
+
+@pytest.mark.parametrize("N", [1, 2, 7, 8, 9, 13, 16, 17])
+@pytest.mark.parametrize("n", [5, 7, 200])
+def test_polar_p5_batches_equal_single_items(N, n):
+    """Every item of a batch gets exactly the answer it gets alone, whatever its neighbours
+    (ill-conditioned, rank-deficient, non-finite) and its position in a group of lanes."""
+    rng = np.random.default_rng(100 * N + n)
+    x, u = _polar_batch_inputs(rng, N, n)
+    got = core.stiefel_retr_polar(x, u)
+    got_polar = core.polar(x + u)
+    for k in range(N):
+        assert np.array_equal(core.stiefel_retr_polar(x[k:k + 1], u[k:k + 1])[0], got[k],
+                              equal_nan=True)
+        assert np.array_equal(core.polar(x[k:k + 1] + u[k:k + 1])[0], got_polar[k], equal_nan=True)
+    bad = ~np.isfinite(x + u).all(axis=(1, 2))
+    keep = ~bad[:, None, None]  # LAPACK's SVD may not return on inf input
+    want = ref.stiefel_retr_polar(np.where(keep, x, 0.0), np.where(keep, u, 0.0))
+    assert np.isnan(got[bad]).all() and np.isnan(got_polar[bad]).all()
+    # the rank-deficient item is NaN (as in the reference), the rest match it
+    np.testing.assert_array_equal(np.isnan(got[~bad]), np.isnan(want[~bad]))
+    np.testing.assert_allclose(got[~bad], want[~bad], atol=1e-9, rtol=0)  # cond 1e7: eps cond
+    np.testing.assert_allclose(got_polar[~bad], got[~bad], atol=1e-15, rtol=0)
+    ok = ~bad & (np.arange(N) != 5)  # cond <= 30: the reference's own accuracy
+    np.testing.assert_allclose(got[ok], want[ok], atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("N,n", [(3, 5), (4, 7), (9, 200), (2, 784)])
+def test_proj_p5_matches_reference(N, n):
+    rng = np.random.default_rng(N * n)
+    x = stiefel_point(rng, N, n, 5)
+    u = rng.standard_normal(x.shape)
+    np.testing.assert_allclose(core.stiefel_proj(x, u), ref.stiefel_proj(x, u), atol=1e-12, rtol=0)
+
+
 @pytest.mark.parametrize("n", [1, 2, 9, 16, 17, 33])
 def test_sym_functions_batch_and_single_item(n):
     rng = np.random.default_rng(n)

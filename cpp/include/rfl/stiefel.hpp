@@ -1,4 +1,5 @@
-// Stiefel manifold St(n, p) kernels, one item per call: row-major (n, p) float64, n >= p.
+// Stiefel manifold St(n, p) kernels on row-major (n, p) float64 items, n >= p: one item per
+// call, except polar and retr_polar, which take N consecutive items (p = 5 batches them).
 //
 //   proj(x, u)          u - x sym(x'u)
 //   polar(a)            a (a'a)^-½, the polar factor (nearest point of St(n, p)); NaN when
@@ -14,9 +15,10 @@
 // whose error (eps cond(a)^2) is only in the symmetric part of Q0'Q0 - I: when that is not
 // negligible one more Gram step Q = Q0 (Q0'Q0)^-½ restores orthonormality (the rotation part
 // of the error is eps cond(a)). For cond(a) > 1e5 (or rank deficiency) the kernel switches to
-// a one-sided Jacobi SVD of a. QR: Cholesky QR, Q = a chol(a'a)^-T, repeated once
-// (CholeskyQR2) when Q'Q - I is not negligible; Householder QR when a'a is not numerically
-// positive definite. Lyapunov: the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of
+// a one-sided Jacobi SVD of a. For p = 5 the Gram eigendecompositions of 8 items at a time run
+// through the lockstep Jacobi of linalg_small.hpp, and the row passes are 4-wide vectors.
+// QR: Cholesky QR, Q = a chol(a'a)^-T, repeated once (CholeskyQR2) when Q'Q - I is not
+// negligible; Householder QR when a'a is not numerically positive definite. Lyapunov: the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of
 // S by Gaussian elimination with partial pivoting (cost O(p^6): fine for p up to ~30).
 // QR inverse: one LU of x'y without pivoting gives every leading block at once (columns
 // solved by forward/back substitution); partial-pivoting solves per column when a pivot is
@@ -157,7 +159,7 @@ inline void polar_svd(const double* x, const double* u, double* out, int n, int 
 
 // ---- p = 5 fast path: rows vectorized with 4-lane vectors (GCC vector extensions: AVX2/FMA in
 // the x86-64-v3 clone, pairs of SSE2 ops in the baseline one). A row a_i = x_i (+ u_i) is held
-// as a 4-vector (columns 0..3) plus a scalar (column 4); no temporary for x + u.
+// as a 4-vector (columns 0..3) plus a scalar (column 4).
 #if defined(__GNUC__)
 #define RFL_HAVE_V4 1
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -166,51 +168,46 @@ typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
 RFL_INLINE v4d v4_load(const double* a) { return *reinterpret_cast<const v4d*>(a); }
 RFL_INLINE void v4_store(double* a, v4d v) { *reinterpret_cast<v4d*>(a) = v; }
 RFL_INLINE v4d v4_bcast(double s) { return v4d{s, s, s, s}; }
-// broadcast of a[k] (+ b[k]) from memory (vbroadcastsd m64: a load, no shuffle)
-template <bool ADD>
-RFL_INLINE v4d v4_bcast_sum(const double* a, const double* b, int k) {
-    const double sa = a[k];
-    v4d r = v4d{sa, sa, sa, sa};
-    if (ADD) {
-        const double sb = b[k];
-        r += v4d{sb, sb, sb, sb};
-    }
-    return r;
-}
 
 // G (full 5 x 5, row-major) = a'a: column d of G's rows 0..3 accumulates A_i * a_id (two rows
-// summed before the accumulator, which halves the latency chain), G44 as a scalar.
+// summed before the accumulator, which halves the latency chain; the broadcasts are register
+// shuffles), G44 as a scalar. With ADD, a = x + u is also written to out, so that the output
+// pass reads one array (in cache) instead of two; out must not overlap x or u.
 template <bool ADD>
-RFL_INLINE void gram5(const double* __restrict x, const double* __restrict u, double* G, int n) {
+RFL_INLINE void gram5(const double* __restrict x, const double* __restrict u,
+                      double* __restrict out, double* G, int n) {
     v4d c0[5] = {};
     double g0 = 0.0, g1 = 0.0;
+    auto row = [&](int i, v4d& A, double& a4) {
+        const double* xi = x + static_cast<std::size_t>(i) * 5;
+        A = v4_load(xi);
+        a4 = xi[4];
+        if (ADD) {
+            const double* ui = u + static_cast<std::size_t>(i) * 5;
+            A += v4_load(ui);
+            a4 += ui[4];
+            double* oi = out + static_cast<std::size_t>(i) * 5;
+            v4_store(oi, A);
+            oi[4] = a4;
+        }
+    };
     int i = 0;
     for (; i + 2 <= n; i += 2) {
-        const double* xi = x + static_cast<std::size_t>(i) * 5;
-        const double* ui = ADD ? u + static_cast<std::size_t>(i) * 5 : nullptr;
-        v4d A0 = v4_load(xi), A1 = v4_load(xi + 5);
-        double a04 = xi[4], a14 = xi[9];
-        if (ADD) {
-            A0 += v4_load(ui);
-            A1 += v4_load(ui + 5);
-            a04 += ui[4];
-            a14 += ui[9];
-        }
-        for (int d = 0; d < 5; ++d)  // the chain through c0 is one add per two rows
-            c0[d] += A0 * v4_bcast_sum<ADD>(xi, ui, d) + A1 * v4_bcast_sum<ADD>(xi, ui, 5 + d);
+        v4d A0, A1;
+        double a04, a14;
+        row(i, A0, a04);
+        row(i + 1, A1, a14);
+        for (int d = 0; d < 4; ++d) c0[d] += A0 * v4_bcast(A0[d]) + A1 * v4_bcast(A1[d]);
+        c0[4] += A0 * v4_bcast(a04) + A1 * v4_bcast(a14);
         g0 += a04 * a04;
         g1 += a14 * a14;
     }
-    for (; i < n; ++i) {
-        const double* xi = x + static_cast<std::size_t>(i) * 5;
-        const double* ui = ADD ? u + static_cast<std::size_t>(i) * 5 : nullptr;
-        v4d A0 = v4_load(xi);
-        double a04 = xi[4];
-        if (ADD) {
-            A0 += v4_load(ui);
-            a04 += ui[4];
-        }
-        for (int d = 0; d < 5; ++d) c0[d] += A0 * v4_bcast_sum<ADD>(xi, ui, d);
+    if (i < n) {
+        v4d A0;
+        double a04;
+        row(i, A0, a04);
+        for (int d = 0; d < 4; ++d) c0[d] += A0 * v4_bcast(A0[d]);
+        c0[4] += A0 * v4_bcast(a04);
         g0 += a04 * a04;
     }
     for (int d = 0; d < 5; ++d) {
@@ -220,24 +217,69 @@ RFL_INLINE void gram5(const double* __restrict x, const double* __restrict u, do
     G[24] = g0 + g1;
 }
 
-// out_i = a_i C (C 5 x 5 row-major). Each row: 5 broadcast FMAs for columns 0..3, 5 scalar
-// FMAs for column 4. out may alias x (each row is read before it is written).
-template <bool ADD>
-RFL_INLINE void right_mul5(const double* x, const double* u, const double* C, double* out, int n) {
+// out_i = a_i C (C 5 x 5 row-major). Each row: 5 broadcast loads and FMAs for columns 0..3, 5
+// scalar FMAs for column 4. out may alias a (each row is read before it is written).
+RFL_INLINE void right_mul5(const double* a, const double* C, double* out, int n) {
     const v4d C0 = v4_load(C), C1 = v4_load(C + 5), C2 = v4_load(C + 10), C3 = v4_load(C + 15),
               C4 = v4_load(C + 20);
     const double k0 = C[4], k1 = C[9], k2 = C[14], k3 = C[19], k4 = C[24];
     for (int i = 0; i < n; ++i) {
-        const double* xi = x + static_cast<std::size_t>(i) * 5;
-        const double* ui = ADD ? u + static_cast<std::size_t>(i) * 5 : nullptr;
+        const double* ai = a + static_cast<std::size_t>(i) * 5;
         double* oi = out + static_cast<std::size_t>(i) * 5;
-        const v4d b0 = v4_bcast_sum<ADD>(xi, ui, 0), b1 = v4_bcast_sum<ADD>(xi, ui, 1),
-                  b2 = v4_bcast_sum<ADD>(xi, ui, 2), b3 = v4_bcast_sum<ADD>(xi, ui, 3),
-                  b4 = v4_bcast_sum<ADD>(xi, ui, 4);
-        const v4d o = (C0 * b0 + C1 * b1) + (C2 * b2 + C3 * b3) + C4 * b4;
-        const double o4 = (b0[0] * k0 + b1[0] * k1) + (b2[0] * k2 + b3[0] * k3) + b4[0] * k4;
+        const double a0 = ai[0], a1 = ai[1], a2 = ai[2], a3 = ai[3], a4 = ai[4];
+        const v4d o = (C0 * v4_bcast(a0) + C1 * v4_bcast(a1)) +
+                      (C2 * v4_bcast(a2) + C3 * v4_bcast(a3)) + C4 * v4_bcast(a4);
+        const double o4 = (a0 * k0 + a1 * k1) + (a2 * k2 + a3 * k3) + a4 * k4;
         v4_store(oi, o);
         oi[4] = o4;
+    }
+}
+
+// out = u - x sym(x'u). One pass accumulates M = x'u (rows 0..3 of column d as a 4-vector,
+// row 4 as a 4-vector and a scalar; two rows per step as in gram5); the second writes the rows
+// while x and u of the item are still in cache.
+RFL_INLINE void proj5(const double* __restrict x, const double* __restrict u,
+                      double* __restrict out, int n) {
+    v4d m[5] = {}, m4 = {};  // m[d] = M[0..3][d], m4 = M[4][0..3]
+    double m44 = 0.0, m44b = 0.0;
+    int i = 0;
+    for (; i + 2 <= n; i += 2) {
+        const double* xi = x + static_cast<std::size_t>(i) * 5;
+        const double* ui = u + static_cast<std::size_t>(i) * 5;
+        const v4d X0 = v4_load(xi), X1 = v4_load(xi + 5), U0 = v4_load(ui), U1 = v4_load(ui + 5);
+        for (int d = 0; d < 4; ++d) m[d] += X0 * v4_bcast(U0[d]) + X1 * v4_bcast(U1[d]);
+        m[4] += X0 * v4_bcast(ui[4]) + X1 * v4_bcast(ui[9]);
+        m4 += U0 * v4_bcast(xi[4]) + U1 * v4_bcast(xi[9]);
+        m44 += xi[4] * ui[4];
+        m44b += xi[9] * ui[9];
+    }
+    if (i < n) {
+        const double* xi = x + static_cast<std::size_t>(i) * 5;
+        const double* ui = u + static_cast<std::size_t>(i) * 5;
+        const v4d X0 = v4_load(xi), U0 = v4_load(ui);
+        for (int d = 0; d < 4; ++d) m[d] += X0 * v4_bcast(U0[d]);
+        m[4] += X0 * v4_bcast(ui[4]);
+        m4 += U0 * v4_bcast(xi[4]);
+        m44 += xi[4] * ui[4];
+    }
+    double S[25];  // sym(M), row-major
+    for (int r = 0; r < 4; ++r) {
+        for (int c = 0; c < 4; ++c) S[r * 5 + c] = 0.5 * (m[c][r] + m[r][c]);
+        S[r * 5 + 4] = S[20 + r] = 0.5 * (m[4][r] + m4[r]);
+    }
+    S[24] = m44 + m44b;
+    const v4d S0 = v4_load(S), S1 = v4_load(S + 5), S2 = v4_load(S + 10), S3 = v4_load(S + 15),
+              S4 = v4_load(S + 20);
+    for (i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * 5;
+        const double* ui = u + static_cast<std::size_t>(i) * 5;
+        double* oi = out + static_cast<std::size_t>(i) * 5;
+        const double a0 = xi[0], a1 = xi[1], a2 = xi[2], a3 = xi[3], a4 = xi[4];
+        const v4d xs = (S0 * v4_bcast(a0) + S1 * v4_bcast(a1)) +
+                       (S2 * v4_bcast(a2) + S3 * v4_bcast(a3)) + S4 * v4_bcast(a4);
+        const double xs4 = (a0 * S[4] + a1 * S[9]) + (a2 * S[14] + a3 * S[19]) + a4 * S[24];
+        v4_store(oi, v4_load(ui) - xs);
+        oi[4] = ui[4] - xs4;
     }
 }
 #endif
@@ -269,22 +311,8 @@ RFL_INLINE void polar_impl(const double* x, const double* u, double* out, int n,
     double* C = G + pp;
     double* H = C + pp;
     double* ework = H + pp;  // 2pp + p + eigh_work(p)
-#ifdef RFL_HAVE_V4
-    if constexpr (P == 5) {
-        gram5<ADD>(x, u, G, n);
-        const double ratio = inv_sqrt_gram(G, C, p, ework);
-        // Well conditioned (cond(a) < ~3.2, e.g. a tangent step of moderate size: the Gram is
-        // I + u'u): the Gram-route error is eps n cond(a)^2 at worst, far below the 1e-13 that
-        // the orthonormality check below enforces, so skip that check and its accumulation.
-        if (ratio > 0.1) return right_mul5<ADD>(x, u, C, out, n);
-        if (!(ratio > 1e-10)) return polar_svd<ADD>(x, u, out, n, p, work);
-    } else
-#endif
-    {
-        gram<P, ADD>(x, u, G, n, p);
-        const double ratio = inv_sqrt_gram(G, C, p, ework);
-        if (!(ratio > 1e-10)) return polar_svd<ADD>(x, u, out, n, p, work);
-    }
+    gram<P, ADD>(x, u, G, n, p);
+    if (!(inv_sqrt_gram(G, C, p, ework) > 1e-10)) return polar_svd<ADD>(x, u, out, n, p, work);
     right_mul<P, ADD>(x, u, C, out, H, n, p, ework);
     if (off_identity(H, p) <= 1e-13) return;
     // one more Gram step on the nearly orthonormal Q0 (in place: out <- out (Q0'Q0)^-½)
@@ -292,20 +320,115 @@ RFL_INLINE void polar_impl(const double* x, const double* u, double* out, int n,
     right_mul<P, false>(out, nullptr, C, out, nullptr, n, p, ework);
 }
 
+#ifdef RFL_HAVE_V4
+// ---- p = 5 in groups of L items: their 5 x 5 Gram eigendecompositions run in lockstep
+// (linalg::jacobi_lanes, ~3x cheaper per item than Householder + QL at L = 8). A lane's result
+// does not depend on the other lanes, so an item gets the same answer in any batch.
+constexpr int kLanes = 8;
+
+// polar(a_l), a_l = x_l (+ u_l), for the m <= L consecutive items of x, u, out.
+template <int L, bool ADD>
+RFL_INLINE void polar5_lanes(const double* x, const double* u, double* out, int m, int n,
+                             double* work) {
+    const std::size_t item = static_cast<std::size_t>(n) * 5;
+    alignas(64) double A[25 * L], V[25 * L], C[25 * L], f[5 * L];  // entry k, lane l: [k * L + l]
+    bool ok[L];
+    for (int l = 0; l < L; ++l) {
+        double G[25];
+        ok[l] = l < m;
+        if (ok[l]) {
+            gram5<ADD>(x + l * item, ADD ? u + l * item : nullptr, out + l * item, G, n);
+            ok[l] = linalg::all_finite(G, 25);
+        }
+        for (int k = 0; k < 25; ++k) A[k * L + l] = ok[l] ? G[k] : (k % 6 == 0 ? 1.0 : 0.0);
+    }
+    const bool converged = linalg::jacobi_lanes<L>(A, V, 5);
+    for (int l = 0; l < L; ++l) {
+        double lmin = INFINITY, lmax = 0.0;
+        for (int k = 0; k < 5; ++k) {
+            lmin = std::fmin(lmin, A[k * 6 * L + l]);
+            lmax = std::fmax(lmax, A[k * 6 * L + l]);
+        }
+        // Well conditioned (cond(a) < ~3.2, e.g. a tangent step of moderate size: the Gram is
+        // I + u'u): the Gram-route error is eps n cond(a)^2 at worst, far below the 1e-13 that
+        // polar_impl's orthonormality check enforces, so that check and its accumulation are
+        // skipped. Every other item (and every item if Jacobi failed) goes through polar_impl.
+        ok[l] = ok[l] && converged && lmin / lmax > 0.1;
+    }
+    // C_l = V_l diag(w_l^-½) V_l' (upper triangle)
+    for (int k = 0; k < 5; ++k)
+        for (int l = 0; l < L; ++l) f[k * L + l] = 1.0 / std::sqrt(std::fabs(A[k * 6 * L + l]));
+    for (int i = 0; i < 5; ++i)
+        for (int j = i; j < 5; ++j) {
+            double* cij = C + (i * 5 + j) * L;
+            for (int l = 0; l < L; ++l) cij[l] = 0.0;
+            for (int k = 0; k < 5; ++k) {
+                const double* vik = V + (i * 5 + k) * L;
+                const double* vjk = V + (j * 5 + k) * L;
+                const double* fk = f + k * L;
+                for (int l = 0; l < L; ++l) cij[l] += vik[l] * fk[l] * vjk[l];
+            }
+        }
+    for (int l = 0; l < m; ++l) {
+        const double* xl = x + l * item;
+        const double* ul = ADD ? u + l * item : nullptr;
+        double* ol = out + l * item;
+        if (!ok[l]) {
+            polar_impl<5, ADD>(xl, ul, ol, n, 5, work);
+            continue;
+        }
+        double Cl[25];
+        for (int i = 0; i < 5; ++i)
+            for (int j = i; j < 5; ++j) Cl[i * 5 + j] = Cl[j * 5 + i] = C[(i * 5 + j) * L + l];
+        right_mul5(ADD ? ol : xl, Cl, ol, n);  // a = x + u is in out already
+    }
+}
+#endif
+
+// polar(a_i), a_i = x_i (+ u_i), for the N consecutive n x p items of x, u, out
+template <int P, bool ADD>
+RFL_INLINE void polar_items(const double* x, const double* u, double* out, std::ptrdiff_t N,
+                            int n, int p, double* work) {
+    const std::size_t item = static_cast<std::size_t>(n) * p;
+    std::ptrdiff_t i = 0;
+#ifdef RFL_HAVE_V4
+    if constexpr (P == 5) {
+        for (; i + kLanes <= N; i += kLanes)
+            polar5_lanes<kLanes, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item,
+                                      kLanes, n, work);
+        const int m = static_cast<int>(N - i);  // the rest: one padded group, or a single item
+        if (m > 1)
+            polar5_lanes<kLanes, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item,
+                                      m, n, work);
+        else if (m == 1)
+            polar5_lanes<1, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item, 1,
+                                 n, work);
+        return;
+    }
+#endif
+    for (; i < N; ++i)
+        polar_impl<P, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item, n, p, work);
+}
+
 }  // namespace detail
 
+// polar / retr_polar of N consecutive items (the batch form: p = 5 goes by lanes, see above)
 template <int P = 0>
-RFL_INLINE void polar(const double* a, double* out, int n, int p, double* work) {
-    detail::polar_impl<P, false>(a, nullptr, out, n, p, work);
+RFL_INLINE void polar(const double* a, double* out, std::ptrdiff_t N, int n, int p, double* work) {
+    detail::polar_items<P, false>(a, nullptr, out, N, n, p, work);
 }
 
 template <int P = 0>
-RFL_INLINE void retr_polar(const double* x, const double* u, double* out, int n, int p, double* work) {
-    detail::polar_impl<P, true>(x, u, out, n, p, work);
+RFL_INLINE void retr_polar(const double* x, const double* u, double* out, std::ptrdiff_t N, int n,
+                           int p, double* work) {
+    detail::polar_items<P, true>(x, u, out, N, n, p, work);
 }
 
 template <int P = 0>
 RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p_, double* work) {
+#ifdef RFL_HAVE_V4
+    if constexpr (P == 5) return detail::proj5(x, u, out, n);
+#endif
     const int p = P > 0 ? P : p_;
     double local[P > 0 ? P * P : 1];
     double* A = P > 0 ? local : work;  // x'u, then sym
