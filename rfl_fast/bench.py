@@ -161,11 +161,14 @@ def extra_baselines(repeats):
     return {"scipy_logm_loop_1000x9": t_loop, "auto_sym_logm_1000x9": t_fast}
 
 
-#: Timed back-to-back calls per block of the clipped-sum comparison (after one untimed call:
-#: a route's first call after another route's pays for waking its threads, e.g. a sleeping
-#: second vCPU, ~2 ms on the 2-core VM, or for BLAS workers still spinning from the route
-#: before; a training loop calls one route back to back).
+#: Timed back-to-back calls per block of the clipped-sum comparison, after WARMUP_S seconds
+#: of untimed calls. Without the warm-up a route pays for the one before it or for idleness:
+#: OpenBLAS workers keep spinning ~0.1 s after a threaded call and take the core of the fused
+#: kernel's second thread, and on this 2-core VM any pause leaves the CPUs slow for tens of
+#: milliseconds (the C++ route: ~2.2 ms back to back, ~4 ms in short bursts after 0.15 s
+#: idle). A training loop calls one route back to back, which is what the blocks measure.
 BLOCK_CALLS = 3
+WARMUP_S = 0.1
 
 
 def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
@@ -174,8 +177,8 @@ def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
     ``privacy.clipped_sum_pca``, against materializing the (m, d, r) per-sample gradients with
     NumPy (``clipped_sum_reference``) and against the plain non-private gradient
     ``-c (I - XX') Z'(ZX)`` (BLAS). Printed as ratios; the floor is one read of Z / copy
-    bandwidth. Each repeat runs every route as a block: one untimed call, then
-    :data:`BLOCK_CALLS` timed ones (the materialized route: one timed call)."""
+    bandwidth. Each repeat runs every route as a block: :data:`WARMUP_S` seconds of untimed
+    calls, then :data:`BLOCK_CALLS` timed ones (the materialized route: one timed call)."""
     from . import privacy as P
 
     m, d, r = shape
@@ -208,8 +211,12 @@ def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
             slow = k.startswith("materialized")
             if slow and len(times[k]) >= max(3, repeats // 2):
                 continue
-            if not slow:  # back to back within a block, as the kernel table's repeats
-                f()
+            if not slow:  # back to back within a block, after a warm-up
+                t_end = time.perf_counter() + WARMUP_S
+                while True:
+                    f()
+                    if time.perf_counter() >= t_end:
+                        break
             for _ in range(1 if slow else BLOCK_CALLS):
                 t0 = time.perf_counter()
                 f()
