@@ -1,7 +1,7 @@
 """Side-by-side speed of every backend of every kernel against the NumPy reference.
 
 One process, the same inputs for every backend, medians of several repeats after a warm-up
-call. Prints a table (speed-up of each backend over the reference, and for memory-bound
+call, the backends of a kernel timed in turn within each repeat. Prints a table (speed-up of each backend over the reference, and for memory-bound
 kernels the memory-traffic floor: bytes read + written / measured copy bandwidth), the
 machine (CPU, BLAS kernel and threads) and writes JSON.
 
@@ -56,6 +56,21 @@ SMOKE_CASES = [(k, (3, 6, 2) if k.startswith(("stiefel", "polar")) else (3, 4))
                for k in dict.fromkeys(k for k, _ in FULL_CASES)]
 # memory-bound: a few flops per byte, so the copy bandwidth bounds them
 MEMORY_BOUND = ("stiefel_", "polar", "sphere_", "lorentz_")
+
+
+def interleaved_medians(calls, repeats):
+    """``{key: median seconds}`` of ``calls`` (``{key: (fn, args)}``) timed side by side: one
+    warm-up call each, then ``repeats`` rounds that call each once in turn, so drifting load
+    or clock speed hits every entry alike (the ratios stay meaningful on a busy machine)."""
+    for fn, args in calls.values():
+        fn(*args)
+    times = {key: [] for key in calls}
+    for _ in range(repeats):
+        for key, (fn, args) in calls.items():
+            t0 = time.perf_counter()
+            fn(*args)
+            times[key].append(time.perf_counter() - t0)
+    return {key: statistics.median(v) for key, v in times.items()}
 
 
 def median_time(fn, args, repeats):
@@ -113,12 +128,13 @@ def run(cases, repeats, bandwidth):
         args = tuple(np.ascontiguousarray(a) for a in kernel_inputs(name, rng, *shape))
         want = getattr(ref, name)(*args)
         row = {"kernel": name, "shape": list(shape), "times": {}, "agree": {}}
+        calls = {}
         for b in backends:
             fn = getattr(_dispatch._load(b), name, None)
-            if fn is None:
-                continue
-            row["agree"][b] = agree(fn(*args), want)
-            row["times"][b] = median_time(fn, args, repeats)
+            if fn is not None:
+                row["agree"][b] = agree(fn(*args), want)
+                calls[b] = (fn, args)
+        row["times"] = interleaved_medians(calls, repeats)
         if name.startswith(MEMORY_BOUND):
             moved = sum(a.nbytes for a in args) + want.nbytes
             row["floor"] = moved / bandwidth
@@ -243,8 +259,9 @@ def dispatch_overhead(repeats):
     x = M.random_point(rng=0)
     u = M.random_tangent(x, rng=1)
     name, fn = _dispatch.resolve("stiefel_retr_polar", "auto")
-    raw = median_time(fn, (x[None], u[None]), repeats * 20)
-    public = median_time(M.retr, (x, u), repeats * 20)
+    med = interleaved_medians({"raw": (fn, (x[None], u[None])), "public": (M.retr, (x, u))},
+                              repeats * 20)
+    raw, public = med["raw"], med["public"]
     print(f"dispatch overhead, Stiefel(784, 5).retr on one matrix ({name}): "
           f"public {public * 1e6:.1f} us, raw kernel {raw * 1e6:.1f} us, "
           f"overhead {(public - raw) * 1e6:.1f} us")

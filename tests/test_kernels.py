@@ -15,7 +15,7 @@ COMPILED = [b for b in _dispatch.BACKENDS if b != "numpy"]
 
 # (N, n, p) per kernel family; p only matters for Stiefel kernels and polar
 SHAPES = {
-    "stiefel": [(1, 4, 1), (7, 10, 3), (3, 50, 5), (2, 6, 6), (4, 784, 5)],
+    "stiefel": [(1, 4, 1), (7, 10, 3), (3, 50, 5), (5, 7, 5), (2, 6, 6), (4, 784, 5)],
     "sym": [(1, 1, None), (9, 2, None), (20, 9, None), (4, 20, None), (2, 33, None)],
     "vec": [(1, 2, None), (50, 3, None), (13, 25, None), (3, 784, None)],
 }

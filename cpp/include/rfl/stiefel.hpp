@@ -235,52 +235,73 @@ RFL_INLINE void right_mul5(const double* a, const double* C, double* out, int n)
     }
 }
 
-// out = u - x sym(x'u). One pass accumulates M = x'u (rows 0..3 of column d as a 4-vector,
-// row 4 as a 4-vector and a scalar; two rows per step as in gram5); the second writes the rows
-// while x and u of the item are still in cache.
-RFL_INLINE void proj5(const double* __restrict x, const double* __restrict u,
-                      double* __restrict out, int n) {
+// M (full 5 x 5, row-major) = x'y in one pass: rows 0..3 of column d as a 4-vector, row 4
+// as a 4-vector and a scalar; two rows per step as in gram5.
+RFL_INLINE void cross5(const double* __restrict x, const double* __restrict y, double* M, int n) {
     v4d m[5] = {}, m4 = {};  // m[d] = M[0..3][d], m4 = M[4][0..3]
     double m44 = 0.0, m44b = 0.0;
     int i = 0;
     for (; i + 2 <= n; i += 2) {
         const double* xi = x + static_cast<std::size_t>(i) * 5;
-        const double* ui = u + static_cast<std::size_t>(i) * 5;
-        const v4d X0 = v4_load(xi), X1 = v4_load(xi + 5), U0 = v4_load(ui), U1 = v4_load(ui + 5);
-        for (int d = 0; d < 4; ++d) m[d] += X0 * v4_bcast(U0[d]) + X1 * v4_bcast(U1[d]);
-        m[4] += X0 * v4_bcast(ui[4]) + X1 * v4_bcast(ui[9]);
-        m4 += U0 * v4_bcast(xi[4]) + U1 * v4_bcast(xi[9]);
-        m44 += xi[4] * ui[4];
-        m44b += xi[9] * ui[9];
+        const double* yi = y + static_cast<std::size_t>(i) * 5;
+        const v4d X0 = v4_load(xi), X1 = v4_load(xi + 5), Y0 = v4_load(yi), Y1 = v4_load(yi + 5);
+        for (int d = 0; d < 4; ++d) m[d] += X0 * v4_bcast(Y0[d]) + X1 * v4_bcast(Y1[d]);
+        m[4] += X0 * v4_bcast(yi[4]) + X1 * v4_bcast(yi[9]);
+        m4 += Y0 * v4_bcast(xi[4]) + Y1 * v4_bcast(xi[9]);
+        m44 += xi[4] * yi[4];
+        m44b += xi[9] * yi[9];
     }
     if (i < n) {
         const double* xi = x + static_cast<std::size_t>(i) * 5;
-        const double* ui = u + static_cast<std::size_t>(i) * 5;
-        const v4d X0 = v4_load(xi), U0 = v4_load(ui);
-        for (int d = 0; d < 4; ++d) m[d] += X0 * v4_bcast(U0[d]);
-        m[4] += X0 * v4_bcast(ui[4]);
-        m4 += U0 * v4_bcast(xi[4]);
-        m44 += xi[4] * ui[4];
+        const double* yi = y + static_cast<std::size_t>(i) * 5;
+        const v4d X0 = v4_load(xi), Y0 = v4_load(yi);
+        for (int d = 0; d < 4; ++d) m[d] += X0 * v4_bcast(Y0[d]);
+        m[4] += X0 * v4_bcast(yi[4]);
+        m4 += Y0 * v4_bcast(xi[4]);
+        m44 += xi[4] * yi[4];
     }
-    double S[25];  // sym(M), row-major
     for (int r = 0; r < 4; ++r) {
-        for (int c = 0; c < 4; ++c) S[r * 5 + c] = 0.5 * (m[c][r] + m[r][c]);
-        S[r * 5 + 4] = S[20 + r] = 0.5 * (m[4][r] + m4[r]);
+        for (int c = 0; c < 4; ++c) M[r * 5 + c] = m[c][r];
+        M[r * 5 + 4] = m[4][r];
+        M[20 + r] = m4[r];
     }
-    S[24] = m44 + m44b;
+    M[24] = m44 + m44b;
+}
+
+// out_i = a_i S + b_i (SUB: a_i S - b_i) for the rows of n x 5 matrices, S 5 x 5 row-major.
+template <bool SUB>
+RFL_INLINE void mul5_add(const double* __restrict a, const double* S, const double* __restrict b,
+                         double* __restrict out, int n) {
     const v4d S0 = v4_load(S), S1 = v4_load(S + 5), S2 = v4_load(S + 10), S3 = v4_load(S + 15),
               S4 = v4_load(S + 20);
-    for (i = 0; i < n; ++i) {
-        const double* xi = x + static_cast<std::size_t>(i) * 5;
-        const double* ui = u + static_cast<std::size_t>(i) * 5;
+    const double k0 = S[4], k1 = S[9], k2 = S[14], k3 = S[19], k4 = S[24];
+    for (int i = 0; i < n; ++i) {
+        const double* ai = a + static_cast<std::size_t>(i) * 5;
+        const double* bi = b + static_cast<std::size_t>(i) * 5;
         double* oi = out + static_cast<std::size_t>(i) * 5;
-        const double a0 = xi[0], a1 = xi[1], a2 = xi[2], a3 = xi[3], a4 = xi[4];
-        const v4d xs = (S0 * v4_bcast(a0) + S1 * v4_bcast(a1)) +
+        const double a0 = ai[0], a1 = ai[1], a2 = ai[2], a3 = ai[3], a4 = ai[4];
+        const v4d as = (S0 * v4_bcast(a0) + S1 * v4_bcast(a1)) +
                        (S2 * v4_bcast(a2) + S3 * v4_bcast(a3)) + S4 * v4_bcast(a4);
-        const double xs4 = (a0 * S[4] + a1 * S[9]) + (a2 * S[14] + a3 * S[19]) + a4 * S[24];
-        v4_store(oi, v4_load(ui) - xs);
-        oi[4] = ui[4] - xs4;
+        const double as4 = (a0 * k0 + a1 * k1) + (a2 * k2 + a3 * k3) + a4 * k4;
+        if (SUB) {
+            v4_store(oi, as - v4_load(bi));
+            oi[4] = as4 - bi[4];
+        } else {
+            v4_store(oi, as + v4_load(bi));
+            oi[4] = as4 + bi[4];
+        }
     }
+}
+
+// out = u - x sym(x'u): M = x'u in one pass, then the rows while x and u of the item are still
+// in cache (u + x (-sym(M)), exactly u - x sym(M): negation is exact).
+RFL_INLINE void proj5(const double* __restrict x, const double* __restrict u,
+                      double* __restrict out, int n) {
+    double M[25], S[25];
+    cross5(x, u, M, n);
+    for (int r = 0; r < 5; ++r)
+        for (int c = 0; c < 5; ++c) S[r * 5 + c] = -0.5 * (M[r * 5 + c] + M[c * 5 + r]);
+    mul5_add<false>(x, S, u, out, n);
 }
 #endif
 
@@ -468,6 +489,9 @@ RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p
 // M = x'y (full p x p)
 template <int P>
 RFL_INLINE void cross(const double* x, const double* y, double* M, int n, int p_) {
+#ifdef RFL_HAVE_V4
+    if constexpr (P == 5) return detail::cross5(x, y, M, n);
+#endif
     const int p = P > 0 ? P : p_;
     double local[P > 0 ? P * P : 1];
     double* const Mout = M;
@@ -489,6 +513,9 @@ RFL_INLINE void cross(const double* x, const double* y, double* M, int n, int p_
 template <int P>
 RFL_INLINE void y_times_minus_x(const double* x, const double* y, const double* S, double* out, int n,
                             int p_) {
+#ifdef RFL_HAVE_V4
+    if constexpr (P == 5) return detail::mul5_add<true>(y, S, x, out, n);
+#endif
     const int p = P > 0 ? P : p_;
     double Sl[P > 0 ? P * P : 1];
     if (P > 0) {
