@@ -453,7 +453,7 @@ RFL_CLONES_V4 void pca_units(PcaUnit* u, std::size_t nu, std::atomic<std::size_t
 using I64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
 py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const Arr& xt,
-                       double tau, double c, bool clipped, int threads) {
+                       double tau, double c, bool clipped, int threads, const py::object& scale) {
     const char* kernel = "pca_grad_sum";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_ndim(xt, 3, kernel, "xt", "(k, r, d)");
@@ -478,11 +478,23 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
         if (pi[j] < 0 || pi[j] >= n)
             fail(kernel, "idx[" + std::to_string(j) + "] = " + std::to_string(pi[j]) +
                              " is not a client index in [0, " + std::to_string(n) + ")");
-    Arr out({k, static_cast<py::ssize_t>(r), static_cast<py::ssize_t>(d)});
+    // with scale: G[j] = scale[j] St[j]' (k, d, r) out, St in scratch
+    const bool gradient = !scale.is_none();
+    Arr sc;
+    if (gradient) {
+        sc = scale.cast<Arr>();
+        if (sc.ndim() != 1 || sc.shape(0) != k)
+            fail(kernel, "argument scale must have shape (k,) with k = " + std::to_string(k));
+    }
+    const auto R_ = static_cast<py::ssize_t>(r), D_ = static_cast<py::ssize_t>(d);
+    Arr out = gradient ? Arr({k, D_, R_}) : Arr({k, R_, D_});
+    std::vector<double> st_scratch(gradient ? static_cast<std::size_t>(k) * r * d : 0);
     py::array_t<double> q(k);
     const double* pz = z.data();
     const double* pxt = xt.data();
-    double* pout = out.mutable_data();
+    double* pout = gradient ? st_scratch.data() : out.mutable_data();
+    double* pg = out.mutable_data();
+    const double* psc = gradient ? sc.data() : nullptr;
     double* pq = q.mutable_data();
     const rfl::pca::Weight wt{clipped, tau, std::fabs(c)};
     {
@@ -534,6 +546,12 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
             }
             for (std::size_t s = first[j]; s < first[j + 1]; ++s) qj += units[s].q;
             pq[j] = qj;
+            if (gradient) {  // G[j] = scale[j] St[j]'
+                const double* st = pout + j * item;
+                double* g = pg + j * item;
+                for (std::size_t i = 0; i < d; ++i)
+                    for (int l = 0; l < r; ++l) g[i * r + l] = psc[j] * st[l * d + i];
+            }
         }
     }
     return py::make_tuple(out, q);
@@ -646,6 +664,7 @@ Computed through the Cholesky factor of x; NaN where x or y is not positive defi
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum", &pca_grad_sum, py::arg("z"), py::arg("offsets"), py::arg("idx"),
         py::arg("xt"), py::arg("tau"), py::arg("c"), py::arg("clipped"), py::arg("threads") = 1,
+        py::arg("scale") = py::none(),
         R"pbdoc(One streaming pass over the rows of each selected client: ``(St, q)``.
 
 z: (M, d) all clients' rows; offsets: (n + 1,) int64, client i owns rows offsets[i]:offsets[i+1];
@@ -654,5 +673,6 @@ columns of X_j when clipped). For each j: ``y = X_j' z`` per row z of client idx
 ``w = 1`` (plain) or ``min(1, tau / (|c| sqrt(|z|^2 - |y|^2) |y|))`` (clipped), and
 ``St[j] = sum w y z'`` (r, d), i.e. ``(Z'(w o ZX))'``; ``q[j] = sum |y|^2``. ``threads``
 threads (at most; fewer for small work) claim the work in units of one client's fixed
-512-row chunk; the result does not depend on the thread count.)pbdoc");
+512-row chunk; the result does not depend on the thread count. With ``scale`` ((k,)
+float64) the first output is the gradient form ``G[j] = scale[j] St[j]'`` (k, d, r).)pbdoc");
 }

@@ -61,6 +61,24 @@ def test_equals_reference(sizes, d, r, tau):
 
 
 @needs_cpp
+@pytest.mark.parametrize("sizes,d,r", SHAPES[:4])
+def test_gradient_form_with_scale(sizes, d, r):
+    rng = np.random.default_rng(d * 7 + r)
+    Z, offsets = _clients(rng, sizes, d)
+    idx = np.arange(len(sizes), dtype=np.int64)
+    Xt = _xt(_points(rng, idx.size, d, r))
+    scale = rng.standard_normal(idx.size)
+    st, q = fused.pca_grad_sum(Z, offsets, idx, Xt, backend="cpp")
+    for backend in ("cpp", "numpy"):
+        g, q2 = fused.pca_grad_sum(Z, offsets, idx, Xt, scale=scale, backend=backend)
+        assert g.shape == (idx.size, d, r) and g.flags.c_contiguous
+        _close(g, np.swapaxes(st, -1, -2) * scale[:, None, None])
+        _close(q2, q)
+    with pytest.raises(ValueError, match="scale must have shape"):
+        fused.pca_grad_sum(Z, offsets, idx, Xt, scale=scale[:-1], backend="cpp")
+
+
+@needs_cpp
 def test_deterministic_and_thread_independent():
     rng = np.random.default_rng(3)
     Z, offsets = _clients(rng, [3000, 300, 300, 1], 784)

@@ -56,7 +56,7 @@ def _weights(z, y, tau, c):
     return w
 
 
-def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False):
+def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=None):
     """NumPy reference of :func:`pca_grad_sum` (blocked BLAS, one pass over the data).
 
     Parameters
@@ -72,10 +72,12 @@ def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False
     tau, c : float
         Clipping threshold (> 0, may be inf) and gradient scale; used when ``clipped``.
     clipped : bool
+    scale : ndarray, shape (k,), optional
+        Return the gradient form ``G[j] = scale[j] St[j]'`` (k, d, r) instead of ``St``.
 
     Returns
     -------
-    St : ndarray, shape (k, r, d)
+    St : ndarray, shape (k, r, d) (or G, shape (k, d, r), with ``scale``)
     q : ndarray, shape (k,)
     """
     k, r, d = Xt.shape
@@ -94,11 +96,14 @@ def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False
                 y = y * _weights(zb, y, tau, c)[:, None]
             acc += zb.T @ y
         St[j] = acc.T
+    if scale is not None:
+        G = np.swapaxes(St, -1, -2) * np.asarray(scale, dtype=np.float64)[:, None, None]
+        return np.ascontiguousarray(G), q
     return St, q
 
 
-def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, *, threads=None,
-                 backend=None):
+def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=None, *,
+                 threads=None, backend=None):
     """``(St, q)`` of :func:`pca_grad_sum_reference` by the fastest available route.
 
     ``backend``: ``None`` follows ``rfl_fast.backend`` / ``RFL_FAST_BACKEND``; ``"numpy"`` runs
@@ -111,5 +116,5 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, *, threa
     if choice != "numpy" and compiled_available():
         fn = _dispatch._load("cpp").pca_grad_sum
         return fn(Z, offsets, idx, Xt, float(tau), float(c), bool(clipped),
-                  DEFAULT_THREADS if threads is None else int(threads))
-    return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped)
+                  DEFAULT_THREADS if threads is None else int(threads), scale)
+    return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)

@@ -58,6 +58,7 @@ class QuadraticProblem(Problem):
     """Base of ``SpherePCA`` and ``KPCA`` (private): see the module docstring."""
 
     _c = 1.0
+    _last_ax = None  # (X, A X) of the pooled route's last product
 
     def _setup_samples(self, data, r, weighting, gram, name="data"):
         flat, offsets = pack_clients(data, 1, name)
@@ -78,7 +79,7 @@ class QuadraticProblem(Problem):
                 z = flat[offsets[i]:offsets[i + 1]]
                 np.matmul(z.T, z, out=self._gram[i])
                 self._gram[i] /= z.shape[0]
-        self._global = None
+        self._global = self._last_ax = None
 
     def _setup_covariances(self, A, r, weighting):
         a = check_covariances(A, "A")
@@ -89,7 +90,7 @@ class QuadraticProblem(Problem):
         self.d, self.r = a.shape[1], r
         self._c = 0.5
         super().__init__(np.ones(a.shape[0], dtype=np.int64), weighting)
-        self._global = None
+        self._global = self._last_ax = None
 
     @property
     def form(self):
@@ -110,28 +111,28 @@ class QuadraticProblem(Problem):
     def _client_rows(self, i):
         return self._flat[self._offsets[i]:self._offsets[i + 1]]
 
-    def _row_sums(self, idx, x):
+    def _row_sums(self, idx, x, scale=None):
         """``(St, q)`` of ``kernels.fused.pca_grad_sum`` for clients ``idx`` at ``x`` (k, d, r):
-        ``St[j] = (Z_i' Z_i X_j)'`` (k, r, d), ``q[j] = |Z_i X_j|_F^2``; one pass over each
-        client's rows (the C++ kernel, batched over the clients, when available)."""
+        ``St[j] = (Z_i' Z_i X_j)'`` (k, r, d) (with ``scale`` (k,): ``scale[j] Z_i' Z_i X_j``,
+        (k, d, r)), ``q[j] = |Z_i X_j|_F^2``; one pass over each client's rows (the C++
+        kernel, batched over the clients, when available)."""
         if self._offsets64 is None:
             self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
         xt = np.ascontiguousarray(np.swapaxes(x, -1, -2), dtype=np.float64)
         return fused.pca_grad_sum(self._flat, self._offsets64,
-                                  np.ascontiguousarray(idx, dtype=np.int64), xt)
+                                  np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale)
 
-    def _ax(self, idx, x):
-        """``A_i X_j`` (k, d, r) for clients ``idx`` at matrices ``x`` (k, d, r).
+    def _ax(self, idx, x, factor=1.0):
+        """``factor A_i X_j`` (k, d, r, C order) for clients ``idx`` at matrices ``x`` (k, d, r).
 
-        Rows form: ``(1/m_i) Z_i'(Z_i X)`` in one streaming pass over the data.
+        Rows form: ``(factor/m_i) Z_i'(Z_i X)`` in one streaming pass over the data.
         """
         if self._gram is not None:
             if idx.size == self.n_clients and (idx == np.arange(idx.size)).all():
-                return np.matmul(self._gram, x)
-            return np.matmul(self._gram[idx], x)
-        st, _ = self._row_sums(idx, x)
-        out = np.empty(x.shape)  # C order, so the callers' kernels need no copy
-        return np.divide(np.swapaxes(st, -1, -2), self.sizes[idx][:, None, None], out=out)
+                return factor * np.matmul(self._gram, x)
+            return factor * np.matmul(self._gram[idx], x)
+        g, _ = self._row_sums(idx, x, scale=factor / self.sizes[idx])
+        return g
 
     def _zx_sq(self, idx, x):
         """``(1/m_i) |Z_i X_j|_F^2`` (k,), rows form."""
@@ -175,10 +176,10 @@ class QuadraticProblem(Problem):
         idx = self._clients(idx)
         xm = self._mat(self._points(idx, x))
         if batch is None:
-            return self._unmat(-2.0 * self._c * self._ax(idx, xm))
+            return self._unmat(self._ax(idx, xm, -2.0 * self._c))
         batch = self._batch(idx, batch)
         if self._form == "covariances":  # one sample per client: the batch repeats it
-            return self._unmat(-2.0 * self._c * self._ax(idx, xm))
+            return self._unmat(self._ax(idx, xm, -2.0 * self._c))
         zb = self._flat[batch_rows(self._offsets, idx, batch)]      # (k, b, d)
         y = np.matmul(zb, xm)                                      # (k, b, r)
         g = np.matmul(_t(zb), y)                                   # (k, d, r)
@@ -245,7 +246,7 @@ class QuadraticProblem(Problem):
         if not self._pooled():
             return super().f(x)
         xm = self._mat(self._point(x)[None])[0]
-        return float(-self._c * np.vdot(xm, self._global_matrix() @ xm))
+        return float(-self._c * np.vdot(xm, self._global_ax(xm)))
 
     def grad(self, x):
         """``P_x(-2c A X)``, ``A = sum_i w_i A_i``, at one point -> (*shape)."""
@@ -253,8 +254,18 @@ class QuadraticProblem(Problem):
             return super().grad(x)
         x = self._point(x)
         xm = self._mat(x[None])[0]
-        g = self._unmat((-2.0 * self._c * (self._global_matrix() @ xm))[None])[0]
+        g = self._unmat((-2.0 * self._c * self._global_ax(xm))[None])[0]
         return self.manifold.egrad2rgrad(x, g)
+
+    def _global_ax(self, xm):
+        """``A X`` for the pooled ``A`` (d, d), remembered for the last ``X`` (the metrics ask
+        ``f`` and ``grad`` at one point: one product with ``A`` instead of two)."""
+        last = self._last_ax
+        if last is not None and last[0].shape == xm.shape and np.array_equal(last[0], xm):
+            return last[1]
+        ax = self._global_matrix() @ xm
+        self._last_ax = (np.array(xm), ax)
+        return ax
 
     def solution(self):
         """Top-``r`` eigenvectors of ``A = sum_i w_i A_i``, eigenvalues descending, each
