@@ -103,18 +103,20 @@ def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False
 
 
 def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=None, *,
-                 threads=None, backend=None):
+                 threads=None, backward=False, backend=None):
     """``(St, q)`` of :func:`pca_grad_sum_reference` by the fastest available route.
 
     ``backend``: ``None`` follows ``rfl_fast.backend`` / ``RFL_FAST_BACKEND``; ``"numpy"`` runs
     the reference, anything else the C++ kernel when the extension has it (the reference
     otherwise; there is no Numba version of the multi-client pass). ``threads`` (default
-    :data:`DEFAULT_THREADS`) only changes the speed, never the result. Arrays must be
+    :data:`DEFAULT_THREADS`) and ``backward`` (work from the last selected client to the
+    first: alternate it between calls over the same clients so that each call starts with the
+    rows the previous one left in cache) only change the speed, never the result. Arrays must be
     C-contiguous float64 (``Z``, ``Xt``) and int64 (``offsets``, ``idx``) for the fast path.
     """
     choice = _dispatch.get_backend() if backend is None else backend
     if choice != "numpy" and compiled_available():
         fn = _dispatch._load("cpp").pca_grad_sum
         return fn(Z, offsets, idx, Xt, float(tau), float(c), bool(clipped),
-                  DEFAULT_THREADS if threads is None else int(threads), scale)
+                  DEFAULT_THREADS if threads is None else int(threads), scale, bool(backward))
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)

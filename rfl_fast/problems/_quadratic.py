@@ -59,6 +59,7 @@ class QuadraticProblem(Problem):
 
     _c = 1.0
     _last_ax = None  # (X, A X) of the pooled route's last product
+    _backward = False  # direction of the last pass over the clients (fused kernel)
 
     def _setup_samples(self, data, r, weighting, gram, name="data"):
         flat, offsets = pack_clients(data, 1, name)
@@ -119,8 +120,10 @@ class QuadraticProblem(Problem):
         if self._offsets64 is None:
             self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
         xt = np.ascontiguousarray(np.swapaxes(x, -1, -2), dtype=np.float64)
+        self._backward = not self._backward  # alternate: start with the rows still in cache
         return fused.pca_grad_sum(self._flat, self._offsets64,
-                                  np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale)
+                                  np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale,
+                                  backward=self._backward)
 
     def _ax(self, idx, x, factor=1.0):
         """``factor A_i X_j`` (k, d, r, C order) for clients ``idx`` at matrices ``x`` (k, d, r).
