@@ -1,9 +1,10 @@
 """Side-by-side speed of every backend of every kernel against the NumPy reference.
 
 One process, the same inputs for every backend, medians of several repeats after a warm-up
-call, the backends of a kernel timed in turn within each repeat. Prints a table (speed-up of each backend over the reference, and for memory-bound
-kernels the memory-traffic floor: bytes read + written / measured copy bandwidth), the
-machine (CPU, BLAS kernel and threads) and writes JSON.
+call, the backends of a kernel timed in turn within each repeat. Prints a table (speed-up of
+each backend over the reference, and for memory-bound kernels the memory-traffic floor: bytes
+read + written / measured copy bandwidth), the machine (CPU, BLAS kernel and threads) and
+writes JSON.
 
     rfl-fast bench                      # the papers' shapes (or: python benchmarks/compare.py)
     rfl-fast bench --smoke              # tiny shapes: runs, and checks backends agree

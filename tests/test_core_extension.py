@@ -4,7 +4,6 @@ inaccurate."""
 
 import os
 import subprocess
-import sys
 import threading
 from importlib import metadata
 
@@ -258,7 +257,8 @@ def test_sym_functions_batch_and_single_item(n):
     s = spd(rng, 11, n)
     for name in ("sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm"):
         want = getattr(ref, name)(s)
-        np.testing.assert_allclose(getattr(core, name)(s), want, atol=1e-12 * max(1, abs(want).max()))
+        np.testing.assert_allclose(getattr(core, name)(s), want,
+                                   atol=1e-12 * max(1, abs(want).max()))
         np.testing.assert_allclose(getattr(core, name)(s[:1]), want[:1],
                                    atol=1e-12 * max(1, abs(want).max()))
 

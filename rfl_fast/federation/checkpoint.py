@@ -119,6 +119,7 @@ def save(path, payload):
     doc = json.dumps({"version": FORMAT_VERSION,
                       "payload": {k: _encode(v, arrays) for k, v in payload.items()}})
     arrays["__json__"] = np.array(doc)
+
     def write(tmp):
         with open(tmp, "wb") as fh:  # a file object: np.savez adds no ".npz" to the name
             np.savez(fh, **arrays)

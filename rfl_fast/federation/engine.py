@@ -449,7 +449,8 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
             hist._append(row)
             if checkpoint is not None and ((t + 1) % checkpoint_every == 0 or t + 1 == rounds):
                 save(t + 1)
-            if callback is not None and callback(t + 1, algorithm.point(problem, state), row) is True:
+            if callback is not None and \
+                    callback(t + 1, algorithm.point(problem, state), row) is True:
                 done = t + 1
                 break
 

@@ -210,6 +210,7 @@ class FederationResult:
                 "clients": {str(k): str(v) for k, v in self.clients.items()},
                 "participants": [p.tolist() for p in self.participants],
                 "events": self.events}
+
         def write(tmp):
             with open(tmp, "w") as f:
                 json.dump({"meta": meta, "history": self.history}, f, indent=1, default=float)

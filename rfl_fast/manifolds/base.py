@@ -120,10 +120,10 @@ class Manifold:
 
     def _point_vector(self, x, u, name="u", tangent=True):
         """``(_point(x), _vector(x, u, name))`` (``_array(u, name)`` when not ``tangent``: any
-        ambient array) with one finiteness test for both when they are
-        float arrays of the same shape: a NaN or inf entry makes its product with anything NaN
-        or inf, so a finite ``x . u`` means every entry of both is finite (an overflowing
-        product or sum only sends the pair to the separate, exact checks). ~1 us per call."""
+        ambient array), with one finiteness test for both when they are float arrays of the
+        same shape: a NaN or inf entry makes its product with anything NaN or inf, so a finite
+        ``x . u`` means every entry of both is finite (an overflowing product or sum only sends
+        the pair to the separate, exact checks). Saves ~1 us per call on one 784x5 matrix."""
         k = len(self.shape)
         if (type(x) is np.ndarray and type(u) is np.ndarray and x.shape == u.shape
                 and x.dtype.kind == "f" and u.dtype.kind == "f" and x.ndim >= k
