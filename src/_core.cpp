@@ -560,6 +560,97 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
     return py::make_tuple(out, q);
 }
 
+// ---------------------------------------------------------------- fused local steps (kPCA)
+
+// tau steps X <- R_X(-eta P_X(s Z'(Z X))) (R: polar retraction) on the rows [lo, hi) of z
+// (row length d) with X (d, r) in place, through the very functions the batched route calls
+// (pca_units in the same 512-row chunks summed in the same order, stiefel_loop for the
+// projection and the retraction), so the iterates are the batched route's bit for bit; the
+// client's rows stay in cache between its steps.
+void pca_local_steps_client(const double* pz, std::int64_t lo, std::int64_t hi, std::size_t d,
+                            int r, double* X, double s, double neg_eta, int steps) {
+    const std::size_t item = static_cast<std::size_t>(r) * d;
+    const int n = static_cast<int>(d);
+    std::vector<PcaUnit> units;
+    for (std::int64_t a = lo; a < hi || units.empty(); a += kPcaChunkRows)
+        units.push_back({0, a, std::min(hi, a + kPcaChunkRows), nullptr, 0.0});
+    const std::size_t nu = units.size();
+    std::vector<double> buf((4 + (nu > 1 ? nu : 0)) * item);
+    double* Xt = buf.data();
+    double* St = Xt + item;
+    double* G = St + item;
+    double* U = G + item;
+    for (std::size_t c = 0; c < nu; ++c) units[c].St = nu == 1 ? St : U + (c + 1) * item;
+    const rfl::pca::Weight plain{false, INFINITY, 1.0};
+    for (int step = 0; step < steps; ++step) {
+        for (std::size_t i = 0; i < d; ++i)
+            for (int l = 0; l < r; ++l) Xt[l * d + i] = X[i * r + l];
+        std::atomic<std::size_t> next{0};
+        pca_units(units.data(), nu, &next, false, pz, d, Xt, r, plain);
+        if (nu > 1) {
+            std::fill(St, St + item, 0.0);
+            for (std::size_t c = 0; c < nu; ++c)
+                for (std::size_t e = 0; e < item; ++e) St[e] += units[c].St[e];
+        }
+        for (std::size_t i = 0; i < d; ++i)
+            for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i];
+        stiefel_loop<StOp::proj>(X, G, U, 1, n, r);
+        for (std::size_t e = 0; e < item; ++e) U[e] = neg_eta * U[e];
+        stiefel_loop<StOp::retr_polar>(X, U, G, 1, n, r);
+        std::copy(G, G + item, X);
+    }
+}
+
+void pca_local_units(const double* pz, const std::int64_t* po, const std::int64_t* pi,
+                     std::size_t k, std::size_t d, int r, double* px, const double* ps,
+                     double neg_eta, int steps, std::atomic<std::size_t>* next) {
+    const std::size_t item = static_cast<std::size_t>(r) * d;
+    for (std::size_t j; (j = next->fetch_add(1, std::memory_order_relaxed)) < k;)
+        pca_local_steps_client(pz, po[pi[j]], po[pi[j] + 1], d, r, px + j * item, ps[j], neg_eta,
+                               steps);
+}
+
+Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
+                    const Arr& scale, double eta, int steps, int threads) {
+    const char* kernel = "pca_local_steps";
+    check_ndim(z, 2, kernel, "z", "(M, d)");
+    check_ndim(x0, 3, kernel, "x0", "(k, d, r)");
+    const py::ssize_t k = x0.shape(0), n = offsets.shape(0) - 1;
+    const std::size_t d = static_cast<std::size_t>(z.shape(1));
+    const int r = static_cast<int>(x0.shape(2));
+    if (x0.shape(1) != z.shape(1) || r > x0.shape(1))
+        fail(kernel, "x0 " + shape_str(x0) + " does not match the rows of z " + shape_str(z));
+    if (idx.ndim() != 1 || idx.shape(0) != k || scale.ndim() != 1 || scale.shape(0) != k)
+        fail(kernel, "idx and scale must have shape (k,) with k = " + std::to_string(k));
+    if (offsets.ndim() != 1 || n < 1) fail(kernel, "offsets must have shape (n + 1,)");
+    const std::int64_t* po = offsets.data();
+    const std::int64_t* pi = idx.data();
+    for (py::ssize_t i = 0; i <= n; ++i)
+        if (po[i] < 0 || po[i] > z.shape(0) || (i && po[i] < po[i - 1]))
+            fail(kernel, "offsets must be non-decreasing within [0, " +
+                             std::to_string(z.shape(0)) + "]");
+    for (py::ssize_t j = 0; j < k; ++j)
+        if (pi[j] < 0 || pi[j] >= n) fail(kernel, "idx has a value outside [0, n)");
+    if (steps < 0) fail(kernel, "steps must be >= 0");
+    Arr x({k, x0.shape(1), x0.shape(2)});
+    std::copy(x0.data(), x0.data() + x0.size(), x.mutable_data());
+    const double* pz = z.data();
+    const double* ps = scale.data();
+    double* px = x.mutable_data();
+    {
+        py::gil_scoped_release release;
+        const int T = std::max(1, std::min<int>(threads, static_cast<int>(k)));
+        std::atomic<std::size_t> next{0};
+        std::vector<std::thread> pool;
+        for (int t = 1; t < T; ++t)
+            pool.emplace_back(pca_local_units, pz, po, pi, static_cast<std::size_t>(k), d, r, px,
+                              ps, -eta, steps, &next);
+        pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, -eta, steps, &next);
+        for (auto& th : pool) th.join();
+    }
+    return x;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -663,6 +754,16 @@ Computed through the Cholesky factor of x; NaN where x or y is not positive defi
         return vec_ternary<rfl::lorentz::transport>(x, y, v, "lorentz_transport"); },
         py::arg("x"), py::arg("y"), py::arg("v"),
         R"pbdoc(Parallel transport ``v + <y,v>_L/(1-<x,y>_L) (x+y)``; (N, d+1) -> (N, d+1).)pbdoc");
+
+    m.def("pca_local_steps", &pca_local_steps, py::arg("z"), py::arg("offsets"), py::arg("idx"),
+          py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
+          py::arg("threads") = 1,
+          R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
+``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
+``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
+same arithmetic as the batched kernels (pca_grad_sum with scale, stiefel_proj,
+stiefel_retr_polar), so the same bits; all steps of one client run while its rows are in
+cache. ``threads`` threads take whole clients.)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum", &pca_grad_sum, py::arg("z"), py::arg("offsets"), py::arg("idx"),

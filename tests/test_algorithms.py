@@ -311,3 +311,48 @@ def test_on_sphere_pca_all_algorithms():
                 RFedProx(0.01, 3, mu=0.5)):
         h = run(P, alg, 40, x0=x0, participation=Uniform(3), seed=2).history
         assert h.grad_norm[-1] < h.grad_norm[0], alg.name
+
+
+def _unfused(monkeypatch):
+    from rfl_fast.problems._quadratic import QuadraticProblem
+    monkeypatch.setattr(QuadraticProblem, "local_steps", lambda self, *a, **k: None)
+
+
+@pytest.mark.parametrize("sizes,d,r", [([300] * 6, 40, 5), ([700, 20, 300, 5], 30, 3),
+                                       ([50] * 4, 60, 1)])
+def test_fused_rfedavg_local_steps_equal_the_batched_route(monkeypatch, sizes, d, r):
+    import rfl_fast as rf
+    from rfl_fast.federation import Uniform, run
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(d + r)
+    P = KPCA([rng.standard_normal((m, d)) for m in sizes], r, gram=False)
+    x0 = P.manifold.random_point(rng=1)
+    idx = np.array([len(sizes) - 1, 0, 1])
+    fused_x = P.local_steps(idx, x0, 0.01, 4, "polar")
+    assert fused_x is not None and fused_x.shape == (3, d, r)
+    alg = RFedAvg(0.01, 4)
+    kw = dict(participation=Uniform(3), x0=x0, seed=2, metrics=False)
+    a = run(P, alg, 3, **kw)
+    with monkeypatch.context() as mp:
+        _unfused(mp)
+        x = np.broadcast_to(x0, (3, d, r))
+        for _ in range(4):
+            x = P.manifold.retr(x, -0.01 * P.rgrad(idx, x), "polar")
+        b = run(P, alg, 3, **kw)
+    np.testing.assert_array_equal(fused_x, x)  # the same arithmetic: the same bits
+    np.testing.assert_array_equal(a.x, b.x)
+    with rf.backend("numpy"):
+        assert P.local_steps(idx, x0, 0.01, 4, "polar") is None
+
+
+def test_fused_local_steps_only_where_they_apply():
+    from rfl_fast.problems import KPCA, SpherePCA
+
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((30, 8)) for _ in range(3)]
+    x = KPCA(data, 2).manifold.random_point(rng=1)
+    assert KPCA(data, 2, gram=True).local_steps([0, 1], x, 0.1, 2, "polar") is None
+    assert KPCA(data, 2, gram=False).local_steps([0, 1], x, 0.1, 2, "qr") is None
+    S = SpherePCA(data, gram=False)
+    assert S.local_steps([0], S.manifold.random_point(rng=1), 0.1, 2, "exp") is None

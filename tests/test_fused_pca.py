@@ -181,3 +181,19 @@ def test_svrg_pooled_exchange_equals_the_gathered_one(monkeypatch):
     assert np.abs(pooled.x - gathered.x).max() <= 1e-12
     for col in ("floats_up", "floats_down", "bytes_up", "bytes_down"):
         assert (pooled.history[col] == gathered.history[col]).all()
+
+
+@needs_cpp
+def test_local_steps_kernel_checks_its_arguments():
+    from rfl_fast import _core
+
+    Z = np.ones((5, 4))
+    off = np.array([0, 2, 5], dtype=np.int64)
+    x0 = np.zeros((1, 4, 2))
+    with pytest.raises(ValueError, match="idx has a value outside"):
+        _core.pca_local_steps(Z, off, np.array([2], dtype=np.int64), x0, np.ones(1), 0.1, 1)
+    with pytest.raises(ValueError, match="does not match the rows of z"):
+        _core.pca_local_steps(Z, off, np.array([0], dtype=np.int64), np.zeros((1, 3, 2)),
+                              np.ones(1), 0.1, 1)
+    with pytest.raises(ValueError, match="steps must be >= 0"):
+        _core.pca_local_steps(Z, off, np.array([0], dtype=np.int64), x0, np.ones(1), 0.1, -1)

@@ -62,6 +62,10 @@ class _LocalRetractionSteps(_RetractionBased):
         method = self._retraction(M)
         eta = self.step(ctx.round)
         x_t = msg["x"]
+        if self.batch_size is None and type(self)._direction is _LocalRetractionSteps._direction:
+            x = problem.local_steps(idx, x_t, eta, self.local_steps, method)  # a fused route
+            if x is not None:
+                return {"x": x}, cstate, memo
         x = stacked(x_t, idx.size)
         for _ in range(self.local_steps):
             d = self._direction(problem, idx, x, x_t, self._batch(problem, idx, ctx), method)

@@ -13,6 +13,7 @@ Internally points are matrices (k, d, r); ``SpherePCA`` maps its vectors (k, d) 
 import numpy as np
 import scipy.linalg.blas
 
+from .. import _dispatch
 from ..kernels import fused
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
@@ -124,6 +125,30 @@ class QuadraticProblem(Problem):
         return fused.pca_grad_sum(self._flat, self._offsets64,
                                   np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale,
                                   backward=self._backward)
+
+    def local_steps(self, idx, x, step, steps, retraction):
+        """Full-gradient local steps of the kPCA clients ``idx`` with the polar retraction in
+        one compiled call (``_core.pca_local_steps``): client by client, so each client's rows
+        stay in cache over its steps; the same arithmetic as the batched route, so the same
+        iterates. ``None`` (the caller steps through ``rgrad`` and ``retr``) for the per-client
+        Gram form, another retraction or manifold, the NumPy backend, or a step without a
+        solution (the batched route then raises the usual error)."""
+        from ..manifolds import Stiefel
+
+        core = _dispatch._load("cpp")
+        steps_fn = getattr(core, "pca_local_steps", None)
+        if (steps_fn is None or self._gram is not None or retraction != "polar"
+                or not isinstance(self.manifold, Stiefel) or _dispatch.get_backend() == "numpy"):
+            return None
+        idx = self._clients(idx)
+        if self._offsets64 is None:
+            self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
+        x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + np.shape(x)),
+                                  dtype=np.float64)
+        out = steps_fn(self._flat, self._offsets64, np.ascontiguousarray(idx, dtype=np.int64),
+                       x0, -2.0 * self._c / self.sizes[idx], float(step), int(steps),
+                       fused.DEFAULT_THREADS)
+        return out if np.isfinite(out).all() else None
 
     def _ax(self, idx, x, factor=1.0):
         """``factor A_i X_j`` (k, d, r, C order) for clients ``idx`` at matrices ``x`` (k, d, r).

@@ -149,6 +149,13 @@ class Problem:
         """Riemannian gradient of ``f_i`` at ``x`` (k, *shape) -> (k, *shape)."""
         return self.manifold.egrad2rgrad(x, self.egrad(idx, x, batch))
 
+    def local_steps(self, idx, x, step, steps, retraction):
+        """Optional fused route for full-gradient local steps ``x <- R_x(-step grad f_i(x))``
+        of clients ``idx`` (k,) from the point ``x`` (*shape): the last iterates (k, *shape),
+        equal to stepping through :meth:`rgrad` and ``manifold.retr``, or ``None`` when the
+        problem has no such route (the caller then steps itself)."""
+        return None
+
     def sample_rgrads(self, i, x):
         """Per-sample Riemannian gradients of client ``i`` at ``x`` (*shape) -> (m_i, *shape).
 
