@@ -62,8 +62,10 @@ class _LocalRetractionSteps(_RetractionBased):
         method = self._retraction(M)
         eta = self.step(ctx.round)
         x_t = msg["x"]
-        if self.batch_size is None and type(self)._direction is _LocalRetractionSteps._direction:
-            x = problem.local_steps(idx, x_t, eta, self.local_steps, method)  # a fused route
+        fused = getattr(problem, "local_steps", None)  # optional (Problem.local_steps)
+        if (fused is not None and self.batch_size is None
+                and type(self)._direction is _LocalRetractionSteps._direction):
+            x = fused(idx, x_t, eta, self.local_steps, method)
             if x is not None:
                 return {"x": x}, cstate, memo
         x = stacked(x_t, idx.size)
