@@ -575,12 +575,14 @@ void pca_local_steps_client(const double* pz, std::int64_t lo, std::int64_t hi, 
     for (std::int64_t a = lo; a < hi || units.empty(); a += kPcaChunkRows)
         units.push_back({0, a, std::min(hi, a + kPcaChunkRows), nullptr, 0.0});
     const std::size_t nu = units.size();
+    // Xt (r, d), St (r, d), G and U (d, r), then one partial St per chunk when there are several
     std::vector<double> buf((4 + (nu > 1 ? nu : 0)) * item);
     double* Xt = buf.data();
     double* St = Xt + item;
     double* G = St + item;
     double* U = G + item;
-    for (std::size_t c = 0; c < nu; ++c) units[c].St = nu == 1 ? St : U + (c + 1) * item;
+    double* partials = U + item;
+    for (std::size_t c = 0; c < nu; ++c) units[c].St = nu == 1 ? St : partials + c * item;
     const rfl::pca::Weight plain{false, INFINITY, 1.0};
     for (int step = 0; step < steps; ++step) {
         for (std::size_t i = 0; i < d; ++i)
@@ -615,6 +617,8 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
     const char* kernel = "pca_local_steps";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_ndim(x0, 3, kernel, "x0", "(k, d, r)");
+    if (offsets.ndim() != 1 || offsets.shape(0) < 2)
+        fail(kernel, "offsets must have shape (n + 1,) with n >= 1");
     const py::ssize_t k = x0.shape(0), n = offsets.shape(0) - 1;
     const std::size_t d = static_cast<std::size_t>(z.shape(1));
     const int r = static_cast<int>(x0.shape(2));
@@ -622,7 +626,6 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
         fail(kernel, "x0 " + shape_str(x0) + " does not match the rows of z " + shape_str(z));
     if (idx.ndim() != 1 || idx.shape(0) != k || scale.ndim() != 1 || scale.shape(0) != k)
         fail(kernel, "idx and scale must have shape (k,) with k = " + std::to_string(k));
-    if (offsets.ndim() != 1 || n < 1) fail(kernel, "offsets must have shape (n + 1,)");
     const std::int64_t* po = offsets.data();
     const std::int64_t* pi = idx.data();
     for (py::ssize_t i = 0; i <= n; ++i)
