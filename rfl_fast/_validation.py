@@ -14,9 +14,12 @@ import numpy as np
 
 __all__ = ["as_array", "check_finite", "check_core_shape", "validation_enabled", "broadcast_batch",
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
-           "check_choice"]
+           "check_choice", "FLOAT64"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
+
+#: The working dtype; ``a.dtype is FLOAT64`` is the cheapest test for it (fast paths).
+FLOAT64 = np.dtype(np.float64)
 
 
 # Reading an environment variable per call: ``os.environ.get`` encodes the key and decodes the

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import _dispatch
-from .._validation import broadcast_batch
+from .._validation import FLOAT64, broadcast_batch
 
 __all__ = ["KERNELS", "call"]
 
@@ -47,9 +47,6 @@ KERNELS = {
 }
 
 
-_F64 = np.dtype(np.float64)
-
-
 def call(name, *arrays, backend=None):
     """Run kernel ``name`` on arrays with any broadcastable leading axes.
 
@@ -61,8 +58,8 @@ def call(name, *arrays, backend=None):
     _, fn = _dispatch.resolve(name, backend)
     if len(arrays) == 2 and core_ndims[0] == core_ndims[1]:  # fast path: one item, each ready
         a, b = arrays
-        if (a.ndim == core_ndims[0] and b.ndim == a.ndim and a.dtype is _F64 and b.dtype is _F64
-                and a.flags.c_contiguous and b.flags.c_contiguous):
+        if (a.ndim == core_ndims[0] and b.ndim == a.ndim and a.dtype is FLOAT64
+                and b.dtype is FLOAT64 and a.flags.c_contiguous and b.flags.c_contiguous):
             out = fn(a[None], b[None])
             return out.reshape(out.shape[1:])
     # fast path (the common case: equal batch axes) skips np.broadcast_shapes (~2-4 us)

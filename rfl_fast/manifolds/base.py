@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .._validation import as_array, check_core_shape, validation_enabled
+from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
 from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
 
 __all__ = ["Manifold", "as_rng"]
@@ -27,9 +27,6 @@ __all__ = ["Manifold", "as_rng"]
 def as_rng(rng):
     """A ``numpy.random.Generator`` from ``None``, an int seed or a Generator."""
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-
-_F64 = np.dtype(np.float64)
 
 
 def _all_finite(a):
@@ -128,8 +125,8 @@ class Manifold:
         ``x . u`` means every entry of both is finite (an overflowing product or sum only sends
         the pair to the separate, exact checks). Saves ~1 us per call on one 784x5 matrix."""
         if (type(x) is np.ndarray and type(u) is np.ndarray and x.shape == u.shape
-                and x.shape[-len(self.shape):] == self.shape and x.dtype is _F64
-                and u.dtype is _F64 and x.flags.c_contiguous and u.flags.c_contiguous
+                and x.shape[-len(self.shape):] == self.shape and x.dtype is FLOAT64
+                and u.dtype is FLOAT64 and x.flags.c_contiguous and u.flags.c_contiguous
                 and not validation_enabled(self.validate) and math.isfinite(np.vdot(x, u))):
             return x, u
         x = self._point(x)

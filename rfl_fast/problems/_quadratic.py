@@ -15,6 +15,7 @@ import scipy.linalg.blas
 
 from .. import _dispatch
 from ..kernels import fused
+from ..manifolds import Stiefel
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
 from .base import Problem
@@ -133,8 +134,6 @@ class QuadraticProblem(Problem):
         iterates. ``None`` (the caller steps through ``rgrad`` and ``retr``) for the per-client
         Gram form, another retraction or manifold, the NumPy backend, or a step without a
         solution (the batched route then raises the usual error)."""
-        from ..manifolds import Stiefel
-
         core = _dispatch._load("cpp")
         steps_fn = getattr(core, "pca_local_steps", None)
         if (steps_fn is None or self._gram is not None or retraction != "polar"
@@ -156,9 +155,9 @@ class QuadraticProblem(Problem):
         Rows form: ``(factor/m_i) Z_i'(Z_i X)`` in one streaming pass over the data.
         """
         if self._gram is not None:
-            if idx.size == self.n_clients and (idx == np.arange(idx.size)).all():
-                return factor * np.matmul(self._gram, x)
-            return factor * np.matmul(self._gram[idx], x)
+            every = idx.size == self.n_clients and (idx == np.arange(idx.size)).all()
+            ax = np.matmul(self._gram if every else self._gram[idx], x)
+            return ax if factor == 1.0 else factor * ax
         g, _ = self._row_sums(idx, x, scale=factor / self.sizes[idx])
         return g
 

@@ -55,6 +55,18 @@ inline double f_log(double w) { return w > 0.0 ? std::log(w) : kNaN; }
 inline double f_sqrt(double w) { return w > 0.0 ? std::sqrt(w) : kNaN; }
 inline double f_invsqrt(double w) { return w > 0.0 ? 1.0 / std::sqrt(w) : kNaN; }
 
+// out_i = f(s_i) for the m items from item g on, one at a time (the lockstep solvers'
+// fallback). work: sym_work(n) doubles.
+template <class F>
+inline void sym_fun_items(const double* s, double* out, std::ptrdiff_t g, int m, int n, F f,
+                          double* work) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    for (int l = 0; l < m; ++l) {
+        const std::size_t at = static_cast<std::size_t>(g + l) * nn;
+        sym_fun(s + at, out + at, n, f, work);
+    }
+}
+
 inline void sym_expm(const double* s, double* out, int n, double* work) {
     sym_fun(s, out, n, f_exp, work);
 }
@@ -109,9 +121,7 @@ RFL_INLINE void sym_fun_lanes(const double* s, double* out, std::ptrdiff_t N, in
                 }
         }
         if (!linalg::jacobi_lanes<L>(A, V, n)) {  // fallback: one item at a time
-            for (int l = 0; l < m; ++l)
-                sym_fun(s + static_cast<std::size_t>(g + l) * nn,
-                        out + static_cast<std::size_t>(g + l) * nn, n, f, single);
+            sym_fun_items(s, out, g, m, n, f, single);
             continue;
         }
         for (int k = 0; k < n; ++k)
@@ -194,9 +204,7 @@ RFL_INLINE void sym_fun_ql_lanes(const double* s, double* out, std::ptrdiff_t N,
         }
         linalg::tred2_lanes(V, d, e, n, cs);
         if (!linalg::tql2_lanes(d, e, V, n, cs)) {  // fallback: one item at a time
-            for (int l = 0; l < m; ++l)
-                sym_fun(s + static_cast<std::size_t>(g + l) * nn,
-                        out + static_cast<std::size_t>(g + l) * nn, n, f, single);
+            sym_fun_items(s, out, g, m, n, f, single);
             continue;
         }
         for (int k = 0; k < n; ++k)

@@ -217,24 +217,6 @@ RFL_INLINE void gram5(const double* __restrict x, const double* __restrict u,
     G[24] = g0 + g1;
 }
 
-// out_i = a_i C (C 5 x 5 row-major). Each row: 5 broadcast loads and FMAs for columns 0..3, 5
-// scalar FMAs for column 4. out may alias a (each row is read before it is written).
-RFL_INLINE void right_mul5(const double* a, const double* C, double* out, int n) {
-    const v4d C0 = v4_load(C), C1 = v4_load(C + 5), C2 = v4_load(C + 10), C3 = v4_load(C + 15),
-              C4 = v4_load(C + 20);
-    const double k0 = C[4], k1 = C[9], k2 = C[14], k3 = C[19], k4 = C[24];
-    for (int i = 0; i < n; ++i) {
-        const double* ai = a + static_cast<std::size_t>(i) * 5;
-        double* oi = out + static_cast<std::size_t>(i) * 5;
-        const double a0 = ai[0], a1 = ai[1], a2 = ai[2], a3 = ai[3], a4 = ai[4];
-        const v4d o = (C0 * v4_bcast(a0) + C1 * v4_bcast(a1)) +
-                      (C2 * v4_bcast(a2) + C3 * v4_bcast(a3)) + C4 * v4_bcast(a4);
-        const double o4 = (a0 * k0 + a1 * k1) + (a2 * k2 + a3 * k3) + a4 * k4;
-        v4_store(oi, o);
-        oi[4] = o4;
-    }
-}
-
 // M (full 5 x 5, row-major) = x'y in one pass: rows 0..3 of column d as a 4-vector, row 4
 // as a 4-vector and a scalar; two rows per step as in gram5.
 RFL_INLINE void cross5(const double* __restrict x, const double* __restrict y, double* M, int n) {
@@ -268,28 +250,33 @@ RFL_INLINE void cross5(const double* __restrict x, const double* __restrict y, d
     M[24] = m44 + m44b;
 }
 
-// out_i = a_i S + b_i (SUB: a_i S - b_i) for the rows of n x 5 matrices, S 5 x 5 row-major.
-template <bool SUB>
-RFL_INLINE void mul5_add(const double* __restrict a, const double* S, const double* __restrict b,
-                         double* __restrict out, int n) {
-    const v4d S0 = v4_load(S), S1 = v4_load(S + 5), S2 = v4_load(S + 10), S3 = v4_load(S + 15),
-              S4 = v4_load(S + 20);
-    const double k0 = S[4], k1 = S[9], k2 = S[14], k3 = S[19], k4 = S[24];
+// out_i = a_i C + SIGN b_i (SIGN = 0: no b) for the rows of n x 5 matrices, C 5 x 5
+// row-major. Each row: 5 broadcasts and FMAs for columns 0..3, 5 scalar FMAs for column 4.
+// out may alias a (each row is read before it is written).
+template <int SIGN>
+RFL_INLINE void mul5(const double* a, const double* C, const double* b, double* out, int n) {
+    const v4d C0 = v4_load(C), C1 = v4_load(C + 5), C2 = v4_load(C + 10), C3 = v4_load(C + 15),
+              C4 = v4_load(C + 20);
+    const double k0 = C[4], k1 = C[9], k2 = C[14], k3 = C[19], k4 = C[24];
     for (int i = 0; i < n; ++i) {
         const double* ai = a + static_cast<std::size_t>(i) * 5;
-        const double* bi = b + static_cast<std::size_t>(i) * 5;
         double* oi = out + static_cast<std::size_t>(i) * 5;
         const double a0 = ai[0], a1 = ai[1], a2 = ai[2], a3 = ai[3], a4 = ai[4];
-        const v4d as = (S0 * v4_bcast(a0) + S1 * v4_bcast(a1)) +
-                       (S2 * v4_bcast(a2) + S3 * v4_bcast(a3)) + S4 * v4_bcast(a4);
-        const double as4 = (a0 * k0 + a1 * k1) + (a2 * k2 + a3 * k3) + a4 * k4;
-        if (SUB) {
-            v4_store(oi, as - v4_load(bi));
-            oi[4] = as4 - bi[4];
-        } else {
-            v4_store(oi, as + v4_load(bi));
-            oi[4] = as4 + bi[4];
+        v4d o = (C0 * v4_bcast(a0) + C1 * v4_bcast(a1)) +
+                (C2 * v4_bcast(a2) + C3 * v4_bcast(a3)) + C4 * v4_bcast(a4);
+        double o4 = (a0 * k0 + a1 * k1) + (a2 * k2 + a3 * k3) + a4 * k4;
+        if constexpr (SIGN != 0) {
+            const double* bi = b + static_cast<std::size_t>(i) * 5;
+            if constexpr (SIGN > 0) {
+                o += v4_load(bi);
+                o4 += bi[4];
+            } else {
+                o -= v4_load(bi);
+                o4 -= bi[4];
+            }
         }
+        v4_store(oi, o);
+        oi[4] = o4;
     }
 }
 
@@ -301,7 +288,7 @@ RFL_INLINE void proj5(const double* __restrict x, const double* __restrict u,
     cross5(x, u, M, n);
     for (int r = 0; r < 5; ++r)
         for (int c = 0; c < 5; ++c) S[r * 5 + c] = -0.5 * (M[r * 5 + c] + M[c * 5 + r]);
-    mul5_add<false>(x, S, u, out, n);
+    mul5<1>(x, S, u, out, n);
 }
 #endif
 
@@ -401,7 +388,7 @@ RFL_INLINE void polar5_lanes(const double* x, const double* u, double* out, int 
         double Cl[25];
         for (int i = 0; i < 5; ++i)
             for (int j = i; j < 5; ++j) Cl[i * 5 + j] = Cl[j * 5 + i] = C[(i * 5 + j) * L + l];
-        right_mul5(ADD ? ol : xl, Cl, ol, n);  // a = x + u is in out already
+        mul5<0>(ADD ? ol : xl, Cl, nullptr, ol, n);  // a = x + u is in out already
     }
 }
 #endif
@@ -514,7 +501,7 @@ template <int P>
 RFL_INLINE void y_times_minus_x(const double* x, const double* y, const double* S, double* out, int n,
                             int p_) {
 #ifdef RFL_HAVE_V4
-    if constexpr (P == 5) return detail::mul5_add<true>(y, S, x, out, n);
+    if constexpr (P == 5) return detail::mul5<-1>(y, S, x, out, n);
 #endif
     const int p = P > 0 ? P : p_;
     double Sl[P > 0 ? P * P : 1];
