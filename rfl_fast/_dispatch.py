@@ -17,7 +17,7 @@ from ._validation import env_reader
 from .errors import BackendUnavailableError
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends",
-           "resolve", "backend_kernels", "backend_error"]
+           "resolve", "resolve_checked", "backend_kernels", "backend_error"]
 
 BACKENDS = ("cpp", "numba", "numpy")
 _CHOICES = BACKENDS + ("auto",)
@@ -52,6 +52,7 @@ _current = contextvars.ContextVar("rfl_fast_backend", default=None)
 _modules = {}
 _errors = {}
 _resolved = {}
+_checked = {}
 
 
 def _load(name):
@@ -143,3 +144,17 @@ def resolve(kernel, choice=None):
         raise BackendUnavailableError(f"no backend provides kernel {kernel!r}")
     reason = _errors.get(choice) or f"it provides {backend_kernels(choice)}"
     raise BackendUnavailableError(f"backend {choice!r} has no kernel {kernel!r} ({reason})")
+
+
+def resolve_checked(kernel, choice=None):
+    """The C++ fast lane ``_core.<kernel>_checked`` (see ``Manifold._compiled``) when C++ is the
+    backend ``resolve`` picks for ``kernel`` under ``choice``, else ``None``."""
+    choice = get_backend() if choice is None else choice
+    key = (kernel, choice)
+    try:
+        return _checked[key]
+    except KeyError:
+        name, _ = resolve(kernel, choice)
+        fn = getattr(_modules["cpp"], kernel + "_checked", None) if name == "cpp" else None
+        _checked[key] = fn
+        return fn

@@ -254,19 +254,30 @@ def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
     return {"shape": list(shape), "tau": tau, "floor_s": floor, "rows": rows}
 
 
-def dispatch_overhead(repeats):
-    """Public ``Stiefel.retr`` on one 784x5 matrix against the raw kernel."""
+def dispatch_overhead(repeats, number=100):
+    """Public ``Stiefel(784, 5)`` methods on one matrix against their raw kernels: blocks of
+    ``number`` calls, the routes alternating block by block; medians per call."""
     M = rf.Stiefel(784, 5)
     x = M.random_point(rng=0)
     u = M.random_tangent(x, rng=1)
-    name, fn = _dispatch.resolve("stiefel_retr_polar", "auto")
-    med = interleaved_medians({"raw": (fn, (x[None], u[None])), "public": (M.retr, (x, u))},
-                              repeats * 20)
-    raw, public = med["raw"], med["public"]
-    print(f"dispatch overhead, Stiefel(784, 5).retr on one matrix ({name}): "
-          f"public {public * 1e6:.1f} us, raw kernel {raw * 1e6:.1f} us, "
-          f"overhead {(public - raw) * 1e6:.1f} us")
-    return {"public_us": public * 1e6, "raw_us": raw * 1e6}
+
+    def block(fn, *args):
+        def run():
+            for _ in range(number):
+                fn(*args)
+        return run, ()
+
+    rows = {}
+    for method, kernel in (("retr", "stiefel_retr_polar"), ("proj", "stiefel_proj")):
+        name, fn = _dispatch.resolve(kernel, "auto")
+        med = interleaved_medians({"raw": block(fn, x[None], u[None]),
+                                   "public": block(getattr(M, method), x, u)}, repeats * 3)
+        raw, public = med["raw"] / number, med["public"] / number
+        print(f"dispatch overhead, Stiefel(784, 5).{method} on one matrix ({name}): "
+              f"public {public * 1e6:.1f} us, raw kernel {raw * 1e6:.1f} us, "
+              f"overhead {(public - raw) * 1e6:.1f} us")
+        rows[method] = {"public_us": public * 1e6, "raw_us": raw * 1e6}
+    return rows
 
 
 def main(argv=None):

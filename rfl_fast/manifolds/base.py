@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from .. import _dispatch
 from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
 from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
 
@@ -131,6 +132,20 @@ class Manifold:
             return x, u
         x = self._point(x)
         return x, (self._vector(x, u, name) if tangent else self._array(u, name))
+
+    def _compiled(self, kernel, backend, *arrays):
+        """The fast lane for small inputs: ``kernel``'s result from the C++ backend's checked form
+        (``_core.<kernel>_checked``, one compiled call that also checks every input and output
+        entry for NaN/inf), or ``None`` when that form does not take these arrays as they are
+        (not all float64 C-contiguous ndarrays of one shape ``(..., *shape)``, a NaN or inf
+        entry, an item without a finite answer), when C++ is not the backend in force, or when
+        on-manifold validation is on. On ``None`` the caller takes its general route, which
+        gives the same result or raises the named error. ~0.7 us instead of ~5 us of Python
+        checks and glue on one 784x5 Stiefel matrix."""
+        if validation_enabled(self.validate):
+            return None
+        fn = _dispatch.resolve_checked(kernel, backend)
+        return None if fn is None else fn(*arrays, self.shape)
 
     @staticmethod
     def _option(method, options, kind):

@@ -106,6 +106,9 @@ class Lorentz(Manifold):
         instead of returning inf/NaN. A point that large is unusable anyway (``<x,x>_L``
         overflows).
         """
+        out = self._compiled("lorentz_exp", backend, x, u)
+        if out is not None:
+            return out
         x = self._point(x)
         u = self._vector(x, u)
         with np.errstate(over="ignore", invalid="ignore"):

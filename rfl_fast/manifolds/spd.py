@@ -88,15 +88,24 @@ class SPD(Manifold):
         return self.log(x, y, backend=backend)
 
     def exp(self, x, u, *, backend=None):
+        out = self._compiled("spd_exp", backend, x, u)
+        if out is not None:
+            return out
         x = self._point(x)
         out = call("spd_exp", x, self._vector(x, u), backend=backend)
         return self._spd_solved(out, "exp", "x")
 
     def log(self, x, y, *, backend=None):
+        out = self._compiled("spd_log", backend, x, y)
+        if out is not None:
+            return out
         out = call("spd_log", self._point(x), self._point(y, "y"), backend=backend)
         return self._spd_solved(out, "log", "x or y")
 
     def dist(self, x, y, *, backend=None):
+        out = self._compiled("spd_dist", backend, x, y)
+        if out is not None:
+            return out
         out = call("spd_dist", self._point(x), self._point(y, "y"), backend=backend)
         return self._solved(out[..., None, None], "dist", "x or y (not positive definite, "
                                                                  "or X^-1 Y too ill-conditioned "

@@ -79,6 +79,9 @@ class Sphere(Manifold):
 
     def exp(self, x, u, *, backend=None):
         """``cos|u| x + sin|u| u/|u|``; any step size (huge steps wrap around the circle)."""
+        out = self._compiled("sphere_exp", backend, x, u)
+        if out is not None:
+            return out
         x = self._point(x)
         return call("sphere_exp", x, self._vector(x, u), backend=backend)
 
@@ -87,6 +90,9 @@ class Sphere(Manifold):
         direction is that of ``y - <x,y> x``, conditioned like ``1/|y - <x,y> x|``); exactly
         antipodal ``y`` raises ``NoSolutionError`` (every direction is a minimizing geodesic).
         """
+        out = self._compiled("sphere_log", backend, x, y)
+        if out is not None:
+            return out
         out = call("sphere_log", self._point(x), self._point(y, "y"), backend=backend)
         return self._solved(out, "log", "y (antipodal to x: the logarithm is not unique)")
 

@@ -41,6 +41,9 @@ class Stiefel(Manifold):
 
     def proj(self, x, u, *, backend=None):
         """``U - X sym(X'U)``; x, u: (..., n, p)."""
+        out = self._compiled("stiefel_proj", backend, x, u)
+        if out is not None:
+            return out
         x, u = self._point_vector(x, u, tangent=False)
         return call("stiefel_proj", x, u, backend=backend)
 
@@ -57,6 +60,10 @@ class Stiefel(Manifold):
         ``NoSolutionError`` for both (the polar factor / the Q factor is then not unique),
         whatever the backend.
         """
+        if method is None or method == "polar":
+            out = self._compiled("stiefel_retr_polar", backend, x, u)
+            if out is not None:
+                return out
         method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u)
@@ -92,6 +99,9 @@ class Stiefel(Manifold):
         minor for QR) raises ``NoSolutionError``.
         """
         method = self._option(method, self.inverse_retractions, "inverse retraction")
+        out = self._compiled(f"stiefel_inv_retr_{method}", backend, x, y)
+        if out is not None:
+            return out
         out = call(f"stiefel_inv_retr_{method}", self._point(x), self._point(y, "y"),
                    backend=backend)
         return self._solved(out, "inv_retr", f"y (X'Y is too singular for the {method} inverse)")
