@@ -12,6 +12,7 @@ from importlib import metadata
 
 from . import errors, linalg
 from ._dispatch import available_backends, backend, get_backend
+from ._threads import get_threads, set_threads
 from .manifolds import SPD, Euclidean, Lorentz, Manifold, Sphere, Stiefel
 
 try:
@@ -24,7 +25,8 @@ except metadata.PackageNotFoundError:  # a source tree with the extension built 
 
 __all__ = [
     "Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz",
-    "linalg", "errors", "backend", "get_backend", "available_backends",
+    "linalg", "errors", "backend", "get_backend", "available_backends", "set_threads",
+    "get_threads",
     "show_config", "get_include", "__version__",
     # subpackages, imported on first use (``rf.federation.run``, ``rf.problems.KPCA``, ...)
     "problems", "algorithms", "federation", "privacy", "data", "experiments", "estimators",
@@ -54,8 +56,9 @@ def get_include():
 
 def _thread_settings():
     names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-             "OPENBLAS_CORETYPE", "RFL_FAST_BACKEND", "RFL_FAST_VALIDATE")
+             "OPENBLAS_CORETYPE", "RFL_FAST_BACKEND", "RFL_FAST_VALIDATE", "RFL_FAST_THREADS")
     lines = [f"  {n}={os.environ[n]}" for n in names if n in os.environ]
+    lines.append(f"  C++ kernels: at most {get_threads()} threads (rfl_fast.set_threads)")
     try:
         from threadpoolctl import threadpool_info
 

@@ -59,10 +59,16 @@ def _load(name):
     """The backend's module, or ``None`` if it cannot be imported (the reason is kept)."""
     if name not in _modules:
         try:
-            _modules[name] = importlib.import_module(_MODULES[name])
+            module = importlib.import_module(_MODULES[name])
         except ImportError as exc:  # not built, or numba missing
             _modules[name] = None
             _errors[name] = f"{type(exc).__name__}: {exc}"
+        else:
+            if name == "cpp":  # its threads: RFL_FAST_THREADS or all cores (see set_threads)
+                from ._threads import default_threads
+
+                module.set_threads(default_threads())
+            _modules[name] = module
     return _modules[name]
 
 

@@ -59,6 +59,42 @@ SMOKE_CASES = [(k, (3, 6, 2) if k.startswith(("stiefel", "polar")) else (3, 4))
 MEMORY_BOUND = ("stiefel_", "polar", "sphere_", "lorentz_")
 
 
+#: Timed back-to-back calls per block (``block_medians``), after WARMUP_S seconds of untimed
+#: calls. Without the warm-up a route pays for the one before it or for idleness:
+#: OpenBLAS workers keep spinning ~0.1 s after a threaded call and take the core of a compiled
+#: kernel's second thread (so do Numba's OpenMP workers), and on this 2-core VM any pause leaves the CPUs slow for tens of
+#: milliseconds (the C++ route: ~2.2 ms back to back, ~4 ms in short bursts after 0.15 s
+#: idle). A training loop calls one route back to back, which is what the blocks measure.
+BLOCK_CALLS = 3
+WARMUP_S = 0.1
+
+
+def block_medians(calls, repeats, once=(), warmup_s=WARMUP_S):
+    """``{key: median seconds per call}`` of ``calls`` (``{key: (fn, args)}``) timed as a loop
+    that calls one route back to back: each repeat runs every entry as a block of
+    ``warmup_s`` seconds of untimed calls (at least one) and :data:`BLOCK_CALLS` timed ones, the entries
+    alternating block by block, so drifting load or clock speed hits every entry alike. Keys in
+    ``once`` (slow baselines): no warm-up, one timed call per block, in at most
+    ``max(3, repeats // 2)`` repeats."""
+    times = {key: [] for key in calls}
+    for _ in range(repeats):
+        for key, (fn, args) in calls.items():
+            slow = key in once
+            if slow and len(times[key]) >= max(3, repeats // 2):
+                continue
+            if not slow:
+                t_end = time.perf_counter() + warmup_s
+                while True:
+                    fn(*args)
+                    if time.perf_counter() >= t_end:
+                        break
+            for _ in range(1 if slow else BLOCK_CALLS):
+                t0 = time.perf_counter()
+                fn(*args)
+                times[key].append(time.perf_counter() - t0)
+    return {key: statistics.median(v) for key, v in times.items()}
+
+
 def interleaved_medians(calls, repeats):
     """``{key: median seconds}`` of ``calls`` (``{key: (fn, args)}``) timed side by side: one
     warm-up call each, then ``repeats`` rounds that call each once in turn, so drifting load
@@ -113,6 +149,8 @@ def machine():
         import numba
 
         info["numba_threads"] = numba.get_num_threads()
+    if _dispatch.is_available("cpp"):
+        info["cpp_threads"] = rf.get_threads()
     return info
 
 
@@ -121,7 +159,7 @@ def agree(got, want):
     return bool(np.allclose(got, want, rtol=0, atol=1e-9 * scale, equal_nan=True))
 
 
-def run(cases, repeats, bandwidth):
+def run(cases, repeats, bandwidth, warmup_s=WARMUP_S):
     backends = [b for b in _dispatch.BACKENDS if _dispatch.is_available(b)]
     rows = []
     for name, shape in cases:
@@ -135,7 +173,7 @@ def run(cases, repeats, bandwidth):
             if fn is not None:
                 row["agree"][b] = agree(fn(*args), want)
                 calls[b] = (fn, args)
-        row["times"] = interleaved_medians(calls, repeats)
+        row["times"] = block_medians(calls, repeats, warmup_s=warmup_s)
         if name.startswith(MEMORY_BOUND):
             moved = sum(a.nbytes for a in args) + want.nbytes
             row["floor"] = moved / bandwidth
@@ -178,16 +216,6 @@ def extra_baselines(repeats):
     return {"scipy_logm_loop_1000x9": t_loop, "auto_sym_logm_1000x9": t_fast}
 
 
-#: Timed back-to-back calls per block of the clipped-sum comparison, after WARMUP_S seconds
-#: of untimed calls. Without the warm-up a route pays for the one before it or for idleness:
-#: OpenBLAS workers keep spinning ~0.1 s after a threaded call and take the core of the fused
-#: kernel's second thread, and on this 2-core VM any pause leaves the CPUs slow for tens of
-#: milliseconds (the C++ route: ~2.2 ms back to back, ~4 ms in short bursts after 0.15 s
-#: idle). A training loop calls one route back to back, which is what the blocks measure.
-BLOCK_CALLS = 3
-WARMUP_S = 0.1
-
-
 def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
     """Fused clipped per-sample gradient sum of kPCA at ``shape = (m, d, r)`` (seed 002's
     MNIST shape), side by side in one loop (alternating, medians): every route of
@@ -222,23 +250,8 @@ def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
                                                                           backend=b))
     want = materialized()
     agree_ = {k: (agree(f(), want) if k.startswith("fused") else True) for k, f in cases.items()}
-    times = {k: [] for k in cases}
-    for _ in range(repeats):  # alternating blocks: load changes hit every case alike
-        for k, f in cases.items():
-            slow = k.startswith("materialized")
-            if slow and len(times[k]) >= max(3, repeats // 2):
-                continue
-            if not slow:  # back to back within a block, after a warm-up
-                t_end = time.perf_counter() + WARMUP_S
-                while True:
-                    f()
-                    if time.perf_counter() >= t_end:
-                        break
-            for _ in range(1 if slow else BLOCK_CALLS):
-                t0 = time.perf_counter()
-                f()
-                times[k].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = block_medians({k: (f, ()) for k, f in cases.items()}, repeats,
+                        once=("materialized (m,d,r) NumPy",))
     base, mat = med["non-private gradient (BLAS)"], med["materialized (m,d,r) NumPy"]
     floor = Z.nbytes / bandwidth if bandwidth else None
     print(f"\nclipped per-sample gradient sum, kPCA m={m} d={d} r={r} (tau={tau}):")
@@ -298,7 +311,7 @@ def main(argv=None):
     backends = [b for b in _dispatch.BACKENDS if _dispatch.is_available(b)]
     print()
     print_header(backends)
-    rows = run(cases, repeats, bandwidth)
+    rows = run(cases, repeats, bandwidth, 0.0 if args.smoke else WARMUP_S)
     result = {"machine": info, "repeats": repeats, "rows": rows}
     if args.only in "clipped_sum_pca":
         shape = (50, 12, 3) if args.smoke else (6000, 784, 5)

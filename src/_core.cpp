@@ -6,8 +6,9 @@
 // fast path is the caller handing clean arrays). Shapes are checked cheaply here and a mismatch
 // raises ValueError, so malformed input never reaches the loops. Items without an answer come
 // back as NaN. The batch loop runs with the GIL released: calls from several Python threads
-// run in parallel. The only threading inside the extension is pca_grad_sum's optional
-// `threads` argument (a fixed split into work units, results independent of it).
+// run in parallel. Inside a call, large batches run on up to set_threads() threads (for_chunks),
+// pca_grad_sum and pca_local_steps on their `threads` argument; both split the work into fixed
+// units, so results never depend on the thread count.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -18,6 +19,8 @@
 #include <memory>
 #include <string>
 #include <atomic>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -91,6 +94,59 @@ void check_same(const Arr& a, const Arr& b, const char* kernel, const char* an, 
                          shape_str(b));
 }
 
+// ---------------------------------------------------------------- threads
+
+// Threads of the batch loops: _core.set_threads (rfl_fast.set_threads, RFL_FAST_THREADS).
+std::atomic<int> g_threads{1};
+
+// Input bytes per argument in one chunk of a batch (three arrays' chunks stay in a 1 MB L2),
+// and the least input a thread must get before one more is started (a thread costs ~20-40 us).
+constexpr std::size_t kChunkBytes = 256 * 1024;
+constexpr std::size_t kMinBytesPerThread = 512 * 1024;
+
+// Runs body(i0, i1) over the batch [0, N) in chunks of whole groups of 8 items (the lockstep
+// group of the Stiefel and SPD kernels) and about kChunkBytes of each input (`item_bytes`: one
+// item of one input). The chunks are fixed by the data, not by the thread count, so results never
+// depend on it; up to g_threads threads claim them in turn (a thread on a busy core simply takes
+// fewer). body returns false to stop: the chunks not yet started are skipped and the result is
+// false. An exception in a worker (std::bad_alloc) is rethrown here after every thread joined.
+template <class Body>
+bool for_chunks(py::ssize_t N, std::size_t item_bytes, std::size_t inputs, Body&& body) {
+    const py::ssize_t grain =
+        static_cast<py::ssize_t>(std::max<std::size_t>(1, kChunkBytes / (8 * item_bytes)) * 8);
+    const py::ssize_t chunks = (N + grain - 1) / grain;
+    const std::size_t bytes = static_cast<std::size_t>(N) * item_bytes * inputs;
+    const py::ssize_t T = std::max<py::ssize_t>(1, std::min<py::ssize_t>(
+        {static_cast<py::ssize_t>(g_threads.load()), chunks,
+         static_cast<py::ssize_t>(bytes / kMinBytesPerThread)}));
+    if (T == 1) {
+        for (py::ssize_t i = 0; i < N; i += grain)
+            if (!body(i, std::min(N, i + grain))) return false;
+        return true;
+    }
+    std::atomic<py::ssize_t> next{0};
+    std::atomic<bool> go{true};
+    std::exception_ptr error;
+    std::mutex error_lock;
+    auto worker = [&] {
+        try {
+            for (py::ssize_t c; go.load(std::memory_order_relaxed) &&
+                                (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+                if (!body(c * grain, std::min(N, (c + 1) * grain))) go = false;
+        } catch (...) {
+            go = false;
+            std::lock_guard<std::mutex> hold(error_lock);
+            error = std::current_exception();
+        }
+    };
+    std::vector<std::thread> pool;
+    for (py::ssize_t t = 1; t < T; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& th : pool) th.join();
+    if (error) std::rethrow_exception(error);
+    return go.load();
+}
+
 // ---------------------------------------------------------------- Stiefel
 
 enum class StOp { proj, retr_polar, inv_retr_polar, retr_qr, inv_retr_qr, polar };
@@ -122,12 +178,8 @@ RFL_INLINE void stiefel_items(const double* px, const double* pb, double* po, py
 template <StOp OP>
 RFL_CLONES void stiefel_loop(const double* px, const double* pb, double* po, py::ssize_t N, int n,
                              int p) {
-    // scratch left uninitialized: zero-filling the SVD / Householder fallbacks' part of it cost
-    // ~0.6 us per call at n = 784 (every kernel writes the scratch before reading it: the
-    // tests pass with it filled with NaN)
-    const std::size_t size = rfl::stiefel::work_size(n, p);
-    std::unique_ptr<double[]> work(new double[size]);
-    double* w = work.get();
+    std::vector<double> work(rfl::stiefel::work_size(n, p));
+    double* w = work.data();
     switch (p) {
         case 1: return stiefel_items<OP, 1>(px, pb, po, N, n, p, w);
         case 2: return stiefel_items<OP, 2>(px, pb, po, N, n, p, w);
@@ -155,7 +207,11 @@ Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* b
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        stiefel_loop<OP>(px, pb, po, N, n, p);
+        const std::size_t item = static_cast<std::size_t>(n) * p;
+        for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
+            stiefel_loop<OP>(px + i0 * item, pb + i0 * item, po + i0 * item, i1 - i0, n, p);
+            return true;
+        });
     }
     return out;
 }
@@ -171,7 +227,11 @@ Arr polar(const Arr& a) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        stiefel_loop<StOp::polar>(pa, pa, po, N, n, p);
+        const std::size_t item = static_cast<std::size_t>(n) * p;
+        for_chunks(N, item * sizeof(double), 1, [&](py::ssize_t i0, py::ssize_t i1) {
+            stiefel_loop<StOp::polar>(pa + i0 * item, pa + i0 * item, po + i0 * item, i1 - i0, n, p);
+            return true;
+        });
     }
     return out;
 }
@@ -229,7 +289,11 @@ Arr sym_unary(const Arr& s, const char* kernel) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        sym_loop<F>(ps, po, N, n);
+        const std::size_t item = static_cast<std::size_t>(n) * n;
+        for_chunks(N, item * sizeof(double), 1, [&](py::ssize_t i0, py::ssize_t i1) {
+            sym_loop<F>(ps + i0 * item, po + i0 * item, i1 - i0, n);
+            return true;
+        });
     }
     return out;
 }
@@ -263,7 +327,11 @@ Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        spd_loop<F>(px, pb, po, N, n);
+        const std::size_t item = static_cast<std::size_t>(n) * n;
+        for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
+            spd_loop<F>(px + i0 * item, pb + i0 * item, po + i0 * item, i1 - i0, n);
+            return true;
+        });
     }
     return out;
 }
@@ -282,7 +350,11 @@ Arr spd_dist(const Arr& x, const Arr& y) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        spd_dist_loop(px, py_, po, N, n);
+        const std::size_t item = static_cast<std::size_t>(n) * n;
+        for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
+            spd_dist_loop(px + i0 * item, py_ + i0 * item, po + i0, i1 - i0, n);
+            return true;
+        });
     }
     return out;
 }
@@ -366,7 +438,10 @@ Arr vec_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        vec2_loop<F>(px, pb, po, N, d);
+        for_chunks(N, d * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
+            vec2_loop<F>(px + i0 * d, pb + i0 * d, po + i0 * d, i1 - i0, d);
+            return true;
+        });
     }
     return out;
 }
@@ -384,7 +459,10 @@ Arr vec_dist(const Arr& x, const Arr& y, const char* kernel) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        dist_loop<F>(px, py_, po, N, d);
+        for_chunks(N, d * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
+            dist_loop<F>(px + i0 * d, py_ + i0 * d, po + i0, i1 - i0, d);
+            return true;
+        });
     }
     return out;
 }
@@ -405,7 +483,10 @@ Arr vec_ternary(const Arr& x, const Arr& y, const Arr& v, const char* kernel) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        vec3_loop<F>(px, py_, pv, po, N, d);
+        for_chunks(N, d * sizeof(double), 3, [&](py::ssize_t i0, py::ssize_t i1) {
+            vec3_loop<F>(px + i0 * d, py_ + i0 * d, pv + i0 * d, po + i0 * d, i1 - i0, d);
+            return true;
+        });
     }
     return out;
 }
@@ -691,10 +772,6 @@ RFL_CLONES bool all_finite(const double* a, std::size_t n) {
     return s + ((t[0] + t[1]) + (t[2] + t[3])) == 0.0;
 }
 
-// Input bytes per argument that the fast lane checks and computes at a time (L2 is 512 KB - 2 MB
-// on current x86 cores; three arrays' chunks stay in it).
-constexpr std::size_t kLaneChunkBytes = 256 * 1024;
-
 // A batch loop on raw pointers: N items of core shape `core`, as the kernels' batch loops.
 using Run2 = void (*)(const double*, const double*, double*, py::ssize_t, const py::ssize_t*);
 
@@ -736,24 +813,18 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
     const auto* xa = reinterpret_cast<const double*>(pa->data);
     const auto* xb = reinterpret_cast<const double*>(pb->data);
     double* po = out.mutable_data();
-    // chunks of whole groups of 8 items (the Stiefel kernels' lockstep groups) and about
-    // kLaneChunkBytes per input, each checked, computed and checked again while in cache
-    const py::ssize_t per = static_cast<py::ssize_t>(
-        std::max<std::size_t>(1, kLaneChunkBytes / (8 * sizeof(double) * item)) * 8);
-    bool good = true;
+    const std::size_t out_item = SCALAR_OUT ? 1 : item;
+    bool good;
     {
-        py::gil_scoped_release release;
-        for (py::ssize_t i = 0; good && i < N; i += per) {
-            const py::ssize_t m = std::min(per, N - i);
-            const std::size_t at = static_cast<std::size_t>(i) * item;
-            const std::size_t count = static_cast<std::size_t>(m) * item;
-            double* o = po + (SCALAR_OUT ? static_cast<std::size_t>(i) : at);
-            good = all_finite(xa + at, count) && all_finite(xb + at, count);
-            if (good) {
-                run(xa + at, xb + at, o, m, c);
-                good = all_finite(o, SCALAR_OUT ? static_cast<std::size_t>(m) : count);
-            }
-        }
+        py::gil_scoped_release release;  // each chunk checked, computed, checked again in cache
+        good = for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
+            const std::size_t at = static_cast<std::size_t>(i0) * item;
+            const std::size_t count = static_cast<std::size_t>(i1 - i0) * item;
+            double* o = po + static_cast<std::size_t>(i0) * out_item;
+            if (!all_finite(xa + at, count) || !all_finite(xb + at, count)) return false;
+            run(xa + at, xb + at, o, i1 - i0, c);
+            return all_finite(o, static_cast<std::size_t>(i1 - i0) * out_item);
+        });
     }
     return good ? py::object(std::move(out)) : py::object(py::none());
 }
@@ -806,6 +877,14 @@ PYBIND11_MODULE(_core, m) {
         are NaN. The GIL is released during the computation.
     )pbdoc";
     m.attr("__version__") = RFL_FAST_VERSION;
+
+    g_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    m.def("set_threads", [](int threads) {
+        if (threads < 1) throw py::value_error("threads: expected an int >= 1, got " + std::to_string(threads));
+        g_threads = threads; }, py::arg("threads"),
+        R"pbdoc(Threads of the batch loops (at most; fewer for small batches). Results do not depend on it.)pbdoc");
+    m.def("get_threads", [] { return g_threads.load(); },
+        R"pbdoc(Threads of the batch loops (see set_threads).)pbdoc");
 
     // Stiefel
     m.def("stiefel_proj", [](const Arr& x, const Arr& u) {

@@ -1,5 +1,7 @@
 """Kernels called from several Python threads at once give the single-threaded results."""
 
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -9,6 +11,8 @@ import rfl_fast as rf
 from rfl_fast import _dispatch
 from rfl_fast.kernels import KERNELS, call
 from rfl_fast.kernels.testing import kernel_inputs
+
+from subprocess_env import same_package
 
 THREADS = 8
 
@@ -90,3 +94,56 @@ def test_engine_rejects_bad_blas_threads(bad):
 
     with pytest.raises((ValueError, TypeError), match="blas_threads"):
         run(heterogeneous_pca(n=4, d=6, m=20, seed=0), RFedAvg(0.05, 2), 1, blas_threads=bad)
+
+
+def _large_inputs(name):
+    """A batch of ~2-3 MB per input: several chunks, enough for two compiled threads."""
+    rng = np.random.default_rng(7)
+    if name.startswith("stiefel") or name == "polar":
+        return kernel_inputs(name, rng, 300, 200, 5)
+    if name.startswith(("sym_", "spd_")):
+        return kernel_inputs(name, rng, 3000, 9)
+    return kernel_inputs(name, rng, 30_000, 11)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_compiled_threads_never_change_a_result(name):
+    """The C++ batch loops split the work into fixed chunks, so 1, 2 or 3 threads give the
+    same bits (also through the public fast lane)."""
+    if "cpp" not in _dispatch.available_backends():
+        pytest.skip("C++ extension not built")
+    args = _large_inputs(name)
+    before = rf.get_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            rf.set_threads(threads)
+            assert rf.get_threads() == threads
+            results.append(call(name, *args, backend="cpp"))
+        for other in results[1:]:
+            np.testing.assert_array_equal(other, results[0])
+    finally:
+        rf.set_threads(before)
+
+
+def test_compiled_threads_setting():
+    before = rf.get_threads()
+    try:
+        for bad in (0, -1, 1.5, "2", True):
+            with pytest.raises(ValueError, match="threads"):
+                rf.set_threads(bad)
+        assert rf.get_threads() == before  # a refused value changes nothing
+        rf.set_threads(None)
+        assert rf.get_threads() >= 1
+    finally:
+        rf.set_threads(before)
+
+
+def test_compiled_threads_environment_variable():
+    code = "import rfl_fast as rf; print(rf.get_threads())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, **same_package(RFL_FAST_THREADS="3")).stdout
+    assert out.strip() == "3"
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         **same_package(RFL_FAST_THREADS="many"))
+    assert bad.returncode != 0 and "RFL_FAST_THREADS: expected an int >= 1" in bad.stderr

@@ -20,26 +20,16 @@ so the kPCA / sphere-PCA gradient is ``-2c/m_i St_j'`` (Euclidean) and the DP cl
 ``-c (S - X (X'S))`` with ``S = St_j'``.
 """
 
-import os
-
 import numpy as np
 
 from .. import _dispatch
+from .._threads import get_threads
 
-__all__ = ["pca_grad_sum", "pca_grad_sum_reference", "compiled_available", "BLOCK_BYTES",
-           "DEFAULT_THREADS"]
+__all__ = ["pca_grad_sum", "pca_grad_sum_reference", "compiled_available", "BLOCK_BYTES"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
 BLOCK_BYTES = 2**18
-
-#: Threads of the compiled kernel when the caller passes none (the kernel uses fewer for small
-#: work: under ~0.5 M multiply-adds per thread). Measured side by side on the 2-core machine at
-#: d = 784, r = 5 with the second core free: 1.6x at one client of 6000 rows (4.1 -> 2.5 ms),
-#: 1.4x at 20 clients x 300 rows (4.7 -> 3.3 ms); with the other core busy 0.95-1.0x. Results
-#: are bit-identical for every thread count.
-DEFAULT_THREADS = min(2, os.cpu_count() or 1)
-
 
 def compiled_available():
     """Whether the C++ kernel is importable."""
@@ -109,7 +99,7 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
     ``backend``: ``None`` follows ``rfl_fast.backend`` / ``RFL_FAST_BACKEND``; ``"numpy"`` runs
     the reference, anything else the C++ kernel when the extension has it (the reference
     otherwise; there is no Numba version of the multi-client pass). ``threads`` (default
-    :data:`DEFAULT_THREADS`) and ``backward`` (work from the last selected client to the
+    ``rfl_fast.get_threads()``) and ``backward`` (work from the last selected client to the
     first: alternate it between calls over the same clients so that each call starts with the
     rows the previous one left in cache) only change the speed, never the result. Arrays must be
     C-contiguous float64 (``Z``, ``Xt``) and int64 (``offsets``, ``idx``) for the fast path.
@@ -118,5 +108,5 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
     if choice != "numpy" and compiled_available():
         fn = _dispatch._load("cpp").pca_grad_sum
         return fn(Z, offsets, idx, Xt, float(tau), float(c), bool(clipped),
-                  DEFAULT_THREADS if threads is None else int(threads), scale, bool(backward))
+                  get_threads() if threads is None else int(threads), scale, bool(backward))
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg.blas
 
 from .. import _dispatch
+from .._threads import get_threads
 from ..kernels import fused
 from ..manifolds import Stiefel
 from ._clients import batch_rows, pack_clients
@@ -146,7 +147,7 @@ class QuadraticProblem(Problem):
                                   dtype=np.float64)
         out = steps_fn(self._flat, self._offsets64, np.ascontiguousarray(idx, dtype=np.int64),
                        x0, -2.0 * self._c / self.sizes[idx], float(step), int(steps),
-                       fused.DEFAULT_THREADS)
+                       get_threads())
         return out if np.isfinite(out).all() else None
 
     def _ax(self, idx, x, factor=1.0):
