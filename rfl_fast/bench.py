@@ -312,6 +312,9 @@ def main(argv=None):
     print()
     print_header(backends)
     rows = run(cases, repeats, bandwidth, 0.0 if args.smoke else WARMUP_S)
+    print("floor: bytes read + written / the copy bandwidth of one thread on a 256 MB array "
+          "(memory);\n  below 1x, the data came from the last-level cache or several threads "
+          "moved it")
     result = {"machine": info, "repeats": repeats, "rows": rows}
     if args.only in "clipped_sum_pca":
         shape = (50, 12, 3) if args.smoke else (6000, 784, 5)

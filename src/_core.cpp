@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <atomic>
 #include <exception>
@@ -147,6 +146,18 @@ bool for_chunks(py::ssize_t N, std::size_t item_bytes, std::size_t inputs, Body&
     return go.load();
 }
 
+// A batch loop on raw pointers: N items of core shape `core` from a and b into o.
+using Run2 = void (*)(const double*, const double*, double*, py::ssize_t, const py::ssize_t*);
+
+// run over the batch in for_chunks' chunks: `item` doubles per item of a and b, `out_item` of o
+void run2_chunked(Run2 run, const double* a, const double* b, double* o, py::ssize_t N,
+                  const py::ssize_t* core, std::size_t item, std::size_t out_item) {
+    for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
+        run(a + i0 * item, b + i0 * item, o + i0 * out_item, i1 - i0, core);
+        return true;
+    });
+}
+
 // ---------------------------------------------------------------- Stiefel
 
 enum class StOp { proj, retr_polar, inv_retr_polar, retr_qr, inv_retr_qr, polar };
@@ -194,6 +205,11 @@ RFL_CLONES void stiefel_loop(const double* px, const double* pb, double* po, py:
 }
 
 template <StOp OP>
+void stiefel_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
+    stiefel_loop<OP>(a, b, o, N, static_cast<int>(c[0]), static_cast<int>(c[1]));
+}
+
+template <StOp OP>
 Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
     check_ndim(x, 3, kernel, "x", "(N, n, p)");
     check_ndim(b, 3, kernel, bname, "(N, n, p)");
@@ -208,10 +224,8 @@ Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* b
     {
         py::gil_scoped_release release;
         const std::size_t item = static_cast<std::size_t>(n) * p;
-        for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
-            stiefel_loop<OP>(px + i0 * item, pb + i0 * item, po + i0 * item, i1 - i0, n, p);
-            return true;
-        });
+        const py::ssize_t core[2] = {n, p};
+        run2_chunked(stiefel_run<OP>, px, pb, po, N, core, item, item);
     }
     return out;
 }
@@ -314,6 +328,15 @@ RFL_CLONES void spd_dist_loop(const double* px, const double* py_, double* po, p
 }
 
 template <void (*F)(const double*, const double*, double*, int, double*)>
+void spd_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
+    spd_loop<F>(a, b, o, N, static_cast<int>(c[0]));
+}
+
+void spd_dist_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
+    spd_dist_loop(a, b, o, N, static_cast<int>(c[0]));
+}
+
+template <void (*F)(const double*, const double*, double*, int, double*)>
 Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
     check_ndim(x, 3, kernel, "x", "(N, n, n)");
     check_ndim(b, 3, kernel, bname, "(N, n, n)");
@@ -328,10 +351,8 @@ Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname
     {
         py::gil_scoped_release release;
         const std::size_t item = static_cast<std::size_t>(n) * n;
-        for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
-            spd_loop<F>(px + i0 * item, pb + i0 * item, po + i0 * item, i1 - i0, n);
-            return true;
-        });
+        const py::ssize_t core[1] = {n};
+        run2_chunked(spd_run<F>, px, pb, po, N, core, item, item);
     }
     return out;
 }
@@ -350,11 +371,8 @@ Arr spd_dist(const Arr& x, const Arr& y) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        const std::size_t item = static_cast<std::size_t>(n) * n;
-        for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
-            spd_dist_loop(px + i0 * item, py_ + i0 * item, po + i0, i1 - i0, n);
-            return true;
-        });
+        const py::ssize_t core[1] = {n};
+        run2_chunked(spd_dist_run, px, py_, po, N, core, static_cast<std::size_t>(n) * n, 1);
     }
     return out;
 }
@@ -426,6 +444,16 @@ RFL_CLONES void vec3_loop(const double* px, const double* py_, const double* pv,
 }
 
 template <void (*F)(const double*, const double*, double*, std::size_t)>
+void vec_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
+    vec2_loop<F>(a, b, o, N, static_cast<std::size_t>(c[0]));
+}
+
+template <double (*F)(const double*, const double*, std::size_t)>
+void dist_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
+    dist_loop<F>(a, b, o, N, static_cast<std::size_t>(c[0]));
+}
+
+template <void (*F)(const double*, const double*, double*, std::size_t)>
 Arr vec_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
     check_ndim(x, 2, kernel, "x", "(N, d)");
     check_ndim(b, 2, kernel, bname, "(N, d)");
@@ -438,10 +466,8 @@ Arr vec_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        for_chunks(N, d * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
-            vec2_loop<F>(px + i0 * d, pb + i0 * d, po + i0 * d, i1 - i0, d);
-            return true;
-        });
+        const py::ssize_t core[1] = {static_cast<py::ssize_t>(d)};
+        run2_chunked(vec_run<F>, px, pb, po, N, core, d, d);
     }
     return out;
 }
@@ -459,10 +485,8 @@ Arr vec_dist(const Arr& x, const Arr& y, const char* kernel) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        for_chunks(N, d * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
-            dist_loop<F>(px + i0 * d, py_ + i0 * d, po + i0, i1 - i0, d);
-            return true;
-        });
+        const py::ssize_t core[1] = {static_cast<py::ssize_t>(d)};
+        run2_chunked(dist_run<F>, px, py_, po, N, core, d, 1);
     }
     return out;
 }
@@ -772,9 +796,6 @@ RFL_CLONES bool all_finite(const double* a, std::size_t n) {
     return s + ((t[0] + t[1]) + (t[2] + t[3])) == 0.0;
 }
 
-// A batch loop on raw pointers: N items of core shape `core`, as the kernels' batch loops.
-using Run2 = void (*)(const double*, const double*, double*, py::ssize_t, const py::ssize_t*);
-
 template <int CORE, bool SCALAR_OUT>
 py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
                           bool (*core_ok)(const py::ssize_t*)) {
@@ -832,25 +853,6 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
 bool stiefel_core(const py::ssize_t* c) { return c[0] >= c[1]; }
 bool square_core(const py::ssize_t* c) { return c[0] == c[1]; }
 bool any_core(const py::ssize_t*) { return true; }
-
-template <StOp OP>
-void stiefel_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
-    stiefel_loop<OP>(a, b, o, N, static_cast<int>(c[0]), static_cast<int>(c[1]));
-}
-
-template <void (*F)(const double*, const double*, double*, int, double*)>
-void spd_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
-    spd_loop<F>(a, b, o, N, static_cast<int>(c[0]));
-}
-
-void spd_dist_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
-    spd_dist_loop(a, b, o, N, static_cast<int>(c[0]));
-}
-
-template <void (*F)(const double*, const double*, double*, std::size_t)>
-void vec_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
-    vec2_loop<F>(a, b, o, N, static_cast<std::size_t>(c[0]));
-}
 
 template <int CORE, bool SCALAR_OUT>
 void def_checked(py::module_& m, const char* kernel, Run2 run,
