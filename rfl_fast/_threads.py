@@ -26,7 +26,9 @@ def default_threads():
     env = _parse_threads(os.environ.get(_ENV))
     if env is not None:
         return env
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _core():

@@ -60,19 +60,20 @@ MEMORY_BOUND = ("stiefel_", "polar", "sphere_", "lorentz_")
 
 
 #: Timed back-to-back calls per block (``block_medians``), after WARMUP_S seconds of untimed
-#: calls. Without the warm-up a route pays for the one before it or for idleness:
-#: OpenBLAS workers keep spinning ~0.1 s after a threaded call and take the core of a compiled
-#: kernel's second thread (so do Numba's OpenMP workers), and on this 2-core VM any pause leaves the CPUs slow for tens of
-#: milliseconds (the C++ route: ~2.2 ms back to back, ~4 ms in short bursts after 0.15 s
-#: idle). A training loop calls one route back to back, which is what the blocks measure.
+#: calls. Without the warm-up a route pays for the one before it or for idleness: OpenBLAS
+#: workers keep spinning ~0.1 s after a threaded call (so do Numba's OpenMP workers) and take
+#: the core of a compiled kernel's second thread, and on this 2-core VM any pause leaves the
+#: CPUs slow for tens of milliseconds (the fused clipped sum: ~2.2 ms back to back, ~4 ms in
+#: short bursts after 0.15 s idle). A training loop calls one route back to back, which is what
+#: the blocks measure.
 BLOCK_CALLS = 3
 WARMUP_S = 0.1
 
 
 def block_medians(calls, repeats, once=(), warmup_s=WARMUP_S):
     """``{key: median seconds per call}`` of ``calls`` (``{key: (fn, args)}``) timed as a loop
-    that calls one route back to back: each repeat runs every entry as a block of
-    ``warmup_s`` seconds of untimed calls (at least one) and :data:`BLOCK_CALLS` timed ones, the entries
+    that calls one route back to back: each repeat runs every entry as a block of ``warmup_s``
+    seconds of untimed calls (at least one) and :data:`BLOCK_CALLS` timed ones, the entries
     alternating block by block, so drifting load or clock speed hits every entry alike. Keys in
     ``once`` (slow baselines): no warm-up, one timed call per block, in at most
     ``max(3, repeats // 2)`` repeats."""

@@ -243,7 +243,8 @@ Arr polar(const Arr& a) {
         py::gil_scoped_release release;
         const std::size_t item = static_cast<std::size_t>(n) * p;
         for_chunks(N, item * sizeof(double), 1, [&](py::ssize_t i0, py::ssize_t i1) {
-            stiefel_loop<StOp::polar>(pa + i0 * item, pa + i0 * item, po + i0 * item, i1 - i0, n, p);
+            const double* ai = pa + i0 * item;
+            stiefel_loop<StOp::polar>(ai, ai, po + i0 * item, i1 - i0, n, p);
             return true;
         });
     }
@@ -332,7 +333,8 @@ void spd_run(const double* a, const double* b, double* o, py::ssize_t N, const p
     spd_loop<F>(a, b, o, N, static_cast<int>(c[0]));
 }
 
-void spd_dist_run(const double* a, const double* b, double* o, py::ssize_t N, const py::ssize_t* c) {
+void spd_dist_run(const double* a, const double* b, double* o, py::ssize_t N,
+                  const py::ssize_t* c) {
     spd_dist_loop(a, b, o, N, static_cast<int>(c[0]));
 }
 
@@ -824,8 +826,8 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
     }
     py::ssize_t N = 1;
     for (int k = 0; k < nd; ++k) {
-        if (pa->dimensions[k] != pb->dimensions[k] || (k >= lead && pa->dimensions[k] != c[k - lead]))
-            return py::none();
+        const py::ssize_t dim = pa->dimensions[k];
+        if (dim != pb->dimensions[k] || (k >= lead && dim != c[k - lead])) return py::none();
         if (k < lead) N *= pa->dimensions[k];
     }
     if (N < 1 || item < 1 || !core_ok(c)) return py::none();
@@ -882,9 +884,11 @@ PYBIND11_MODULE(_core, m) {
 
     g_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     m.def("set_threads", [](int threads) {
-        if (threads < 1) throw py::value_error("threads: expected an int >= 1, got " + std::to_string(threads));
+        if (threads < 1)
+            throw py::value_error("threads: expected an int >= 1, got " + std::to_string(threads));
         g_threads = threads; }, py::arg("threads"),
-        R"pbdoc(Threads of the batch loops (at most; fewer for small batches). Results do not depend on it.)pbdoc");
+        R"pbdoc(Threads of the batch loops (at most; fewer for small batches); results do not
+depend on it.)pbdoc");
     m.def("get_threads", [] { return g_threads.load(); },
         R"pbdoc(Threads of the batch loops (see set_threads).)pbdoc");
 

@@ -94,3 +94,56 @@ class ClippedSumPCA:
 
     def time_clipped_sum(self, route):
         self.fn()
+
+
+class PublicLatency:
+    """One 784x5 matrix through the public API (its fast lane) against the raw C++ kernel."""
+
+    params = [["retr", "proj"], ["public", "raw"]]
+    param_names = ["method", "route"]
+
+    def setup(self, method, route):
+        import rfl_fast as rf
+
+        if not _dispatch.is_available("cpp"):
+            raise NotImplementedError("backend cpp unavailable")  # asv: skipped
+        M = rf.Stiefel(784, 5)
+        x = M.random_point(rng=0)
+        u = M.random_tangent(x, rng=1)
+        if route == "public":
+            self.fn, self.args = getattr(M, method), (x, u)
+        else:
+            kernel = {"retr": "stiefel_retr_polar", "proj": "stiefel_proj"}[method]
+            self.fn, self.args = getattr(_dispatch._load("cpp"), kernel), (x[None], u[None])
+        self.fn(*self.args)
+
+    def time_call(self, method, route):
+        self.fn(*self.args)
+
+
+class CppThreads:
+    """C++ batch loops on one thread and on every core (``rfl_fast.set_threads``)."""
+
+    cases = [("sym_logm", (10_000, 9)), ("stiefel_retr_polar", (200, 784, 5)),
+             ("stiefel_proj", (200, 784, 5)), ("sphere_exp", (100_000, 10))]
+    params = [[_case_id(n, s) for n, s in cases], ["one", "all"]]
+    param_names = ["case", "threads"]
+
+    def setup(self, case, threads):
+        import rfl_fast as rf
+
+        if not _dispatch.is_available("cpp"):
+            raise NotImplementedError("backend cpp unavailable")  # asv: skipped
+        name, shape = {_case_id(n, s): (n, s) for n, s in self.cases}[case]
+        rf.set_threads(1 if threads == "one" else None)
+        self.fn = getattr(_dispatch._load("cpp"), name)
+        self.args = kernel_inputs(name, np.random.default_rng(0), *shape)
+        self.fn(*self.args)
+
+    def teardown(self, case, threads):
+        import rfl_fast as rf
+
+        rf.set_threads(None)
+
+    def time_kernel(self, case, threads):
+        self.fn(*self.args)
