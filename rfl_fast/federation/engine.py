@@ -179,6 +179,20 @@ def _screened_exchange(algorithm, problem, state, idx, msg, rows, memo, seed, t,
     return state, cpu
 
 
+def first_message(algorithm, problem, state, sctx, n, idx, prepare_recipients):
+    """The round's first server message: ``(pidx, msg, cpu)``. ``msg`` is the prepare message
+    (algorithms with a prepare exchange) or the broadcast, ``cpu`` the server CPU seconds it
+    took, ``pidx`` the clients the prepare exchange reaches (``prepare_recipients(n, idx)`` if
+    given, else the participants ``idx``). Shared by ``run`` and the Flower server."""
+    pidx = idx
+    if algorithm.has_prepare and idx.size > 0 and prepare_recipients is not None:
+        pidx = np.asarray(prepare_recipients(n, idx), dtype=np.int64)
+    c0 = time.process_time()
+    msg = (algorithm.prepare_message(problem, state, sctx) if algorithm.has_prepare
+           else algorithm.broadcast(problem, state, sctx))
+    return pidx, msg, time.process_time() - c0
+
+
 def _check_rounds(rounds):
     return check_int(rounds, "rounds", min_value=0)
 
@@ -382,14 +396,9 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
                 acc["floats_up"] += fl
                 acc["bytes_up"] += by
 
-            cpu_s = cpu_c = cpu_p = 0.0
-            pidx = idx
-            if algorithm.has_prepare and k > 0 and prepare_recipients is not None:
-                pidx = np.asarray(prepare_recipients(n, idx), dtype=np.int64)
-            c0 = time.process_time()
-            msg = (algorithm.prepare_message(problem, state, sctx) if algorithm.has_prepare
-                   else algorithm.broadcast(problem, state, sctx))
-            cpu_s += time.process_time() - c0
+            cpu_c = cpu_p = 0.0
+            pidx, msg, cpu_s = first_message(algorithm, problem, state, sctx, n, idx,
+                                             prepare_recipients)
             down(msg, max(recipients, pidx.size) if algorithm.has_prepare else recipients)
             if k > 0:
                 cctx = ClientContext.create(seed, t, idx)

@@ -46,6 +46,7 @@ import numpy as np
 
 from .._files import atomic_write
 from ..federation._checks import check_point_arg
+from ..federation.engine import first_message
 from ..federation.context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER,
                                   ServerContext, resolve_seed, stream)
 from ..problems.base import Problem
@@ -416,14 +417,7 @@ def run_federation(link, config, *, x0=None, metrics_problem=None, log=None):
             return good, stacked_up
 
         answered = np.zeros(0, dtype=np.int64)
-        cpu_s = 0.0
-        pidx = idx
-        if alg.has_prepare and k > 0 and prepare_recipients is not None:
-            pidx = np.asarray(prepare_recipients(n, idx), dtype=np.int64)
-        c0 = time.process_time()
-        msg = (alg.prepare_message(stub, state, sctx) if alg.has_prepare
-               else alg.broadcast(stub, state, sctx))
-        cpu_s += time.process_time() - c0
+        pidx, msg, cpu_s = first_message(alg, stub, state, sctx, n, idx, prepare_recipients)
         if k > 0:
             go = True
             ids = idx
