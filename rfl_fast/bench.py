@@ -96,21 +96,6 @@ def block_medians(calls, repeats, once=(), warmup_s=WARMUP_S):
     return {key: statistics.median(v) for key, v in times.items()}
 
 
-def interleaved_medians(calls, repeats):
-    """``{key: median seconds}`` of ``calls`` (``{key: (fn, args)}``) timed side by side: one
-    warm-up call each, then ``repeats`` rounds that call each once in turn, so drifting load
-    or clock speed hits every entry alike (the ratios stay meaningful on a busy machine)."""
-    for fn, args in calls.values():
-        fn(*args)
-    times = {key: [] for key in calls}
-    for _ in range(repeats):
-        for key, (fn, args) in calls.items():
-            t0 = time.perf_counter()
-            fn(*args)
-            times[key].append(time.perf_counter() - t0)
-    return {key: statistics.median(v) for key, v in times.items()}
-
-
 def median_time(fn, args, repeats):
     fn(*args)  # warm-up (and JIT compile / cache load)
     times = []
@@ -269,8 +254,9 @@ def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
 
 
 def dispatch_overhead(repeats, number=100):
-    """Public ``Stiefel(784, 5)`` methods on one matrix against their raw kernels: blocks of
-    ``number`` calls, the routes alternating block by block; medians per call."""
+    """Public ``Stiefel(784, 5)`` methods on one matrix against their raw kernels, timed in
+    blocks of ``number`` calls by ``block_medians`` (warm-up, routes alternating); medians per
+    call."""
     M = rf.Stiefel(784, 5)
     x = M.random_point(rng=0)
     u = M.random_tangent(x, rng=1)
@@ -284,8 +270,8 @@ def dispatch_overhead(repeats, number=100):
     rows = {}
     for method, kernel in (("retr", "stiefel_retr_polar"), ("proj", "stiefel_proj")):
         name, fn = _dispatch.resolve(kernel, "auto")
-        med = interleaved_medians({"raw": block(fn, x[None], u[None]),
-                                   "public": block(getattr(M, method), x, u)}, repeats * 3)
+        med = block_medians({"raw": block(fn, x[None], u[None]),
+                             "public": block(getattr(M, method), x, u)}, repeats)
         raw, public = med["raw"] / number, med["public"] / number
         print(f"dispatch overhead, Stiefel(784, 5).{method} on one matrix ({name}): "
               f"public {public * 1e6:.1f} us, raw kernel {raw * 1e6:.1f} us, "
