@@ -406,13 +406,13 @@ RFL_INLINE void polar_items(const double* x, const double* u, double* out, std::
         for (; i + kLanes <= N; i += kLanes)
             polar5_lanes<kLanes, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item,
                                       kLanes, n, work);
-        const int m = static_cast<int>(N - i);  // the rest: one padded group, or a single item
-        if (m > 1)
+        // the rest, even a single item, as one padded group: one instantiation for every item,
+        // so an item's answer cannot depend on its batch (a 1-lane instantiation may contract
+        // multiply-adds differently: it once differed in the last bit)
+        const int m = static_cast<int>(N - i);
+        if (m > 0)
             polar5_lanes<kLanes, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item,
                                       m, n, work);
-        else if (m == 1)
-            polar5_lanes<1, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item, 1,
-                                 n, work);
         return;
     }
 #endif
