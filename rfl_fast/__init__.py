@@ -11,17 +11,15 @@ import sys
 from importlib import metadata
 
 from . import errors, linalg
-from ._dispatch import available_backends, backend, get_backend
-from ._threads import get_threads, set_threads
+from .kernels import available_backends, backend, get_backend, get_threads, set_threads
 from .manifolds import SPD, Euclidean, Lorentz, Manifold, Sphere, Stiefel
 
 try:
     __version__ = metadata.version("rfl_fast")
 except metadata.PackageNotFoundError:  # a source tree with the extension built in place
-    try:
-        from ._core import __version__
-    except ImportError:
-        __version__ = "0+unknown"
+    from .kernels import compiled_version
+
+    __version__ = compiled_version() or "0+unknown"
 
 __all__ = [
     "Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz",
@@ -72,27 +70,16 @@ def _thread_settings():
 
 def show_config(file=None):
     """Print versions, backends (with the kernels each provides) and thread settings."""
-    from . import _dispatch
-    from .kernels import KERNELS
+    from .kernels import describe_backends
 
     import numpy
     import scipy
 
     out = [f"rfl_fast {__version__}", f"  python {platform.python_version()} ({sys.platform})",
            f"  numpy {numpy.__version__}, scipy {scipy.__version__}"]
-    out.append(f"backends (auto order: cpp > numba > numpy; in force: {get_backend()!r}):")
-    for name in _dispatch.BACKENDS:
-        if _dispatch.is_available(name):
-            mod = _dispatch._load(name)
-            version = getattr(mod, "__version__", None)
-            if name == "numba":
-                import numba
-
-                version = f"numba {numba.__version__}, {numba.get_num_threads()} threads"
-            n = len(_dispatch.backend_kernels(name))
-            out.append(f"  {name:6s} available   {n}/{len(KERNELS)} kernels  {version or ''}")
-        else:
-            out.append(f"  {name:6s} unavailable ({_dispatch.backend_error(name)})")
+    out.append(f"backends (auto: per kernel and shape, from the shape sweep; in force: "
+               f"{get_backend()!r}):")
+    out.extend(describe_backends())
     out.append("threads:")
     out.extend(_thread_settings())
     out.append(f"C++ headers: {get_include()}")

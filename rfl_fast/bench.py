@@ -27,7 +27,7 @@ import numpy as np
 
 import rfl_fast as rf
 
-from . import _dispatch
+from . import kernels
 from .kernels import reference as ref
 from .kernels.testing import kernel_inputs
 
@@ -131,11 +131,11 @@ def machine():
                         for p in threadpool_info()]
     except ImportError:
         info["blas"] = ["(threadpoolctl not installed)"]
-    if _dispatch.is_available("numba"):
+    if kernels.is_available("numba"):
         import numba
 
         info["numba_threads"] = numba.get_num_threads()
-    if _dispatch.is_available("cpp"):
+    if kernels.is_available("cpp"):
         info["cpp_threads"] = rf.get_threads()
     return info
 
@@ -146,7 +146,7 @@ def agree(got, want):
 
 
 def run(cases, repeats, bandwidth, warmup_s=WARMUP_S):
-    backends = [b for b in _dispatch.BACKENDS if _dispatch.is_available(b)]
+    backends = kernels.available_backends()
     rows = []
     for name, shape in cases:
         rng = np.random.default_rng(0)
@@ -155,10 +155,9 @@ def run(cases, repeats, bandwidth, warmup_s=WARMUP_S):
         row = {"kernel": name, "shape": list(shape), "times": {}, "agree": {}}
         calls = {}
         for b in backends:
-            fn = getattr(_dispatch._load(b), name, None)
-            if fn is not None:
-                row["agree"][b] = agree(fn(*args), want)
-                calls[b] = (fn, args)
+            _, fn = kernels.resolve(name, b)
+            row["agree"][b] = agree(fn(*args), want)
+            calls[b] = (fn, args)
         row["times"] = block_medians(calls, repeats, warmup_s=warmup_s)
         if name.startswith(MEMORY_BOUND):
             moved = sum(a.nbytes for a in args) + want.nbytes
@@ -195,7 +194,7 @@ def extra_baselines(repeats):
 
     x = kernel_inputs("sym_logm", np.random.default_rng(0), 1_000, 9)[0]
     t_loop = median_time(lambda a: [scipy.linalg.logm(m) for m in a], (x,), max(1, repeats // 3))
-    _, fn = _dispatch.resolve("sym_logm", "auto")
+    _, fn = kernels.resolve("sym_logm", "auto", 9)
     t_fast = median_time(fn, (x,), repeats)
     print(f"\nsym_logm 1000 x 9x9: scipy.linalg.logm loop {t_loop * 1e3:.1f} ms, "
           f"auto backend {t_fast * 1e3:.3f} ms: {t_loop / t_fast:.0f}x")
@@ -227,7 +226,7 @@ def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
         return P.clipped_sum_reference(M, X, P.pca_sample_rgrads(Z, X, c), tau)
 
     cases = {"non-private gradient (BLAS)": nonprivate, "materialized (m,d,r) NumPy": materialized}
-    routes = ["numpy"] + (["numba"] if _dispatch.is_available("numba") else [])
+    routes = ["numpy"] + (["numba"] if kernels.is_available("numba") else [])
     from .kernels import fused
     if fused.compiled_available():
         routes.append("cpp")
@@ -269,7 +268,7 @@ def dispatch_overhead(repeats, number=100):
 
     rows = {}
     for method, kernel in (("retr", "stiefel_retr_polar"), ("proj", "stiefel_proj")):
-        name, fn = _dispatch.resolve(kernel, "auto")
+        name, fn = kernels.resolve(kernel, "auto", 5)
         med = block_medians({"raw": block(fn, x[None], u[None]),
                              "public": block(getattr(M, method), x, u)}, repeats)
         raw, public = med["raw"] / number, med["public"] / number
@@ -295,7 +294,7 @@ def main(argv=None):
     info["copy_bandwidth_GBps"] = bandwidth / 1e9
     for k, v in info.items():
         print(f"{k}: {v}")
-    backends = [b for b in _dispatch.BACKENDS if _dispatch.is_available(b)]
+    backends = kernels.available_backends()
     print()
     print_header(backends)
     rows = run(cases, repeats, bandwidth, 0.0 if args.smoke else WARMUP_S)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rfl_fast as rf
-from rfl_fast import _dispatch
+from rfl_fast.kernels import _dispatch
 from rfl_fast.errors import BackendUnavailableError
 from rfl_fast.kernels import KERNELS
 
@@ -32,8 +32,8 @@ def test_backend_per_call_and_per_block(monkeypatch):
     seen = []
     orig = _dispatch.resolve
 
-    def spy(kernel, choice=None):
-        name, fn = orig(kernel, choice)
+    def spy(kernel, choice=None, size=None):
+        name, fn = orig(kernel, choice, size)
         seen.append(name)
         return name, fn
 
@@ -60,7 +60,7 @@ def test_environment_variable(monkeypatch):
 
 
 def test_environment_variable_in_a_new_process():
-    code = "import rfl_fast._dispatch as d; print(d.resolve('polar')[0])"
+    code = "import rfl_fast.kernels._dispatch as d; print(d.resolve('polar')[0])"
     run_in = same_package(RFL_FAST_BACKEND="numpy")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, **run_in)

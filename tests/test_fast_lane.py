@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import rfl_fast as rf
-from rfl_fast import _core, _dispatch
+from rfl_fast import _core
+from rfl_fast.kernels import _dispatch
 from rfl_fast.errors import NoSolutionError, NotOnManifoldError
 
 # (manifold, public method, kernel, second argument: a tangent vector or a point)
@@ -41,7 +42,7 @@ def _args(m, second, batch, rng):
 def _general(monkeypatch, m, meth, x, y):
     """The method's answer through the general route only."""
     with monkeypatch.context() as mp:
-        mp.setattr(_dispatch, "resolve_checked", lambda kernel, choice=None: None)
+        mp.setattr(_dispatch, "resolve_checked", lambda kernel, choice=None, size=None: None)
         return getattr(m, meth)(x, y)
 
 

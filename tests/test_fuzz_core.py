@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from rfl_fast import _dispatch
+from rfl_fast.kernels import _dispatch
 
 from subprocess_env import same_package
 
@@ -22,11 +22,11 @@ WORKER = textwrap.dedent(r'''
     import numpy as np
     from hypothesis import given, settings, HealthCheck, strategies as st
     import rfl_fast as rf
-    from rfl_fast import _dispatch
+    from rfl_fast.kernels import _dispatch
     from rfl_fast.kernels import KERNELS, call
 
     backend, mode, n_examples = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    mod = _dispatch._load(backend)
+    mod = _dispatch.load(backend)
     warnings.simplefilter("ignore")
     NAMES = sorted(KERNELS)
     # Numba compiles one specialization per argument type: keep its direct calls to

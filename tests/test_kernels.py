@@ -5,28 +5,27 @@ import zlib
 import numpy as np
 import pytest
 
-from rfl_fast import _dispatch
-from rfl_fast.kernels import KERNELS, call
+from rfl_fast.kernels import _dispatch
+from rfl_fast.kernels import KERNELS, REGISTRY, call
 from rfl_fast.kernels import reference as ref
 
 from rfl_fast.kernels.testing import kernel_inputs
 
 COMPILED = [b for b in _dispatch.BACKENDS if b != "numpy"]
 
-# (N, n, p) per kernel family; p only matters for Stiefel kernels and polar
+# (N, n, p) per kernel family of the registry; p only matters for Stiefel kernels and polar.
+# Beyond the papers' shapes: p = 16, 32 and n = 64, where auto may pick another backend.
 SHAPES = {
-    "stiefel": [(1, 4, 1), (7, 10, 3), (3, 50, 5), (5, 7, 5), (2, 6, 6), (4, 784, 5)],
-    "sym": [(1, 1, None), (9, 2, None), (20, 9, None), (4, 20, None), (2, 33, None)],
-    "vec": [(1, 2, None), (50, 3, None), (13, 25, None), (3, 784, None)],
+    "stiefel": [(1, 4, 1), (7, 10, 3), (3, 50, 5), (5, 7, 5), (2, 6, 6), (4, 784, 5),
+                (3, 40, 16), (2, 70, 32)],
+    "square": [(1, 1, None), (9, 2, None), (20, 9, None), (4, 20, None), (2, 33, None),
+               (2, 64, None)],
+    "vector": [(1, 2, None), (50, 3, None), (13, 25, None), (3, 784, None), (2, 10_000, None)],
 }
 
 
 def family(name):
-    if name.startswith("stiefel") or name == "polar":
-        return "stiefel"
-    if name.startswith(("sym_", "spd_")):
-        return "sym"
-    return "vec"
+    return REGISTRY[name].family
 
 
 CASES = [(k, s) for k in KERNELS for s in SHAPES[family(k)]]
@@ -49,7 +48,7 @@ def test_compiled_matches_reference(backend, name, shape):
 
 
 @pytest.mark.parametrize("backend", COMPILED)
-@pytest.mark.parametrize("name", [k for k in KERNELS if family(k) == "sym"])
+@pytest.mark.parametrize("name", [k for k in KERNELS if family(k) == "square"])
 def test_ill_conditioned_spd_matches_reference(backend, name):
     """Condition numbers where the reference itself is accurate to 1e-9: 1e6 for the matrix
     functions, 1e4 for the affine-invariant maps (they compound two ill-conditioned steps)."""

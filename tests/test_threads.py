@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rfl_fast as rf
-from rfl_fast import _dispatch
+from rfl_fast.kernels import _dispatch
 from rfl_fast.kernels import KERNELS, call
 from rfl_fast.kernels.testing import kernel_inputs
 

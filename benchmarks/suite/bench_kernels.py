@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rfl_fast import _dispatch
+from rfl_fast.kernels import _dispatch
 from rfl_fast.kernels.testing import kernel_inputs
 
 BACKENDS = ["numpy", "numba", "cpp"]
@@ -27,7 +27,7 @@ class _KernelSuite:
         name, shape = self._by_id[case]
         if not _dispatch.is_available(backend):
             raise NotImplementedError(f"backend {backend} unavailable")  # asv: skipped
-        self.fn = getattr(_dispatch._load(backend), name)
+        self.fn = getattr(_dispatch.load(backend), name)
         self.args = kernel_inputs(name, np.random.default_rng(0), *shape)
         self.fn(*self.args)  # compile / load from cache outside the timing
 
@@ -114,7 +114,7 @@ class PublicLatency:
             self.fn, self.args = getattr(M, method), (x, u)
         else:
             kernel = {"retr": "stiefel_retr_polar", "proj": "stiefel_proj"}[method]
-            self.fn, self.args = getattr(_dispatch._load("cpp"), kernel), (x[None], u[None])
+            self.fn, self.args = getattr(_dispatch.load("cpp"), kernel), (x[None], u[None])
         self.fn(*self.args)
 
     def time_call(self, method, route):
@@ -136,7 +136,7 @@ class CppThreads:
             raise NotImplementedError("backend cpp unavailable")  # asv: skipped
         name, shape = {_case_id(n, s): (n, s) for n, s in self.cases}[case]
         rf.set_threads(1 if threads == "one" else None)
-        self.fn = getattr(_dispatch._load("cpp"), name)
+        self.fn = getattr(_dispatch.load("cpp"), name)
         self.args = kernel_inputs(name, np.random.default_rng(0), *shape)
         self.fn(*self.args)
 

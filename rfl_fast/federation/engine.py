@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import checkpoint as _ckpt
-from .._threads import limit_blas_threads
+from ..kernels import limit_blas_threads
 from .._validation import check_int, check_positive
 from ._checks import check_point_arg
 from .arrival import check_upload, kinds_of

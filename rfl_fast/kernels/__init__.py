@@ -11,40 +11,54 @@ import math
 
 import numpy as np
 
-from .. import _dispatch
 from .._validation import FLOAT64, broadcast_batch
+from . import _dispatch
+from ._dispatch import (BACKENDS, available_backends, backend, get_backend, get_threads,
+                        is_available, set_threads)
+from ._threads import limit_blas_threads
+from .registry import KERNELS, REGISTRY
 
-__all__ = ["KERNELS", "call"]
+__all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "backend", "get_backend",
+           "available_backends", "is_available", "describe_backends", "compiled_version", "set_threads",
+           "get_threads", "limit_blas_threads"]
 
-# name -> (core ndims of each argument, core ndims of the result)
-KERNELS = {
-    # Stiefel St(n, p), points (n, p)
-    "stiefel_proj": ((2, 2), 2),           # (x, u) -> u - x sym(x'u)
-    "stiefel_retr_polar": ((2, 2), 2),     # (x, u) -> polar(x + u)
-    "stiefel_inv_retr_polar": ((2, 2), 2), # (x, y) -> y S - x, (x'y)S + S(y'x) = 2I, S symmetric
-    "stiefel_retr_qr": ((2, 2), 2),        # (x, u) -> qf(x + u), positive diagonal of R
-    "stiefel_inv_retr_qr": ((2, 2), 2),    # (x, y) -> y R - x, (x'y)R + R'(y'x) = 2I, R upper tri.
-    "polar": ((2,), 2),                    # (a,) -> a (a'a)^(-1/2), the nearest Stiefel point
-    # symmetric matrix functions (n, n), one symmetric eigendecomposition each
-    "sym_expm": ((2,), 2),
-    "sym_logm": ((2,), 2),
-    "sym_sqrtm": ((2,), 2),
-    "sym_invsqrtm": ((2,), 2),
-    # SPD S++(n), affine-invariant metric
-    "spd_exp": ((2, 2), 2),                # (x, u) -> x^½ expm(x^-½ u x^-½) x^½
-    "spd_log": ((2, 2), 2),                # (x, y) -> x^½ logm(x^-½ y x^-½) x^½
-    "spd_dist": ((2, 2), 0),               # (x, y) -> |logm(x^-½ y x^-½)|_F
-    # sphere S^(d-1), points (d,)
-    "sphere_exp": ((1, 1), 1),
-    "sphere_log": ((1, 1), 1),
-    "sphere_dist": ((1, 1), 0),
-    "sphere_transport": ((1, 1, 1), 1),    # (x, y, v) parallel transport along the geodesic
-    # hyperboloid (Lorentz) H^d, points (d+1,)
-    "lorentz_exp": ((1, 1), 1),
-    "lorentz_log": ((1, 1), 1),
-    "lorentz_dist": ((1, 1), 0),
-    "lorentz_transport": ((1, 1, 1), 1),
-}
+
+def resolve(name, backend=None, size=None):
+    """``(backend_name, fn)``: the raw kernel ``name`` (arrays of the kernel contract, no checks)
+    of ``backend`` (default: the choice in force; ``"auto"`` chooses at ``size``, the last
+    dimension of the first argument). For benchmarks and callers that validate themselves."""
+    return _dispatch.resolve(name, backend, size)
+
+
+def compiled_version():
+    """The C++ extension's version (``None`` if it is not built)."""
+    core = _dispatch.load("cpp")
+    return None if core is None else core.__version__
+
+
+def describe_backends():
+    """One line per backend: available (version, kernels provided) or why not."""
+    lines = []
+    for name in _dispatch.BACKENDS:
+        mod = _dispatch.load(name)
+        if mod is None:
+            lines.append(f"  {name:6s} unavailable ({_dispatch.backend_error(name)})")
+            continue
+        version = getattr(mod, "__version__", None)
+        if name == "numba":
+            import numba
+
+            version = f"numba {numba.__version__}, {numba.get_num_threads()} threads"
+        n = len(_dispatch.backend_kernels(name))
+        lines.append(f"  {name:6s} available   {n}/{len(KERNELS)} kernels  {version or ''}")
+    return lines
+
+
+def fast_lane(name, backend=None, size=None):
+    """The C++ checked form of kernel ``name`` (``fn(a, b, core_shape)``: the result, or ``None``
+    when it does not take the arrays as they are) when C++ is the backend in force for it at
+    ``size`` (the last dimension of the first argument), else ``None``."""
+    return _dispatch.resolve_checked(name, backend, size)
 
 
 def call(name, *arrays, backend=None):
@@ -55,7 +69,7 @@ def call(name, *arrays, backend=None):
     is float32 (computed in float64, rounded at the end).
     """
     core_ndims, _ = KERNELS[name]
-    _, fn = _dispatch.resolve(name, backend)
+    _, fn = _dispatch.resolve(name, backend, arrays[0].shape[-1] if arrays[0].ndim else None)
     if len(arrays) == 2 and core_ndims[0] == core_ndims[1]:  # fast path: one item, each ready
         a, b = arrays
         if (a.ndim == core_ndims[0] and b.ndim == a.ndim and a.dtype is FLOAT64

@@ -22,10 +22,11 @@ so the kPCA / sphere-PCA gradient is ``-2c/m_i St_j'`` (Euclidean) and the DP cl
 
 import numpy as np
 
-from .. import _dispatch
-from .._threads import get_threads
+from . import _dispatch
+from ._dispatch import get_threads
 
-__all__ = ["pca_grad_sum", "pca_grad_sum_reference", "compiled_available", "BLOCK_BYTES"]
+__all__ = ["pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps_kernel", "compiled_available",
+           "BLOCK_BYTES"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
@@ -33,7 +34,7 @@ BLOCK_BYTES = 2**18
 
 def compiled_available():
     """Whether the C++ kernel is importable."""
-    mod = _dispatch._load("cpp")
+    mod = _dispatch.load("cpp")
     return mod is not None and hasattr(mod, "pca_grad_sum")
 
 
@@ -106,7 +107,16 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
     """
     choice = _dispatch.get_backend() if backend is None else backend
     if choice != "numpy" and compiled_available():
-        fn = _dispatch._load("cpp").pca_grad_sum
+        fn = _dispatch.load("cpp").pca_grad_sum
         return fn(Z, offsets, idx, Xt, float(tau), float(c), bool(clipped),
                   get_threads() if threads is None else int(threads), scale, bool(backward))
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)
+
+
+def pca_local_steps_kernel(backend=None):
+    """The C++ fused local-steps kernel ``_core.pca_local_steps`` (see
+    ``problems._quadratic.QuadraticProblem.local_steps``), or ``None`` when the extension lacks
+    it or ``backend`` (default: the choice in force) is ``"numpy"``."""
+    choice = _dispatch.get_backend() if backend is None else backend
+    core = _dispatch.load("cpp")
+    return None if choice == "numpy" else getattr(core, "pca_local_steps", None)

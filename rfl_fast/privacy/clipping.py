@@ -25,7 +25,7 @@ The federated engine's private local step is then
 
 import numpy as np
 
-from .._dispatch import get_backend
+from ..kernels import get_backend
 from .._validation import as_array
 from ..kernels import fused
 

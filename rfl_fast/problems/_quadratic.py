@@ -13,9 +13,7 @@ Internally points are matrices (k, d, r); ``SpherePCA`` maps its vectors (k, d) 
 import numpy as np
 import scipy.linalg.blas
 
-from .. import _dispatch
-from .._threads import get_threads
-from ..kernels import fused
+from ..kernels import fused, get_threads
 from ..manifolds import Stiefel
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
@@ -135,10 +133,9 @@ class QuadraticProblem(Problem):
         iterates. ``None`` (the caller steps through ``rgrad`` and ``retr``) for the per-client
         Gram form, another retraction or manifold, the NumPy backend, or a step without a
         solution (the batched route then raises the usual error)."""
-        core = _dispatch._load("cpp")
-        steps_fn = getattr(core, "pca_local_steps", None)
+        steps_fn = fused.pca_local_steps_kernel()
         if (steps_fn is None or self._gram is not None or retraction != "polar"
-                or not isinstance(self.manifold, Stiefel) or _dispatch.get_backend() == "numpy"):
+                or not isinstance(self.manifold, Stiefel)):
             return None
         idx = self._clients(idx)
         if self._offsets64 is None:

@@ -18,8 +18,12 @@
 // a one-sided Jacobi SVD of a. For p = 5 the Gram eigendecompositions of 8 items at a time run
 // through the lockstep Jacobi of linalg_small.hpp, and the row passes are 4-wide vectors.
 // QR: Cholesky QR, Q = a chol(a'a)^-T, repeated once (CholeskyQR2) when Q'Q - I is not
-// negligible; Householder QR when a'a is not numerically positive definite. Lyapunov: the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of
-// S by Gaussian elimination with partial pivoting (cost O(p^6): fine for p up to ~30).
+// negligible; Householder QR when a'a is not numerically positive definite. Lyapunov: for
+// p <= 8 the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of S by Gaussian
+// elimination with partial pivoting (O(p^6), the fastest there); for p > 8 the scaled Newton
+// iteration of the matrix sign function (O(p^3) per step, O(p^2) scratch), which converges
+// when x'y is positive stable (true for every y = retr_polar(x, u)); where it does not, the
+// linear system again for p <= 32, and no solution (NaN) above.
 // QR inverse: one LU of x'y without pivoting gives every leading block at once (columns
 // solved by forward/back substitution); partial-pivoting solves per column when a pivot is
 // small. All loops over n are fused passes over contiguous rows.
@@ -39,11 +43,18 @@ namespace stiefel {
 using linalg::kEps;
 using linalg::kNaN;
 
+// Largest p for which inv_retr_polar may build the O(p^4) linear system (when the O(p^3) sign
+// iteration does not converge); above it the scratch stays O(n p + p^2).
+constexpr int kKronMax = 32;
+// Largest p solved by the linear system first (faster than the sign iteration there).
+constexpr int kKronFirst = 8;
+
 inline std::size_t work_size(int n, int p) {
     const std::size_t pp = static_cast<std::size_t>(p) * p;
     const std::size_t q = static_cast<std::size_t>(p) * (p + 1) / 2;
     const std::size_t np = static_cast<std::size_t>(n) * p;
-    std::size_t small = 8 * pp + 4 * p + linalg::eigh_work(p) + q * q + q;
+    const std::size_t kron = p <= kKronMax ? q * q + q : 0;  // lyapunov_sym's system
+    std::size_t small = 8 * pp + 4 * p + linalg::eigh_work(p) + kron;
     std::size_t big = 2 * np + pp + 2 * p + static_cast<std::size_t>(n);  // SVD / Householder
     return small + big;
 }
@@ -572,6 +583,105 @@ inline bool lyapunov_sym(const double* M, double* S, int p, double* work) {
     return true;
 }
 
+// Inverse of B (p x p, row-major) by Gauss-Jordan elimination with partial pivoting into Inv;
+// lu: p*p scratch. log|det B| in *logdet. False if a pivot is zero or not finite.
+inline bool invert(const double* B, double* Inv, double* lu, int p, double* logdet) {
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    std::copy(B, B + pp, lu);
+    std::fill(Inv, Inv + pp, 0.0);
+    for (int i = 0; i < p; ++i) Inv[i * p + i] = 1.0;
+    double ld = 0.0;
+    for (int k = 0; k < p; ++k) {
+        int piv = k;
+        double best = std::fabs(lu[k * p + k]);
+        for (int i = k + 1; i < p; ++i)
+            if (std::fabs(lu[i * p + k]) > best) best = std::fabs(lu[(piv = i) * p + k]);
+        if (!(best > 0.0) || !std::isfinite(best)) return false;
+        if (piv != k)
+            for (int j = 0; j < p; ++j) {
+                std::swap(lu[k * p + j], lu[piv * p + j]);
+                std::swap(Inv[k * p + j], Inv[piv * p + j]);
+            }
+        ld += std::log(best);
+        const double inv = 1.0 / lu[k * p + k];
+        for (int j = 0; j < p; ++j) {
+            lu[k * p + j] *= inv;
+            Inv[k * p + j] *= inv;
+        }
+        for (int i = 0; i < p; ++i) {
+            const double l = lu[i * p + k];
+            if (i == k || l == 0.0) continue;
+            for (int j = 0; j < p; ++j) lu[i * p + j] -= l * lu[k * p + j];
+            for (int j = 0; j < p; ++j) Inv[i * p + j] -= l * Inv[k * p + j];
+        }
+    }
+    *logdet = ld;
+    return linalg::all_finite(Inv, pp);
+}
+
+// Solve M S + S M' = 2I for symmetric S by the scaled Newton iteration of the sign function
+// (Roberts; Benner's determinantal scaling): B_0 = M, Q_0 = 2I,
+//   B <- (B/c + c B^-1)/2,  Q <- (Q/c + c B^-1 Q B^-T)/2,  c = |det B|^(1/p),
+// B -> sign(M) = I when M is positive stable, and then S = Q/2. False when B does not reach I
+// (M not positive stable, or no convergence). work: 5 p^2 doubles.
+inline bool lyapunov_sign(const double* M, double* S, int p, double* work) {
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    double* B = work;
+    double* Bi = B + pp;
+    double* Q = Bi + pp;
+    double* T = Q + pp;
+    double* lu = T + pp;
+    std::copy(M, M + pp, B);
+    std::fill(Q, Q + pp, 0.0);
+    for (int i = 0; i < p; ++i) Q[i * p + i] = 2.0;
+    bool close = false;
+    for (int it = 0; it < 100; ++it) {
+        double logdet;
+        if (!invert(B, Bi, lu, p, &logdet)) return false;
+        const double c = close ? 1.0 : std::exp(logdet / p);
+        if (!(c > 0.0) || !std::isfinite(c)) return false;
+        // T = Bi Q, then S (as scratch) = T Bi'
+        for (int i = 0; i < p; ++i) {
+            double* ti = T + i * p;
+            std::fill(ti, ti + p, 0.0);
+            for (int k = 0; k < p; ++k) {
+                const double b = Bi[i * p + k];
+                const double* qk = Q + k * p;
+                for (int j = 0; j < p; ++j) ti[j] += b * qk[j];
+            }
+        }
+        for (int i = 0; i < p; ++i)
+            for (int j = i; j < p; ++j) {
+                double acc = 0.0;
+                const double* ti = T + i * p;
+                const double* bj = Bi + j * p;
+                for (int k = 0; k < p; ++k) acc += ti[k] * bj[k];
+                S[i * p + j] = acc;
+            }
+        double change = 0.0, size = 0.0;
+        for (int i = 0; i < p; ++i)
+            for (int j = 0; j < p; ++j) {
+                const double nb = 0.5 * (B[i * p + j] / c + c * Bi[i * p + j]);
+                change = std::fmax(change, std::fabs(nb - B[i * p + j]));
+                size = std::fmax(size, std::fabs(nb));
+                B[i * p + j] = nb;
+                if (j >= i) {
+                    const double nq = 0.5 * (Q[i * p + j] / c + c * S[i * p + j]);
+                    Q[i * p + j] = Q[j * p + i] = nq;
+                }
+            }
+        if (!(size < 1e300)) return false;
+        if (close && change <= 1e-14 * size) break;  // quadratic convergence: done
+        close = change <= 1e-3 * size;                 // unscaled steps from here on
+    }
+    double off = 0.0;  // B must be the identity: sign(M) = I
+    for (int i = 0; i < p; ++i)
+        for (int j = 0; j < p; ++j) off = std::fmax(off, std::fabs(B[i * p + j] - (i == j)));
+    if (!(off <= 1e-8)) return false;
+    for (std::size_t i = 0; i < pp; ++i) S[i] = 0.5 * Q[i];
+    return linalg::all_finite(S, pp);
+}
+
 template <int P = 0>
 RFL_INLINE void inv_retr_polar(const double* x, const double* y, double* out, int n, int p_,
                            double* work) {
@@ -581,8 +691,14 @@ RFL_INLINE void inv_retr_polar(const double* x, const double* y, double* out, in
     double* S = M + pp;
     double* lw = S + pp;
     cross<P>(x, y, M, n, p);
-    if (!linalg::all_finite(M, pp) || !lyapunov_sym(M, S, p, lw))
-        return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
+    bool ok = linalg::all_finite(M, pp);
+    if (ok) {
+        if (p <= kKronFirst)
+            ok = lyapunov_sym(M, S, p, lw);
+        else
+            ok = lyapunov_sign(M, S, p, lw) || (p <= kKronMax && lyapunov_sym(M, S, p, lw));
+    }
+    if (!ok) return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
     y_times_minus_x<P>(x, y, S, out, n, p);
 }
 

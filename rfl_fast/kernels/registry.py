@@ -1,0 +1,106 @@
+"""The one table of kernels: every kernel is declared here, once.
+
+A kernel entry names its argument and result core dimensions, its family (which fixes the
+shape key ``auto`` chooses by and the benchmark sweep's grid) and whether the C++ backend has a
+checked fast lane (``_core.<name>_checked``) for the public API. Its NumPy reference is the
+function of the same name in :mod:`rfl_fast.kernels.reference`; its compiled routes are the
+functions of the same name in ``rfl_fast._core`` and :mod:`rfl_fast.kernels._numba`. The
+``auto`` choice per shape lives in :mod:`rfl_fast.kernels._auto_table` (generated from the
+sweep by ``rfl-fast bench --sweep --write-auto``).
+
+Adding a kernel: its reference in ``reference.py``, its compiled code, and one entry below.
+"""
+
+from dataclasses import dataclass
+from itertools import product
+
+__all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "sweep_grid"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """Kernels over one kind of core shape.
+
+    ``auto`` chooses by the last dimension of the first argument (p of a Stiefel (n, p), n of
+    an (n, n) matrix, d of a vector); ``grid`` lists the sweep's ``(n_items, *dims)`` points, the arguments of
+    ``kernels.testing.kernel_inputs`` after ``rng``.
+    """
+
+    name: str
+    grid: tuple             # ((n_items, n[, p]), ...)
+
+
+def _stiefel_grid():
+    return tuple((b, n, p) for b, n, p in product(
+        (1, 16, 200), (50, 784, 3072), (1, 2, 3, 4, 5, 8, 10, 16, 32, 64, 128)) if p <= n)
+
+
+def _square_grid():
+    return tuple((b, n) for b, n in product(
+        (1, 16, 200), (2, 3, 4, 5, 9, 16, 20, 32, 64, 128, 256)))
+
+
+def _vector_grid():
+    return tuple((b, d) for b, d in product((1, 200, 10_000), (3, 10, 100, 784, 10_000))
+                 if b * d <= 10_000_000)
+
+
+FAMILIES = {
+    "stiefel": Family("stiefel", _stiefel_grid()),
+    "square": Family("square", _square_grid()),
+    "vector": Family("vector", _vector_grid()),
+}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: ``args`` core ndims of each argument, ``out`` core ndims of the result."""
+
+    name: str
+    args: tuple
+    out: int
+    family: str
+    fast_lane: bool = False
+    summary: str = ""
+
+
+REGISTRY = {k.name: k for k in (
+    # Stiefel St(n, p), points (n, p)
+    Kernel("stiefel_proj", (2, 2), 2, "stiefel", True, "(x, u) -> u - x sym(x'u)"),
+    Kernel("stiefel_retr_polar", (2, 2), 2, "stiefel", True, "(x, u) -> polar(x + u)"),
+    Kernel("stiefel_inv_retr_polar", (2, 2), 2, "stiefel", True,
+           "(x, y) -> y S - x, (x'y)S + S(y'x) = 2I, S symmetric"),
+    Kernel("stiefel_retr_qr", (2, 2), 2, "stiefel", False,
+           "(x, u) -> qf(x + u), positive diagonal of R"),
+    Kernel("stiefel_inv_retr_qr", (2, 2), 2, "stiefel", True,
+           "(x, y) -> y R - x, (x'y)R + R'(y'x) = 2I, R upper triangular"),
+    Kernel("polar", (2,), 2, "stiefel", False, "(a,) -> a (a'a)^(-1/2), the nearest Stiefel point"),
+    # symmetric matrix functions (n, n), one symmetric eigendecomposition each
+    Kernel("sym_expm", (2,), 2, "square"),
+    Kernel("sym_logm", (2,), 2, "square"),
+    Kernel("sym_sqrtm", (2,), 2, "square"),
+    Kernel("sym_invsqrtm", (2,), 2, "square"),
+    # SPD S++(n), affine-invariant metric
+    Kernel("spd_exp", (2, 2), 2, "square", True, "(x, u) -> x^½ expm(x^-½ u x^-½) x^½"),
+    Kernel("spd_log", (2, 2), 2, "square", True, "(x, y) -> x^½ logm(x^-½ y x^-½) x^½"),
+    Kernel("spd_dist", (2, 2), 0, "square", True, "(x, y) -> |logm(x^-½ y x^-½)|_F"),
+    # sphere S^(d-1), points (d,)
+    Kernel("sphere_exp", (1, 1), 1, "vector", True),
+    Kernel("sphere_log", (1, 1), 1, "vector", True),
+    Kernel("sphere_dist", (1, 1), 0, "vector"),
+    Kernel("sphere_transport", (1, 1, 1), 1, "vector", False,
+           "(x, y, v) parallel transport along the geodesic"),
+    # hyperboloid (Lorentz) H^d, points (d+1,)
+    Kernel("lorentz_exp", (1, 1), 1, "vector", True),
+    Kernel("lorentz_log", (1, 1), 1, "vector"),
+    Kernel("lorentz_dist", (1, 1), 0, "vector"),
+    Kernel("lorentz_transport", (1, 1, 1), 1, "vector"),
+)}
+
+#: name -> (core ndims of each argument, core ndims of the result): the calling convention
+KERNELS = {k.name: (k.args, k.out) for k in REGISTRY.values()}
+
+
+def sweep_grid(name):
+    """The sweep's ``(n_items, *dims)`` points for kernel ``name``."""
+    return FAMILIES[REGISTRY[name].family].grid

@@ -1,0 +1,169 @@
+"""Shape sweep: every backend of every kernel over the registry's grid, against the reference.
+
+    rfl-fast bench --sweep                          # print the table (and what auto chose)
+    rfl-fast bench --sweep --only stiefel_proj --json sweep.json
+    rfl-fast bench --sweep --write-auto             # also regenerate kernels/_auto_table.py
+
+At each grid point the backends are timed side by side in one process (``bench.block_medians``:
+blocks of back-to-back calls, the backends alternating, medians). A backend whose first call
+takes more than :data:`GIVE_UP` times the reference's (and over 0.2 s) is timed by that one
+call. ``auto`` is reported as the time of the backend it chooses at that shape (raw kernels on
+both sides, so dispatch overhead is not in the ratio; ``bench`` measures that separately).
+"""
+
+import math
+import time
+
+import numpy as np
+
+from . import kernels
+from .kernels import reference as ref
+from .kernels.registry import sweep_grid
+from .kernels.testing import kernel_inputs
+
+__all__ = ["run_sweep", "derive_auto", "write_auto_table", "print_summary"]
+
+GIVE_UP = 20.0
+
+
+def _inputs(name, point):
+    b, *dims = point
+    if name.startswith("lorentz_"):  # grid d is the hyperboloid's dimension: points in R^(d+1)
+        dims = [dims[0] + 1]
+    return tuple(np.ascontiguousarray(a) for a in
+                 kernel_inputs(name, np.random.default_rng(0), b, *dims))
+
+
+def _first_call(fn, args):
+    """Seconds of one call after an untimed warm-up call (JIT compile, cache load), and the
+    result."""
+    fn(*args)
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t0, out
+
+
+def time_point(name, point, backends, repeats):
+    """``{"kernel", "point", "times": {backend: s}, "agree": {backend: bool}}`` at one point."""
+    from .bench import agree, block_medians
+
+    args = _inputs(name, point)
+    first, outs = {}, {}
+    for b in backends:
+        _, fn = kernels.resolve(name, b)
+        first[b], outs[b] = _first_call(fn, args)
+    want = outs["numpy"]
+    cap = max(0.2, GIVE_UP * first["numpy"])
+    given_up = {b for b in backends if first[b] > cap}
+    calls = {b: (kernels.resolve(name, b)[1], args) for b in backends if b not in given_up}
+    slow = tuple(b for b in calls if first[b] > 0.05)  # one call per block, fewer repeats
+    times = block_medians(calls, repeats, once=slow, warmup_s=0.02)
+    times.update({b: first[b] for b in given_up})
+    return {"kernel": name, "point": list(point), "times": times,
+            "agree": {b: agree(outs[b], want) for b in backends}}
+
+
+def auto_backend(name, point):
+    """The backend ``auto`` picks for kernel ``name`` at grid point ``point``."""
+    return kernels.resolve(name, "auto", _size(name, point))[0]
+
+
+def _size(name, point):
+    """The dimension ``auto`` keys on: the last of the first argument's core shape."""
+    return point[-1] + 1 if name.startswith("lorentz_") else point[-1]
+
+
+def run_sweep(names, repeats=3, out=print):
+    """Time every available backend of ``names`` over their grids; a list of rows."""
+    backends = kernels.available_backends()
+    rows = []
+    out(f"{'kernel':24s}{'point (N, dims)':>20s}" + "".join(f"{b + ' x':>10s}" for b in backends)
+        + f"{'auto':>7s}{'auto x':>9s}{'/best':>7s}")
+    for name in names:
+        for point in sweep_grid(name):
+            row = time_point(name, point, backends, repeats)
+            t = row["times"]
+            row["auto"] = a = auto_backend(name, point)
+            cells = "".join(f"{t['numpy'] / t[b]:10.2f}" + ("!" if not row["agree"][b] else "")
+                            for b in backends)
+            out(f"{name:24s}{str(tuple(point)):>20s}{cells}{a:>7s}{t['numpy'] / t[a]:9.2f}"
+                f"{min(t.values()) / t[a]:7.2f}")
+            rows.append(row)
+    return rows
+
+
+def print_summary(rows, out=print):
+    """Per kernel: worst and geometric-mean ratio of auto to the reference and to the best."""
+    out(f"\n{'kernel':24s}{'points':>7s}{'auto/ref min':>13s}{'geomean':>9s}{'auto/best min':>15s}")
+    by = {}
+    for r in rows:
+        by.setdefault(r["kernel"], []).append(r)
+    allr = []
+    for name, rs in by.items():
+        vs_ref = [r["times"]["numpy"] / r["times"][r["auto"]] for r in rs]
+        vs_best = [min(r["times"].values()) / r["times"][r["auto"]] for r in rs]
+        allr += vs_ref
+        gm = math.exp(sum(map(math.log, vs_ref)) / len(vs_ref))
+        out(f"{name:24s}{len(rs):7d}{min(vs_ref):13.2f}{gm:9.2f}{min(vs_best):15.2f}")
+    if allr:
+        gm = math.exp(sum(map(math.log, allr)) / len(allr))
+        out(f"{'all':24s}{len(allr):7d}{min(allr):13.2f}{gm:9.2f}")
+
+
+def derive_auto(rows):
+    """``{kernel: ((upper size, backend order), ...)}`` from sweep rows.
+
+    At each size (p, n or d) of a kernel's grid, the backends are ordered by their worst ratio
+    to the fastest backend over that size's points (so the first is never far from the best at
+    any n or batch); neighbouring sizes with the same order merge, and the boundary between two
+    sizes is their geometric mean.
+    """
+    table = {}
+    by = {}
+    for r in rows:
+        by.setdefault(r["kernel"], {}).setdefault(_size(r["kernel"], r["point"]), []).append(r)
+    for name, sizes in by.items():
+        bands = []
+        for size in sorted(sizes):
+            worst = {}
+            for r in sizes[size]:
+                best = min(r["times"].values())
+                for b, t in r["times"].items():
+                    if r["agree"].get(b, True):
+                        worst[b] = min(worst.get(b, math.inf), best / t)
+            order = tuple(sorted(worst, key=lambda b: (-worst[b], kernels.BACKENDS.index(b))))
+            if "numpy" not in order:
+                order += ("numpy",)
+            if bands and bands[-1][1] == order:
+                bands[-1][0] = size
+            else:
+                bands.append([size, order])
+        out = []
+        for i, (size, order) in enumerate(bands):
+            nxt = min((s for s in sizes if s > size), default=None)
+            upper = None if i == len(bands) - 1 else math.floor(math.sqrt(size * nxt))
+            out.append((upper, order))
+        table[name] = tuple(out)
+    return table
+
+
+def write_auto_table(table, path, note):
+    """Write ``table`` (merged over the existing one) as the module ``kernels/_auto_table.py``."""
+    from .kernels._auto_table import AUTO
+
+    merged = dict(AUTO)
+    merged.update(table)
+    lines = ['"""Per-shape backend order for ``auto``: generated by ``rfl-fast bench --sweep '
+             '--write-auto``.', "", note.strip(), "",
+             "kernel -> ((upper size or None, backend order), ...): the first band whose upper "
+             "size is",
+             "at least the shape's size (p for Stiefel, n for square matrices, d for vectors) "
+             "applies.", '"""', "", "AUTO = {"]
+    for name in sorted(merged):
+        lines.append(f"    {name!r}: (")
+        for upper, order in merged[name]:
+            lines.append(f"        ({upper!r}, {tuple(order)!r}),")
+        lines.append("    ),")
+    lines.append("}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
