@@ -39,6 +39,15 @@ def polar(a):
     NaN for rank-deficient items (the polar factor is then not unique).
     """
     u, s, vt = np.linalg.svd(a, full_matrices=False)
+    # singular values out of range (|a| near the float64 limits): the polar factor of a / 2^e
+    # (exact scaling), max|a / 2^e| in [1, 2), is that of a
+    far = ~((s[..., 0] >= 2.0**-500) & (s[..., 0] <= 2.0**500))
+    if far.any():
+        a = np.array(a)
+        m = np.abs(a[far]).max(axis=(-2, -1))
+        e = np.clip(np.frexp(m)[1] - 1, -1000, 1000)
+        a[far] = np.ldexp(a[far], -e[:, None, None])
+        u, s, vt = np.linalg.svd(a, full_matrices=False)
     q = u @ vt
     bad = s[..., -1] <= s[..., 0] * np.finfo(float).eps * a.shape[-2]
     q[bad] = np.nan

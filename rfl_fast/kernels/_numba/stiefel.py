@@ -51,10 +51,40 @@ def _proj_item(x, u, out, m):
 
 
 @njit(**_JIT)
+def _rescale(b, g):
+    """Whether the Gram ``g = b'b`` is usable: finite with its largest (diagonal) entry in
+    [2^-300, 2^300]; if not, ``b`` is scaled by the power of two (exact) that brings max|b| into
+    [1, 2) (the polar factor does not change) and ``g`` recomputed. False if ``b`` is zero or
+    not finite (no polar factor)."""
+    p = b.shape[1]
+    dmax = 0.0
+    for k in range(p):
+        dmax = max(dmax, g[k, k])
+    if dmax >= 2.0 ** -300 and dmax <= 2.0 ** 300:
+        return True
+    m = 0.0
+    for k in range(b.shape[0]):
+        for j in range(p):
+            m = max(m, abs(b[k, j]))
+    if not (m > 0.0 and m < np.inf):
+        return False
+    s = math.ldexp(1.0, -max(-1000, min(1000, math.frexp(m)[1] - 1)))
+    for k in range(b.shape[0]):
+        for j in range(p):
+            b[k, j] *= s
+    gram(b, g)
+    return True
+
+
+@njit(**_JIT)
 def _polar_core(b, out, g, w, v, h, t):
-    """Polar factor of ``b`` (n, p) into ``out``; ``b`` may be destroyed."""
+    """Polar factor of ``b`` (n, p) into ``out``; ``b`` may be destroyed. Any scale of ``b``:
+    a Gram out of range is rescaled first (``_rescale``)."""
     n, p = b.shape
     gram(b, g)
+    if not _rescale(b, g):
+        out[:, :] = np.nan
+        return
     jacobi_eigh(g, w, v, True)
     lmax = 0.0
     lmin = np.inf
