@@ -96,3 +96,89 @@ def test_polar_p5_huge_items_batch_equals_single():
     for k in (2, 7):
         want = ref.polar((x[k] / 1e78 + u[k] / 1e78)[None])[0]
         np.testing.assert_allclose(got[k], want, atol=1e-12, rtol=0)
+
+
+# ------------------------------------------------------------------ 2. overflow elsewhere
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("norm", [1.3e154, 1e200, 1e300])
+def test_sphere_exp_huge_step(backend, norm):
+    """Old: NaN without error for |u| >= 1.3e154 (|u|^2 overflowed)."""
+    rng = np.random.default_rng(3)
+    M = rf.Sphere(6)
+    x = M.random_point(4, rng=rng)
+    u = M.proj(x, rng.standard_normal(x.shape))
+    u *= norm / np.linalg.norm(u, axis=-1, keepdims=True)
+    for y in (M.exp(x, u, backend=backend), M.retr(x, u, backend=backend),
+              call("sphere_exp", x, u, backend=backend)):
+        assert np.isfinite(y).all()
+        np.testing.assert_allclose(np.linalg.norm(y, axis=-1), 1.0, atol=1e-14)
+        # in the plane of x and u: no component orthogonal to both
+        e = u / np.linalg.norm(u / norm, axis=-1, keepdims=True) / norm
+        rest = y - np.sum(y * x, -1, keepdims=True) * x - np.sum(y * e, -1, keepdims=True) * e
+        assert np.max(np.abs(rest)) < 1e-13
+    y = M.retr(x, u, "projection")
+    np.testing.assert_allclose(y, e, atol=1e-14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sym_expm_overflow_raises(backend):
+    """Old: inf/NaN returned. expm of an eigenvalue above log(max float) has no float answer."""
+    s = np.diag([800.0, 1.0, -3.0])
+    with pytest.raises(NoSolutionError, match=r"s: expm\(s\) overflows float64"):
+        linalg.sym_expm(s, backend=backend)
+    with pytest.raises(NoSolutionError, match=r"s: expm\(s\) overflows float32"):
+        linalg.sym_expm(np.diag([100.0, 1.0]).astype(np.float32), backend=backend)
+    ok = linalg.sym_expm(np.diag([700.0, 1.0]), backend=backend)  # just below: answered
+    np.testing.assert_allclose(np.diag(ok), np.exp([700.0, 1.0]), rtol=1e-12)
+
+
+def _lorentz_pair(radius, seed):
+    M = rf.Lorentz(3)
+    rng = np.random.default_rng(seed)
+    pts = []
+    for _ in range(2):
+        d = rng.standard_normal(3)
+        pts.append(call("lorentz_exp", M.origin, np.r_[0.0, radius * d / np.linalg.norm(d)],
+                        backend="numpy"))
+    return M, pts[0], pts[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("radius", [2.0, 4.0, 6.0])
+def test_lorentz_exp_log_round_trip_far_out(backend, radius):
+    """Old: exp(x, log(x, y)) failed is_point (|Minkowski norm| computed with cancellation, the
+    point not re-projected). Now a point, within its conditioning (~eps x0 e^|v|) of y."""
+    M, x, y = _lorentz_pair(radius, 1)
+    v = M.log(x, y, backend=backend)
+    z = M.exp(x, v, backend=backend)
+    assert M.is_point(z)
+    bound = 1e-15 * x[0] * np.exp(M.norm(x, v))
+    assert M.dist(z, y) <= max(1e-12, 50 * bound)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("radius", [12.0, 15.0])
+def test_lorentz_exp_ill_conditioned_refused(backend, radius):
+    """Old: exp(x, log(x, y)) landed 25 units from y at radius ~12 (dist(x, y) ~ 24), silently.
+    Its rounding errors (~ eps cosh|v| x0 ~ 0.1) exceed 1e8 eps z0: refused, naming u."""
+    M, x, y = _lorentz_pair(radius, 1)
+    v = M.log(x, y, backend=backend)
+    with pytest.raises(NoSolutionError, match=r"Lorentz.exp: no solution for u .*ill-conditioned"):
+        M.exp(x, v, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lorentz_exp_huge_step_from_origin_answered(backend):
+    """A huge step from the origin is well conditioned (cosh|v| ~ z0): answered, on the
+    hyperboloid; overflow still raises."""
+    M = rf.Lorentz(2)
+    v = np.array([0.0, 180.0, -240.0])  # |v| = 300
+    z = M.exp(M.origin, v, backend=backend)
+    assert M.is_point(z)
+    np.testing.assert_allclose(M.dist(M.origin, z), 300.0, rtol=1e-12)
+    z = M.exp(M.origin, v * (5 / 3), backend=backend)  # |z|^2 overflows: z0 computed scaled
+    np.testing.assert_allclose(z, np.cosh(500.0) * np.array([1.0, 0.6, -0.8]), rtol=1e-12)
+    with pytest.raises(NoSolutionError, match="overflows"):
+        M.exp(M.origin, 2 * v * (5 / 3), backend=backend)
