@@ -182,3 +182,74 @@ def test_lorentz_exp_huge_step_from_origin_answered(backend):
     np.testing.assert_allclose(z, np.cosh(500.0) * np.array([1.0, 0.6, -0.8]), rtol=1e-12)
     with pytest.raises(NoSolutionError, match="overflows"):
         M.exp(M.origin, 2 * v * (5 / 3), backend=backend)
+
+
+# ------------------------------------------------------------------ 3. the core's arguments
+
+
+@needs_cpp
+@pytest.mark.parametrize("kernel,core", [("stiefel_proj", (2**32 + 1, 1)),
+                                         ("stiefel_retr_polar", (2**32 + 1, 1)),
+                                         ("polar", (2**32 + 1, 1)), ("lorentz_exp", (2**32 + 1,)),
+                                         ("sphere_exp", (2**32 + 1,))])
+def test_core_refuses_core_axis_beyond_int(kernel, core):
+    """Old: the core dimension was cast to int (a (1, 2^32 + 1, 1) input came back (1, 1, 1)).
+    A zero-stride view claims the shape without the memory; it is refused before any copy.
+    (Not run against the old build: there the view was first copied, 32 GiB.)"""
+    from rfl_fast import _core as core_mod
+
+    a = np.lib.stride_tricks.as_strided(np.zeros(1), (1,) + core, (0,) * (1 + len(core)))
+    fn = getattr(core_mod, kernel)
+    args = (a,) if kernel == "polar" else (a, a)
+    name = "a" if kernel == "polar" else "x"
+    with pytest.raises(ValueError, match=rf"{kernel}: argument {name}: axis 1 has length "
+                                         r"4294967297 > 2\^31 - 1"):
+        fn(*args)
+
+
+@needs_cpp
+def test_core_refuses_complex():
+    """Old: the imaginary part was dropped (a ComplexWarning at most)."""
+    from rfl_fast import _core as core_mod
+
+    x = np.ones((1, 3)) / np.sqrt(3)
+    with pytest.raises(TypeError, match=r"sphere_exp: argument u: expected a real .*complex128"):
+        core_mod.sphere_exp(x, x + 1e-3j)
+    with pytest.raises(TypeError, match=r"polar: argument a: .*complex"):
+        core_mod.polar(np.ones((1, 3, 2), complex))
+    # exact conversions are still taken: integers, float32, lists
+    np.testing.assert_array_equal(core_mod.sphere_dist(np.eye(3, dtype=np.int32)[:1],
+                                                       [[1.0, 0.0, 0.0]]), [0.0])
+
+
+@needs_cpp
+def test_core_refuses_float_indices():
+    """Old: float offsets / idx of the PCA kernels were truncated (1.7 -> 1)."""
+    from rfl_fast import _core as core_mod
+
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((6, 4))
+    xt = np.linalg.qr(rng.standard_normal((4, 2)))[0].T[None].copy()
+    offsets = np.array([0, 3, 6])
+    idx = np.array([1])
+    st, _ = core_mod.pca_grad_sum(z, offsets, idx, xt, np.inf, 1.0, False)
+    np.testing.assert_allclose(st[0], xt[0] @ z[3:].T @ z[3:], atol=1e-12)
+    with pytest.raises(TypeError, match=r"pca_grad_sum: argument offsets: expected an integer"):
+        core_mod.pca_grad_sum(z, offsets.astype(float), idx, xt, np.inf, 1.0, False)
+    with pytest.raises(TypeError, match=r"pca_grad_sum: argument idx: expected an integer"):
+        core_mod.pca_grad_sum(z, offsets, np.array([1.7]), xt, np.inf, 1.0, False)
+    x0 = np.ascontiguousarray(np.swapaxes(xt, 1, 2))
+    with pytest.raises(TypeError, match=r"pca_local_steps: argument idx: expected an integer"):
+        core_mod.pca_local_steps(z, offsets, np.array([1.0]), x0, np.ones(1), 0.1, 1)
+    with pytest.raises(TypeError, match=r"pca_local_steps: argument scale: .*complex"):
+        core_mod.pca_local_steps(z, offsets, idx, x0, np.ones(1, complex), 0.1, 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_call_refuses_complex(backend):
+    """``kernels.call`` (every backend) refuses a dtype it would change silently."""
+    x = np.ones((2, 3)) / np.sqrt(3)
+    with pytest.raises(TypeError, match="sphere_exp: argument 1: expected a real"):
+        call("sphere_exp", x, x * 1j, backend=backend)
+    with pytest.raises(TypeError, match="sphere_exp: argument 0: expected a float64 or float32"):
+        call("sphere_exp", x.astype(np.longdouble), x, backend=backend)
