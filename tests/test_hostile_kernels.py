@@ -253,3 +253,44 @@ def test_call_refuses_complex(backend):
         call("sphere_exp", x, x * 1j, backend=backend)
     with pytest.raises(TypeError, match="sphere_exp: argument 0: expected a float64 or float32"):
         call("sphere_exp", x.astype(np.longdouble), x, backend=backend)
+
+
+# ------------------------------------------------------------------ 4. dtypes
+
+
+def _manifold_cases():
+    rng = np.random.default_rng(4)
+    out = []
+    for M in (rf.Sphere(4), rf.Stiefel(6, 2), rf.SPD(3), rf.Lorentz(3), rf.Euclidean(3)):
+        x = M.random_point(2, rng=rng)
+        u = 0.1 * M.random_tangent(x, rng=rng)
+        out.append((M, x, u))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.longdouble])
+@pytest.mark.parametrize("case", range(5))
+def test_float16_longdouble_refused_on_every_manifold(dtype, case):
+    """Old: float16 and longdouble came back as float64 (longdouble rounded silently) and
+    Stiefel.exp on longdouble raised SciPy's internal error. Now a TypeError naming the
+    argument and the accepted dtypes, the same on every manifold and method."""
+    if np.dtype(dtype) == np.float64:  # platforms where longdouble is double
+        pytest.skip("longdouble is float64 here")
+    M, x, u = _manifold_cases()[case]
+    xd, ud = x.astype(dtype), u.astype(dtype)
+    for f in (M.exp, M.retr, M.proj):
+        with pytest.raises(TypeError, match=r"x: expected a float64 or float32 array"):
+            f(xd, u)
+        with pytest.raises(TypeError, match=r"u: expected a float64 or float32 array"):
+            f(x, ud)
+    with pytest.raises(TypeError, match=r"s: expected a float64 or float32 array"):
+        linalg.sym_expm(np.eye(2, dtype=dtype))
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_float32_kept_and_float64_default_on_every_manifold(case):
+    """The accepted dtypes: float32 in, float32 out; float64 and integers give float64."""
+    M, x, u = _manifold_cases()[case]
+    for f in (M.exp, M.retr, M.proj):
+        assert f(x.astype(np.float32), u.astype(np.float32)).dtype == np.float32
+        assert f(x, u).dtype == np.float64

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import _dispatch
-from .._validation import FLOAT64, broadcast_batch
+from .._validation import FLOAT64, broadcast_batch, check_dtype
 
 __all__ = ["KERNELS", "call"]
 
@@ -52,7 +52,8 @@ def call(name, *arrays, backend=None):
 
     Flattens the batch axes to one, makes the inputs C-contiguous float64, calls the kernel of
     the chosen backend and restores the batch axes. The result is float32 only when every input
-    is float32 (computed in float64, rounded at the end).
+    is float32 (computed in float64, rounded at the end). Inputs: float64, float32 or integer
+    arrays; any other dtype (complex, float16, longdouble, ...) raises ``TypeError``.
     """
     core_ndims, _ = KERNELS[name]
     _, fn = _dispatch.resolve(name, backend)
@@ -81,6 +82,8 @@ def call(name, *arrays, backend=None):
         if a.shape[: a.ndim - k] != batch:
             a = np.broadcast_to(a, batch + core)
         a = a.reshape((count,) + core)
+        if dt.char not in "fd" and dt.kind not in "iu":  # would be changed silently
+            check_dtype(dt, f"{name}: argument {len(flat)}")
         if dt != np.float64 or not a.flags.c_contiguous:
             a = np.ascontiguousarray(a, dtype=np.float64)
         flat.append(a)
