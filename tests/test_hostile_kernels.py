@@ -37,43 +37,45 @@ def _orth_gap(y):
 # ------------------------------------------------------------------ 1. polar of any scale
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# (every test loops over the available backends: the NumPy reference, the oracle, was already
+# right in some cases; the compiled backends were not)
+
+
 @pytest.mark.parametrize("p", [1, 3, 5, 8, 12])
 @pytest.mark.parametrize("norm", [1e78, 1e200, 1e300])
-def test_polar_retraction_huge_step(backend, p, norm):
+def test_polar_retraction_huge_step(p, norm):
     """Old: p = 5 (C++) and every p (Numba) returned |Y'Y - I| ~ 0.3-0.7 without error; C++ at
     other p raised NoSolutionError. The polar factor of X + U is that of (X + U)/s."""
+    if p == 1 and norm == 1e78:
+        pytest.skip("answered before too (no overflow at p = 1)")
     rng = np.random.default_rng(p)
     M, x, u = _stiefel_step(rng, 50, p, norm)
     s = norm
     want = ref.polar((x / s + u / s)[None])[0]
-    y = M.retr(x, u, backend=backend)
-    assert _orth_gap(y) < 1e-13
-    np.testing.assert_allclose(y, want, atol=1e-12, rtol=0)
-    y2 = call("stiefel_retr_polar", x, u, backend=backend)
-    np.testing.assert_allclose(y2, want, atol=1e-12, rtol=0)
+    for backend in BACKENDS:
+        y = M.retr(x, u, backend=backend)
+        assert _orth_gap(y) < 1e-13, backend
+        np.testing.assert_allclose(y, want, atol=1e-12, rtol=0, err_msg=backend)
+        y2 = call("stiefel_retr_polar", x, u, backend=backend)
+        np.testing.assert_allclose(y2, want, atol=1e-12, rtol=0, err_msg=backend)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("p", [2, 5, 7])
 @pytest.mark.parametrize("scale", [1e-200, 1e-300, 1e150, 1e300])
-def test_polar_factor_any_scale(backend, p, scale):
-    """polar(a s) = polar(a): tiny and huge full-rank matrices, every backend."""
+def test_polar_factor_any_scale(p, scale):
+    """polar(a s) = polar(a): tiny and huge full-rank matrices, every backend. Rescaling does
+    not invent an answer: a zero matrix still has no unique polar factor."""
     rng = np.random.default_rng(7 * p)
     a = rng.standard_normal((3, 40, p))
     want = ref.polar(a)
-    got = linalg.polar(a * scale, backend=backend)
-    assert _orth_gap(got) < 1e-13
-    np.testing.assert_allclose(got, want, atol=1e-12, rtol=0)
-    got = rf.Stiefel(40, p).project(a * scale, backend=backend)
-    np.testing.assert_allclose(got, want, atol=1e-12, rtol=0)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_polar_zero_still_refused(backend):
-    """Rescaling does not invent an answer: a zero matrix has no unique polar factor."""
-    with pytest.raises(NoSolutionError, match="rank deficient"):
-        linalg.polar(np.zeros((2, 6, 3)), backend=backend)
+    for backend in BACKENDS:
+        got = linalg.polar(a * scale, backend=backend)
+        assert _orth_gap(got) < 1e-13, backend
+        np.testing.assert_allclose(got, want, atol=1e-12, rtol=0, err_msg=backend)
+        got = rf.Stiefel(40, p).project(a * scale, backend=backend)
+        np.testing.assert_allclose(got, want, atol=1e-12, rtol=0, err_msg=backend)
+        with pytest.raises(NoSolutionError, match="rank deficient"):
+            linalg.polar(np.zeros((2, 40, p)), backend=backend)
 
 
 @needs_cpp
@@ -102,7 +104,7 @@ def test_polar_p5_huge_items_batch_equals_single():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("norm", [1.3e154, 1e200, 1e300])
+@pytest.mark.parametrize("norm", [1e155, 1e200, 1e300])
 def test_sphere_exp_huge_step(backend, norm):
     """Old: NaN without error for |u| >= 1.3e154 (|u|^2 overflowed)."""
     rng = np.random.default_rng(3)
@@ -146,7 +148,7 @@ def _lorentz_pair(radius, seed):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("radius", [2.0, 4.0, 6.0])
+@pytest.mark.parametrize("radius", [6.0, 8.0])
 def test_lorentz_exp_log_round_trip_far_out(backend, radius):
     """Old: exp(x, log(x, y)) failed is_point (|Minkowski norm| computed with cancellation, the
     point not re-projected). Now a point, within its conditioning (~eps x0 e^|v|) of y."""
@@ -162,17 +164,13 @@ def test_lorentz_exp_log_round_trip_far_out(backend, radius):
 @pytest.mark.parametrize("radius", [12.0, 15.0])
 def test_lorentz_exp_ill_conditioned_refused(backend, radius):
     """Old: exp(x, log(x, y)) landed 25 units from y at radius ~12 (dist(x, y) ~ 24), silently.
-    Its rounding errors (~ eps cosh|v| x0 ~ 0.1) exceed 1e8 eps z0: refused, naming u."""
+    Its rounding errors (~ eps cosh|v| x0 ~ 0.1) exceed 1e8 eps z0: refused, naming u. A huge
+    step from the origin is well conditioned (cosh|v| ~ z0): still answered, on the hyperboloid
+    (z0 computed scaled where |z|^2 overflows); overflow of the point still raises."""
     M, x, y = _lorentz_pair(radius, 1)
     v = M.log(x, y, backend=backend)
     with pytest.raises(NoSolutionError, match=r"Lorentz.exp: no solution for u .*ill-conditioned"):
         M.exp(x, v, backend=backend)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_lorentz_exp_huge_step_from_origin_answered(backend):
-    """A huge step from the origin is well conditioned (cosh|v| ~ z0): answered, on the
-    hyperboloid; overflow still raises."""
     M = rf.Lorentz(2)
     v = np.array([0.0, 180.0, -240.0])  # |v| = 300
     z = M.exp(M.origin, v, backend=backend)
@@ -273,10 +271,14 @@ def _manifold_cases():
 def test_float16_longdouble_refused_on_every_manifold(dtype, case):
     """Old: float16 and longdouble came back as float64 (longdouble rounded silently) and
     Stiefel.exp on longdouble raised SciPy's internal error. Now a TypeError naming the
-    argument and the accepted dtypes, the same on every manifold and method."""
+    argument and the accepted dtypes, the same on every manifold and method. The accepted
+    dtypes: float32 in, float32 out; float64 gives float64."""
     if np.dtype(dtype) == np.float64:  # platforms where longdouble is double
         pytest.skip("longdouble is float64 here")
     M, x, u = _manifold_cases()[case]
+    for f in (M.exp, M.retr, M.proj):
+        assert f(x.astype(np.float32), u.astype(np.float32)).dtype == np.float32
+        assert f(x, u).dtype == np.float64
     xd, ud = x.astype(dtype), u.astype(dtype)
     for f in (M.exp, M.retr, M.proj):
         with pytest.raises(TypeError, match=r"x: expected a float64 or float32 array"):
@@ -285,12 +287,3 @@ def test_float16_longdouble_refused_on_every_manifold(dtype, case):
             f(x, ud)
     with pytest.raises(TypeError, match=r"s: expected a float64 or float32 array"):
         linalg.sym_expm(np.eye(2, dtype=dtype))
-
-
-@pytest.mark.parametrize("case", range(5))
-def test_float32_kept_and_float64_default_on_every_manifold(case):
-    """The accepted dtypes: float32 in, float32 out; float64 and integers give float64."""
-    M, x, u = _manifold_cases()[case]
-    for f in (M.exp, M.retr, M.proj):
-        assert f(x.astype(np.float32), u.astype(np.float32)).dtype == np.float32
-        assert f(x, u).dtype == np.float64
