@@ -60,6 +60,20 @@ def test_polar_retraction_huge_step(p, norm):
         np.testing.assert_allclose(y2, want, atol=1e-12, rtol=0, err_msg=backend)
 
 
+@pytest.mark.parametrize("p", [1, 3, 5, 8])
+@pytest.mark.parametrize("norm", [1e160, 1e300])
+def test_qr_retraction_huge_step(p, norm):
+    """The docstring's promise holds for the QR retraction too. Old: NoSolutionError ("X + U is
+    rank deficient") on every backend once |X + U|^2 overflowed."""
+    rng = np.random.default_rng(p)
+    M, x, u = _stiefel_step(rng, 40, p, norm)
+    want = ref.stiefel_retr_qr((x / norm)[None], (u / norm)[None])[0]
+    for backend in BACKENDS:
+        y = M.retr(x, u, "qr", backend=backend)
+        assert _orth_gap(y) < 1e-13, backend
+        np.testing.assert_allclose(y, want, atol=1e-11, rtol=0, err_msg=backend)
+
+
 @pytest.mark.parametrize("p", [2, 5, 7])
 @pytest.mark.parametrize("scale", [1e-200, 1e-300, 1e150, 1e300])
 def test_polar_factor_any_scale(p, scale):

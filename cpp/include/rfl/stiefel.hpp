@@ -729,6 +729,9 @@ inline void qr_householder(const double* x, const double* u, double* out, int n,
     }
 }
 
+template <bool ADD>
+void qr_rescaled(const double* x, const double* u, double* out, int n, int p, double* work);
+
 template <int P, bool ADD>
 RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_;
@@ -737,6 +740,7 @@ RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, in
     double* R = G + pp;
     double* H = R + pp;
     gram<P, ADD>(x, u, G, n, p);
+    if (!gram_in_range(G, p)) return qr_rescaled<ADD>(x, u, out, n, p, work);
     if (!linalg::all_finite(G, pp) || !chol_upper(G, R, p))
         return qr_householder<ADD>(x, u, out, n, p, work);
     double dmin = INFINITY, dmax = 0.0;
@@ -750,6 +754,26 @@ RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, in
     if (off <= 1e-13) return;
     if (!(off < 0.5) || !chol_upper(H, R, p)) return qr_householder<ADD>(x, u, out, n, p, work);
     right_solve_upper<P, false>(out, nullptr, R, out, nullptr, n, p);
+}
+
+// qf(a) for an item whose Gram is out of range (or not finite), as polar_rescaled: qf(a s) =
+// qf(a) for s > 0, s = 2^-e (exact) with max|a s| in [1, 2); NaN if a is zero or not finite.
+template <bool ADD>
+__attribute__((noinline)) void qr_rescaled(const double* x, const double* u, double* out, int n,
+                                           int p, double* work) {
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    double m = 0.0;
+    for (std::size_t i = 0; i < np; ++i) {
+        out[i] = ADD ? x[i] + u[i] : x[i];
+        m = std::fmax(m, std::fabs(out[i]));
+    }
+    if (!(m > 0.0) || !std::isfinite(m) || !linalg::all_finite(out, np))
+        return linalg::fill_nan(out, np);
+    const double s = std::ldexp(1.0, -std::max(-1000, std::min(1000, std::ilogb(m))));
+    for (std::size_t i = 0; i < np; ++i) out[i] *= s;
+    gram<0, false>(out, nullptr, work, n, p);
+    if (!gram_in_range(work, p)) return linalg::fill_nan(out, np);  // only for n p beyond ~2^290
+    qr_impl<0, false>(out, nullptr, out, n, p, work);  // in place: reads a row, then writes it
 }
 
 }  // namespace detail

@@ -170,9 +170,19 @@ def _inv_polar_item(x, y, out, m, kk, rhs, s):
 @njit(**_JIT)
 def _retr_qr_item(x, u, out, r):
     n, p = x.shape
+    m = 0.0
     for k in range(n):
         for j in range(p):
             out[k, j] = x[k, j] + u[k, j]
+            m = max(m, abs(out[k, j]))
+    if not (m >= 2.0 ** -150 and m <= 2.0 ** 150):  # |a|^2 would over/underflow: qf(a 2^-e)
+        if not (m > 0.0 and m < np.inf):           # = qf(a), exact scaling
+            out[:, :] = np.nan
+            return
+        s = math.ldexp(1.0, -max(-1000, min(1000, math.frexp(m)[1] - 1)))
+        for k in range(n):
+            for j in range(p):
+                out[k, j] *= s
     for j in range(p):
         for _ in range(2):  # Gram-Schmidt twice: orthogonal to working precision
             for i in range(j):
