@@ -35,7 +35,7 @@ RFL_INLINE double ldot(const double* a, const double* b, std::size_t d1) {
 // digits) the item is NaN (no answer) instead of a silently wrong point.
 constexpr double kExpMaxLoss = 1e8;
 
-inline double tangent_norm2(const double* x, const double* v, std::size_t d1) {
+RFL_COLD inline double tangent_norm2(const double* x, const double* v, std::size_t d1) {
     double xx = 0.0, xv = 0.0, vv = 0.0;
     for (std::size_t k = 1; k < d1; ++k) {
         xx += x[k] * x[k];
@@ -52,7 +52,7 @@ inline double tangent_norm2(const double* x, const double* v, std::size_t d1) {
 }
 
 // sqrt(1 + |z|^2) when |z|^2 overflows (coordinates beyond ~1e150): m sqrt(m^-2 + |z/m|^2)
-inline double hyperboloid_time(const double* z, std::size_t d) {
+RFL_COLD inline double hyperboloid_time(const double* z, std::size_t d) {
     double m = 0.0;
     for (std::size_t k = 0; k < d; ++k) m = std::fmax(m, std::fabs(z[k]));
     if (!(m > 0.0) || !std::isfinite(m)) return std::sqrt(1.0 + m * m);
@@ -65,7 +65,7 @@ RFL_INLINE void exp(const double* x, const double* v, double* out, std::size_t d
     double vv = 0.0;
     for (std::size_t k = 1; k < d1; ++k) vv += v[k] * v[k];
     double sq = vv - v[0] * v[0];
-    if (!(vv <= 4.0 * sq)) sq = tangent_norm2(x, v, d1);  // cancellation (or NaN)
+    if (RFL_UNLIKELY(!(vv <= 4.0 * sq))) sq = tangent_norm2(x, v, d1);  // cancelled/NaN
     const double t = std::sqrt(std::fmax(sq, 0.0));
     double ch, sh;
     if (t < 20.0) {  // one expm1 for both (accurate for small t)
@@ -80,7 +80,7 @@ RFL_INLINE void exp(const double* x, const double* v, double* out, std::size_t d
     const double shc = t > 0.0 ? sh / t : 1.0;
     for (std::size_t k = 0; k < d1; ++k) out[k] = ch * x[k] + shc * v[k];
     const double loss = ch * std::fabs(x[0]);
-    if (!(loss <= 16.0 * out[0])) {  // z0 cancelled (more than 4 bits), or NaN
+    if (RFL_UNLIKELY(!(loss <= 16.0 * out[0]))) {  // z0 cancelled (> 4 bits), or NaN
         double zz = 0.0;
         for (std::size_t k = 1; k < d1; ++k) zz += out[k] * out[k];
         const double z0 = zz <= 1e300 ? std::sqrt(1.0 + zz) : hyperboloid_time(out + 1, d1 - 1);

@@ -348,8 +348,8 @@ RFL_INLINE void polar_impl(const double* x, const double* u, double* out, int n,
 // s > 0, so a s with s = 2^-e (exact) and max|a s| in [1, 2) goes through polar_impl (generic p;
 // a cold path, out of line). NaN if a = x (+ u) is zero or not finite (x + u overflowing).
 template <int P, bool ADD>
-__attribute__((noinline)) void polar_rescaled(const double* x, const double* u, double* out, int n,
-                                              int p, double* work) {
+RFL_COLD void polar_rescaled(const double* x, const double* u, double* out, int n, int p,
+                             double* work) {
     const std::size_t np = static_cast<std::size_t>(n) * p;
     double m = 0.0;
     for (std::size_t i = 0; i < np; ++i) {
@@ -759,8 +759,8 @@ RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, in
 // qf(a) for an item whose Gram is out of range (or not finite), as polar_rescaled: qf(a s) =
 // qf(a) for s > 0, s = 2^-e (exact) with max|a s| in [1, 2); NaN if a is zero or not finite.
 template <bool ADD>
-__attribute__((noinline)) void qr_rescaled(const double* x, const double* u, double* out, int n,
-                                           int p, double* work) {
+RFL_COLD void qr_rescaled(const double* x, const double* u, double* out, int n, int p,
+                          double* work) {
     const std::size_t np = static_cast<std::size_t>(n) * p;
     double m = 0.0;
     for (std::size_t i = 0; i < np; ++i) {
