@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 
-__all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "validation_enabled", "broadcast_batch",
+__all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "validation_enabled",
+           "broadcast_batch",
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_choice", "FLOAT64"]
 

@@ -105,9 +105,9 @@ class Lorentz(Manifold):
         ``|u| + log x0`` beyond about 709; float32: about 88) raises ``NoSolutionError``
         instead of returning inf/NaN. A point that large is unusable anyway (``<x,x>_L``
         overflows). Where ``z0`` cancels it is recomputed as ``sqrt(1 + |z_r|^2)`` (on the
-        hyperboloid); the rounding errors are ~ ``eps cosh|u| x0`` (a step back towards the origin from a far
-        point cancels): where that exceeds ``1e8 eps z0`` (fewer than ~8 correct digits) it
-        raises ``NoSolutionError`` too, instead of a silently wrong point.
+        hyperboloid). The rounding errors are ~ ``eps cosh|u| x0`` (a step back towards the
+        origin from a far point cancels): where that exceeds ``1e8 eps z0`` (fewer than ~8
+        correct digits) it raises ``NoSolutionError`` too, instead of a silently wrong point.
         """
         out = self._compiled("lorentz_exp", backend, x, u)
         if out is not None:
