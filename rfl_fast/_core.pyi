@@ -1,8 +1,10 @@
 """Typed stub of the compiled extension ``rfl_fast._core`` (private backend module).
 
-Every kernel takes C-contiguous float64 arrays with one leading batch axis ``N`` (other
-float arrays are converted) and returns a new float64 array with the same leading axis.
-Items without an answer are NaN. A shape mismatch raises ``ValueError``.
+Every kernel takes C-contiguous float64 arrays with one leading batch axis ``N`` (real float,
+integer and bool arrays are converted; complex arrays raise ``TypeError``, as do float arrays
+for the int64 index arguments) and returns a new float64 array with the same leading axis.
+Items without an answer are NaN. A shape mismatch, or a core axis longer than 2^31 - 1,
+raises ``ValueError`` naming the argument.
 """
 
 import numpy as np

@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 
-__all__ = ["as_array", "check_finite", "check_core_shape", "validation_enabled", "broadcast_batch",
+__all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "validation_enabled",
+           "broadcast_batch",
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_choice", "FLOAT64"]
 
@@ -78,19 +79,37 @@ def validation_enabled(flag=None):
 def as_array(a, name, *, min_ndim=1):
     """Return ``a`` as a finite float ndarray (float32 stays float32, ints become float64).
 
-    Raises ``TypeError`` for complex/object/bool input and ``ValueError`` for NaN/inf or too
-    few dimensions, naming ``name``.
+    Accepted dtypes: float64, float32 and integers (see :func:`check_dtype`). Raises
+    ``TypeError`` for any other dtype (complex, object, bool, float16, longdouble) and
+    ``ValueError`` for NaN/inf or too few dimensions, naming ``name``.
     """
     arr = np.asarray(a)
     kind = arr.dtype.kind
     if kind in "iu":
         arr = arr.astype(np.float64)
-    elif kind != "f":
-        raise TypeError(f"{name}: expected a real floating-point array, got dtype {arr.dtype}")
+    else:
+        check_dtype(arr.dtype, name)
     if arr.ndim < min_ndim:
         raise ValueError(f"{name}: expected at least {min_ndim} dimensions, got shape {arr.shape}")
     check_finite(arr, name)
     return arr
+
+
+def check_dtype(dtype, name):
+    """Raise ``TypeError`` naming ``name`` unless ``dtype`` is float64 or float32.
+
+    The kernels compute in float64 and return float32 for float32 input. float16 and longdouble
+    are refused rather than silently changed: float64 results would not be float16, and a
+    longdouble input would lose its extra digits (convert explicitly with ``.astype``).
+    """
+    if dtype.char in "fd":
+        return
+    if dtype.kind != "f":
+        raise TypeError(f"{name}: expected a real floating-point array, got dtype {dtype} "
+                        "(accepted: float64, float32, integers)")
+    hint = "np.float32" if dtype.itemsize < 4 else "np.float64 (the kernels compute in float64)"
+    raise TypeError(f"{name}: expected a float64 or float32 array (or integers), got dtype "
+                    f"{dtype}; convert it with .astype({hint})")
 
 
 def check_finite(arr, name):

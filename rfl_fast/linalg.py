@@ -31,8 +31,19 @@ def _positive(out, name, what):
 
 
 def sym_expm(s, *, backend=None):
-    """``expm(s)`` of symmetric ``s``: (..., n, n) -> (..., n, n)."""
-    return call("sym_expm", _symmetric(s), backend=backend)
+    """``expm(s)`` of symmetric ``s``: (..., n, n) -> (..., n, n).
+
+    Raises ``NoSolutionError`` naming ``s`` when ``expm(s)`` overflows the dtype (an eigenvalue
+    of ``s`` above ~709.78 for float64, ~88.72 for float32) instead of returning inf/NaN.
+    """
+    s = _symmetric(s)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = call("sym_expm", s, backend=backend)
+    if not np.isfinite(out).all():
+        raise NoSolutionError(f"s: expm(s) overflows {out.dtype} (an eigenvalue of s is above "
+                              f"log of the largest {out.dtype}, "
+                              f"{np.log(np.finfo(out.dtype).max):.2f})")
+    return out
 
 
 def sym_logm(s, *, backend=None):

@@ -2,8 +2,9 @@
 //
 // Kernel contract (see rfl_fast/kernels/__init__.py): each array argument is float64 with one
 // leading batch axis N followed by the kernel's core shape; the result has the same leading
-// axis. Arguments are taken as C-contiguous float64 (pybind11 converts anything else, so the
-// fast path is the caller handing clean arrays). Shapes are checked cheaply here and a mismatch
+// axis. Arguments are taken as C-contiguous float64 (KernelArray converts real arrays and
+// refuses complex ones, float indices and core axes beyond int, so the fast path is the caller
+// handing clean arrays). Shapes are checked cheaply here and a mismatch
 // raises ValueError, so malformed input never reaches the loops. Items without an answer come
 // back as NaN. The batch loop runs with the GIL released: calls from several Python threads
 // run in parallel. Inside a call, large batches run on up to set_threads() threads (for_chunks),
@@ -13,6 +14,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "rfl/lorentz.hpp"
@@ -60,7 +63,90 @@ namespace py = pybind11;
 
 namespace {
 
-using Arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
+// ---------------------------------------------------------------- array arguments
+
+// An array argument of a kernel (Arr: float64, I64: int64 indices), C-contiguous. A float64
+// C-contiguous ndarray is taken as it is; anything else is converted only when the conversion
+// is exact enough: real floats, integers and bools for Arr (complex would lose its imaginary
+// part), integers for I64 (floats would be truncated; uint64 may not fit). A core axis (axis 1
+// on) longer than 2^31 - 1 is refused before any copy (the kernels index items with int). A
+// refused argument is an empty array carrying the reason; check_arg (called first by every
+// kernel for every argument, through check_ndim) raises it naming the argument.
+template <class T>
+struct KernelArray : py::array_t<T, py::array::c_style | py::array::forcecast> {
+    using Base = py::array_t<T, py::array::c_style | py::array::forcecast>;
+    using Base::Base;
+    KernelArray() = default;
+    explicit KernelArray(Base&& b) : Base(std::move(b)) {}
+    std::string refused;     // why the argument was not taken ("" when it was)
+    bool refused_type = false;  // TypeError (dtype) rather than ValueError (shape)
+};
+
+template <class T>
+KernelArray<T> take_array(py::handle src) {
+    using K = KernelArray<T>;
+    if (K::Base::check_(src)) return K(py::reinterpret_borrow<typename K::Base>(src));
+    auto refuse = [](bool type, std::string why) {
+        K k;
+        k.refused = std::move(why);
+        k.refused_type = type;
+        return k;
+    };
+    py::array a = py::array::ensure(src);  // any dtype; no copy for an ndarray
+    if (!a)
+        return refuse(true, std::string("expected an array, got ") + Py_TYPE(src.ptr())->tp_name);
+    const char kind = a.dtype().kind();
+    const std::string dt = py::str(a.dtype());
+    if (std::is_floating_point<T>::value) {
+        if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
+            return refuse(true, "expected a real (float or integer) array, got dtype " + dt +
+                                    (kind == 'c' ? " (the imaginary part would be dropped)" : ""));
+    } else if (!(kind == 'i' || (kind == 'u' && a.itemsize() < 8))) {
+        return refuse(true, "expected an integer array (int64), got dtype " + dt +
+                                (kind == 'f' ? " (float indices are not truncated)" : ""));
+    }
+    for (py::ssize_t k = 1; k < a.ndim(); ++k)
+        if (a.shape(k) > INT_MAX)
+            return refuse(false, "axis " + std::to_string(k) + " has length " +
+                                     std::to_string(a.shape(k)) + " > 2^31 - 1 = " +
+                                     std::to_string(INT_MAX) + ", the compiled kernels' limit");
+    K out(K::Base::ensure(a));
+    if (!out)
+        return refuse(true, "cannot be converted to " + std::string(py::str(py::dtype::of<T>())));
+    return out;
+}
+
+}  // namespace
+
+namespace pybind11 {
+namespace detail {
+template <class T>
+struct pyobject_caster<KernelArray<T>> {
+    pyobject_caster() : value(py::reinterpret_steal<typename KernelArray<T>::Base>(handle())) {}
+    bool load(handle src, bool convert) {
+        if (!convert && !KernelArray<T>::Base::check_(src)) return false;
+        value = take_array<T>(src);
+        return true;
+    }
+    static handle cast(const handle& src, return_value_policy, handle) { return src.inc_ref(); }
+    PYBIND11_TYPE_CASTER(KernelArray<T>, handle_type_name<typename KernelArray<T>::Base>::name);
+};
+}  // namespace detail
+}  // namespace pybind11
+
+namespace {
+
+using Arr = KernelArray<double>;
+using I64 = KernelArray<std::int64_t>;
+
+// raise the reason an argument was refused (see KernelArray), naming it
+template <class A>
+void check_arg(const A& a, const char* kernel, const char* arg) {
+    if (a.refused.empty()) return;
+    const std::string what = std::string(kernel) + ": argument " + arg + ": " + a.refused;
+    if (a.refused_type) throw py::type_error(what);
+    throw py::value_error(what);
+}
 
 std::string shape_str(const Arr& a) {
     std::string s = "(";
@@ -76,6 +162,7 @@ std::string shape_str(const Arr& a) {
 }
 
 void check_ndim(const Arr& a, int ndim, const char* kernel, const char* arg, const char* core) {
+    check_arg(a, kernel, arg);
     if (a.ndim() != ndim)
         fail(kernel, std::string("argument ") + arg + " must have shape " + core + ", got " +
                          shape_str(a));
@@ -83,6 +170,9 @@ void check_ndim(const Arr& a, int ndim, const char* kernel, const char* arg, con
         if (a.shape(k) < 1)
             fail(kernel, std::string("argument ") + arg + " has an empty core axis, shape " +
                              shape_str(a));
+        else if (a.shape(k) > INT_MAX)
+            fail(kernel, std::string("argument ") + arg + " has a core axis longer than 2^31 - 1 "
+                             "(the compiled kernels' limit), shape " + shape_str(a));
 }
 
 void check_same(const Arr& a, const Arr& b, const char* kernel, const char* an, const char* bn) {
@@ -570,13 +660,14 @@ RFL_CLONES_V4 void pca_units(PcaUnit* u, std::size_t nu, std::atomic<std::size_t
     }
 }
 
-using I64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
 py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const Arr& xt,
                        double tau, double c, bool clipped, int threads, const py::object& scale,
                        bool backward) {
     const char* kernel = "pca_grad_sum";
     check_ndim(z, 2, kernel, "z", "(M, d)");
+    check_arg(offsets, kernel, "offsets");
+    check_arg(idx, kernel, "idx");
     check_ndim(xt, 3, kernel, "xt", "(k, r, d)");
     if (offsets.ndim() != 1 || offsets.shape(0) < 1)
         fail(kernel, "argument offsets must have shape (n + 1,), got " + std::to_string(offsets.ndim()) + " axes");
@@ -603,7 +694,8 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
     const bool gradient = !scale.is_none();
     Arr sc;
     if (gradient) {
-        sc = scale.cast<Arr>();
+        sc = take_array<double>(scale);
+        check_arg(sc, kernel, "scale");
         if (sc.ndim() != 1 || sc.shape(0) != k)
             fail(kernel, "argument scale must have shape (k,) with k = " + std::to_string(k));
     }
@@ -734,7 +826,10 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
                     const Arr& scale, double eta, int steps, int threads) {
     const char* kernel = "pca_local_steps";
     check_ndim(z, 2, kernel, "z", "(M, d)");
+    check_arg(offsets, kernel, "offsets");
+    check_arg(idx, kernel, "idx");
     check_ndim(x0, 3, kernel, "x0", "(k, d, r)");
+    check_arg(scale, kernel, "scale");
     if (offsets.ndim() != 1 || offsets.shape(0) < 2)
         fail(kernel, "offsets must have shape (n + 1,) with n >= 1");
     const py::ssize_t k = x0.shape(0), n = offsets.shape(0) - 1;
@@ -827,6 +922,7 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
             PyErr_Clear();
             return py::none();
         }
+        if (c[k] > INT_MAX) return py::none();  // the general route refuses it, naming it
         item *= static_cast<std::size_t>(c[k]);
     }
     py::ssize_t N = 1;

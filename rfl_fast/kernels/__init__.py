@@ -11,16 +11,16 @@ import math
 
 import numpy as np
 
-from .._validation import FLOAT64, broadcast_batch
+from .._validation import FLOAT64, broadcast_batch, check_dtype
 from . import _dispatch
 from ._dispatch import (BACKENDS, available_backends, backend, get_backend, get_threads,
                         is_available, set_threads)
 from ._threads import limit_blas_threads
 from .registry import KERNELS, REGISTRY
 
-__all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "backend", "get_backend",
-           "available_backends", "is_available", "describe_backends", "compiled_version", "set_threads",
-           "get_threads", "limit_blas_threads"]
+__all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "backend",
+           "get_backend", "available_backends", "is_available", "describe_backends",
+           "compiled_version", "set_threads", "get_threads", "limit_blas_threads"]
 
 
 def resolve(name, backend=None, size=None):
@@ -66,7 +66,8 @@ def call(name, *arrays, backend=None):
 
     Flattens the batch axes to one, makes the inputs C-contiguous float64, calls the kernel of
     the chosen backend and restores the batch axes. The result is float32 only when every input
-    is float32 (computed in float64, rounded at the end).
+    is float32 (computed in float64, rounded at the end). Inputs: float64, float32 or integer
+    arrays; any other dtype (complex, float16, longdouble, ...) raises ``TypeError``.
     """
     core_ndims, _ = KERNELS[name]
     _, fn = _dispatch.resolve(name, backend, arrays[0].shape[-1] if arrays[0].ndim else None)
@@ -95,6 +96,8 @@ def call(name, *arrays, backend=None):
         if a.shape[: a.ndim - k] != batch:
             a = np.broadcast_to(a, batch + core)
         a = a.reshape((count,) + core)
+        if dt.char not in "fd" and dt.kind not in "iu":  # would be changed silently
+            check_dtype(dt, f"{name}: argument {len(flat)}")
         if dt != np.float64 or not a.flags.c_contiguous:
             a = np.ascontiguousarray(a, dtype=np.float64)
         flat.append(a)

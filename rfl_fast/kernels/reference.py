@@ -39,6 +39,15 @@ def polar(a):
     NaN for rank-deficient items (the polar factor is then not unique).
     """
     u, s, vt = np.linalg.svd(a, full_matrices=False)
+    # singular values out of range (|a| near the float64 limits): the polar factor of a / 2^e
+    # (exact scaling), max|a / 2^e| in [1, 2), is that of a
+    far = ~((s[..., 0] >= 2.0**-500) & (s[..., 0] <= 2.0**500))
+    if far.any():
+        a = np.array(a)
+        m = np.abs(a[far]).max(axis=(-2, -1))
+        e = np.clip(np.frexp(m)[1] - 1, -1000, 1000)
+        a[far] = np.ldexp(a[far], -e[:, None, None])
+        u, s, vt = np.linalg.svd(a, full_matrices=False)
     q = u @ vt
     bad = s[..., -1] <= s[..., 0] * np.finfo(float).eps * a.shape[-2]
     q[bad] = np.nan
@@ -176,8 +185,15 @@ def _dot(a, b):
 
 def sphere_exp(x, u):
     """``cos|u| x + sin|u| u/|u|``; (N, d)."""
-    t = np.sqrt(_dot(u, u))
-    return np.cos(t) * x + np.sinc(t / np.pi) * u
+    with np.errstate(over="ignore"):
+        t = np.sqrt(_dot(u, u))
+    big = np.isinf(t[:, 0])  # |u|^2 overflowed (|u| beyond ~1.3e154): m |u/m|, m = max|u_k|
+    if big.any():
+        m = np.abs(u[big]).max(axis=-1, keepdims=True)
+        t[big] = m * np.linalg.norm(u[big] / m, axis=-1, keepdims=True)
+    # sin(t)/t, not np.sinc(t/pi): for large t, pi (t/pi) != t, and sin would not match cos
+    sinc = np.sin(t) / np.where(t > 0, t, 1.0)
+    return np.cos(t) * x + np.where(t > 0, sinc, 1.0) * u
 
 
 def sphere_log(x, y):
@@ -213,12 +229,46 @@ def _ldot(a, b):
     return np.sum(a * b, axis=-1, keepdims=True) - 2.0 * a[..., :1] * b[..., :1]
 
 
+#: ``lorentz_exp`` gives NaN where its rounding errors, ~ eps cosh|v| x0, exceed 1e8 eps z0.
+LORENTZ_EXP_MAX_LOSS = 1e8
+
+
 def lorentz_exp(x, v):
-    """``cosh|v| x + sinh|v| v/|v|`` with the Minkowski norm of v; (N, d+1)."""
-    t = np.sqrt(np.maximum(_ldot(v, v), 0.0))
-    with np.errstate(invalid="ignore", divide="ignore"):
+    """``cosh|v| x + sinh|v| v/|v|`` with the Minkowski norm of v; (N, d+1).
+
+    Where ``|v|^2 = |v_r|^2 - v0^2`` (r: spatial part) loses more than 2 bits to cancellation,
+    the tangent form ``(|v_r|^2 + |x_r|^2 |v_r - (v_r.e)e|^2) / x0^2`` (``e = x_r/|x_r|``) is
+    used; where the result's ``z0`` cancels (``cosh|v| x0 > 16 z0``) it is ``sqrt(1 + |z_r|^2)``
+    (on the hyperboloid), NaN where the result would have fewer than ~8 correct digits
+    (``cosh|v| x0 > 1e8 z0``).
+    """
+    vv = np.sum(v[:, 1:] ** 2, axis=-1, keepdims=True)
+    sq = vv - v[:, :1] ** 2
+    bad = ~(vv <= 4.0 * sq)[:, 0]
+    if bad.any():
+        xr, vr = x[bad, 1:], v[bad, 1:]
+        xx = np.sum(xr * xr, axis=-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            xv = np.sum(xr * vr, axis=-1, keepdims=True)
+            c = np.where(xx > 0, xv / np.where(xx > 0, xx, 1.0), 0.0)
+        q = vr - c * xr
+        sq[bad] = (vv[bad] + xx * np.sum(q * q, axis=-1, keepdims=True)) / x[bad, :1] ** 2
+    t = np.sqrt(np.maximum(sq, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         shc = np.where(t > 0, np.sinh(t) / np.where(t > 0, t, 1.0), 1.0)
-    return np.cosh(t) * x + shc * v
+        ch = np.cosh(t)
+        z = ch * x + shc * v
+        loss = ch * np.abs(x[:, :1])
+        fix = ~(loss <= 16.0 * z[:, :1])[:, 0]  # z0 cancelled (more than 4 bits), or NaN
+        if fix.any():
+            zr = z[fix, 1:]
+            z0 = np.sqrt(1.0 + np.sum(zr**2, axis=-1, keepdims=True))
+            big = np.isinf(z0[:, 0]) & np.isfinite(zr).all(-1)  # |z_r|^2 overflowed: scaled
+            if big.any():
+                m = np.abs(zr[big]).max(axis=-1, keepdims=True)
+                z0[big] = m * np.sqrt(m**-2 + np.sum((zr[big] / m) ** 2, axis=-1, keepdims=True))
+            z[fix, :1] = np.where(loss[fix] <= LORENTZ_EXP_MAX_LOSS * z0, z0, np.nan)
+    return z
 
 
 def lorentz_log(x, y):

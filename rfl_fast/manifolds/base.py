@@ -6,7 +6,9 @@ Conventions (the same for every manifold):
 * arrays are stacked: the trailing ``core_ndim`` axes hold one point or tangent vector
   (``shape``), leading axes are a batch and broadcast (one point against a stack works);
 * float64 is the working precision; float32 input is accepted and gives float32 output
-  accurate to float32 tolerance (compiled kernels compute it in float64);
+  accurate to float32 tolerance (compiled kernels compute it in float64); integers become
+  float64; any other dtype (float16, longdouble, complex, bool, object) raises ``TypeError``
+  naming the argument (see ``rfl_fast._validation.check_dtype``);
 * inputs are checked for shape, dtype and NaN/inf on every call; whether points lie on the
   manifold is checked only when asked (``validate=True`` at construction, or the environment
   variable ``RFL_FAST_VALIDATE=1``), since it costs as much as the operation itself;
@@ -98,7 +100,7 @@ class Manifold:
         # saves ~4 us per argument on one 784x5 matrix; anything else takes the full checks,
         # which raise the explanatory errors
         k = len(self.shape)
-        if (type(a) is np.ndarray and a.dtype.kind == "f" and a.ndim >= k
+        if (type(a) is np.ndarray and a.dtype.char in "fd" and a.ndim >= k
                 and a.shape[a.ndim - k:] == self.shape and _all_finite(a)):
             return a
         arr = as_array(a, name)

@@ -104,7 +104,10 @@ class Lorentz(Manifold):
         The coordinates grow like ``e^|u|``: a step whose result overflows the dtype (float64:
         ``|u| + log x0`` beyond about 709; float32: about 88) raises ``NoSolutionError``
         instead of returning inf/NaN. A point that large is unusable anyway (``<x,x>_L``
-        overflows).
+        overflows). Where ``z0`` cancels it is recomputed as ``sqrt(1 + |z_r|^2)`` (on the
+        hyperboloid). The rounding errors are ~ ``eps cosh|u| x0`` (a step back towards the
+        origin from a far point cancels): where that exceeds ``1e8 eps z0`` (fewer than ~8
+        correct digits) it raises ``NoSolutionError`` too, instead of a silently wrong point.
         """
         out = self._compiled("lorentz_exp", backend, x, u)
         if out is not None:
@@ -113,7 +116,8 @@ class Lorentz(Manifold):
         u = self._vector(x, u)
         with np.errstate(over="ignore", invalid="ignore"):
             out = call("lorentz_exp", x, u, backend=backend)
-        return self._solved(out, "exp", f"u (|u| too large: the point overflows {out.dtype})")
+        return self._solved(out, "exp", f"u (|u| too large: the point overflows {out.dtype}, or "
+                            "cosh|u| x0 > 1e8 z0: too ill-conditioned, < 8 correct digits)")
 
     def log(self, x, y, *, backend=None):
         """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see

@@ -120,9 +120,16 @@ class Sphere(Manifold):
     def project(self, z):
         """``z / |z|``; z: (..., d) nonzero."""
         z = self._array(z, "z")
-        n = np.linalg.norm(z, axis=-1, keepdims=True)
-        if (n == 0).any():
-            raise ValueError("z: cannot project the zero vector onto the sphere")
+        with np.errstate(over="ignore", under="ignore"):
+            n = np.linalg.norm(z, axis=-1, keepdims=True)
+        lim = 1e150 if z.dtype == np.float64 else 1e18  # |z|^2 over/underflows beyond
+        far = ~((n >= 1 / lim) & (n <= lim))  # z / max|z_k| first there
+        if far.any():
+            m = np.max(np.abs(z), axis=-1, keepdims=True)
+            if (m == 0).any():
+                raise ValueError("z: cannot project the zero vector onto the sphere")
+            z = np.where(far, z / np.where(far, m, 1.0), z)
+            n = np.linalg.norm(z, axis=-1, keepdims=True)
         return z / n
 
     def random_point(self, *batch, rng=None):

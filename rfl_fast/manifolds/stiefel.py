@@ -83,7 +83,11 @@ class Stiefel(Manifold):
         the previous ones, where ``qf`` is not unique (backends would disagree).
         """
         rjj = np.abs(np.sum(q * a, axis=-2, dtype=np.float64))
-        scale = np.linalg.norm(a, axis=(-2, -1))[..., None]
+        with np.errstate(over="ignore"):
+            scale = np.linalg.norm(a, axis=(-2, -1))[..., None]
+        if not np.isfinite(scale).all():  # |a|^2 overflowed: |a| = m |a / m|, m = max|a_ij|
+            m = np.max(np.abs(a), axis=(-2, -1), keepdims=True)
+            scale = m[..., 0] * np.linalg.norm(a / m, axis=(-2, -1))[..., None]
         bad = (rjj <= scale * (np.finfo(a.dtype).eps * a.shape[-2])).any(-1)
         if bad.any():
             q = np.array(q)

@@ -46,6 +46,15 @@ namespace linalg {
 #define RFL_INLINE inline
 #endif
 
+// Rare paths (rescaling of extreme inputs) kept out of line and out of the hot loops' way.
+#if defined(__GNUC__) || defined(__clang__)
+#define RFL_COLD __attribute__((noinline, cold))
+#define RFL_UNLIKELY(c) __builtin_expect(!!(c), 0)
+#else
+#define RFL_COLD
+#define RFL_UNLIKELY(c) (c)
+#endif
+
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 

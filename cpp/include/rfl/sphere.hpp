@@ -18,10 +18,20 @@
 namespace rfl {
 namespace sphere {
 
+// |u| when |u|^2 overflows (|u| beyond ~1.3e154): m |u/m| with m = max|u_k| (a cold path)
+RFL_COLD inline double norm_scaled(const double* u, std::size_t d) {
+    double m = 0.0;
+    for (std::size_t k = 0; k < d; ++k) m = std::fmax(m, std::fabs(u[k]));
+    if (!(m > 0.0) || !std::isfinite(m)) return m;
+    double s = 0.0;
+    for (std::size_t k = 0; k < d; ++k) s += (u[k] / m) * (u[k] / m);
+    return m * std::sqrt(s);
+}
+
 RFL_INLINE void exp(const double* x, const double* u, double* out, std::size_t d) {
     double uu = 0.0;
     for (std::size_t k = 0; k < d; ++k) uu += u[k] * u[k];
-    const double t = std::sqrt(uu);
+    const double t = RFL_UNLIKELY(!(uu <= 1e300)) ? norm_scaled(u, d) : std::sqrt(uu);
     const double c = std::cos(t);
     const double s = t > 0.0 ? std::sin(t) / t : 1.0;
     for (std::size_t k = 0; k < d; ++k) out[k] = c * x[k] + s * u[k];

@@ -324,6 +324,19 @@ inline double inv_sqrt_gram(const double* G, double* C, int p, double* work) {
     return lmin / lmax;
 }
 
+// Whether the Gram G = a'a (lower triangle) is finite with its largest entry (the largest
+// diagonal one) in [2^-300, 2^300], where the eigensolvers and the SVD fallback neither overflow
+// nor lose digits to underflow. Outside it (a huge or tiny step, |a| beyond ~1e45 or below
+// ~1e-45) the item is rescaled first (polar_rescaled).
+inline bool gram_in_range(const double* G, int p) {
+    double dmax = 0.0;
+    for (int k = 0; k < p; ++k) dmax = std::fmax(dmax, G[k * p + k]);
+    return dmax >= 0x1p-300 && dmax <= 0x1p300;  // false for NaN / inf
+}
+
+template <int P, bool ADD>
+void polar_rescaled(const double* x, const double* u, double* out, int n, int p, double* work);
+
 template <int P, bool ADD>
 RFL_INLINE void polar_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_;
@@ -333,12 +346,35 @@ RFL_INLINE void polar_impl(const double* x, const double* u, double* out, int n,
     double* H = C + pp;
     double* ework = H + pp;  // 2pp + p + eigh_work(p)
     gram<P, ADD>(x, u, G, n, p);
+    if (!gram_in_range(G, p)) return polar_rescaled<P, ADD>(x, u, out, n, p, work);
     if (!(inv_sqrt_gram(G, C, p, ework) > 1e-10)) return polar_svd<ADD>(x, u, out, n, p, work);
     right_mul<P, ADD>(x, u, C, out, H, n, p, ework);
     if (off_identity(H, p) <= 1e-13) return;
     // one more Gram step on the nearly orthonormal Q0 (in place: out <- out (Q0'Q0)^-½)
     if (!(inv_sqrt_gram(H, C, p, ework) > 0.5)) return polar_svd<ADD>(x, u, out, n, p, work);
     right_mul<P, false>(out, nullptr, C, out, nullptr, n, p, ework);
+}
+
+// polar(a) for an item whose Gram is out of range (or not finite): polar(a) = polar(a s) for
+// s > 0, so a s with s = 2^-e (exact) and max|a s| in [1, 2) goes through polar_impl (generic p;
+// a cold path, out of line). NaN if a = x (+ u) is zero or not finite (x + u overflowing).
+template <int P, bool ADD>
+RFL_COLD void polar_rescaled(const double* x, const double* u, double* out, int n, int p,
+                             double* work) {
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    double m = 0.0;
+    for (std::size_t i = 0; i < np; ++i) {
+        out[i] = ADD ? x[i] + u[i] : x[i];
+        m = std::fmax(m, std::fabs(out[i]));
+    }
+    if (!(m > 0.0) || !std::isfinite(m) || !linalg::all_finite(out, np))
+        return linalg::fill_nan(out, np);
+    const double s = std::ldexp(1.0, -std::max(-1000, std::min(1000, std::ilogb(m))));
+    for (std::size_t i = 0; i < np; ++i) out[i] *= s;
+    double* G = work;
+    gram<0, false>(out, nullptr, G, n, p);
+    if (!gram_in_range(G, p)) return linalg::fill_nan(out, np);  // only for n p beyond ~2^290
+    polar_impl<0, false>(out, nullptr, out, n, p, work);  // in place: reads a row, then writes it
 }
 
 #ifdef RFL_HAVE_V4
@@ -359,7 +395,7 @@ RFL_INLINE void polar5_lanes(const double* x, const double* u, double* out, int 
         ok[l] = l < m;
         if (ok[l]) {
             gram5<ADD>(x + l * item, ADD ? u + l * item : nullptr, out + l * item, G, n);
-            ok[l] = linalg::all_finite(G, 25);
+            ok[l] = linalg::all_finite(G, 25) && gram_in_range(G, 5);  // else rescaled
         }
         for (int k = 0; k < 25; ++k) A[k * L + l] = ok[l] ? G[k] : (k % 6 == 0 ? 1.0 : 0.0);
     }
@@ -414,16 +450,15 @@ RFL_INLINE void polar_items(const double* x, const double* u, double* out, std::
     std::ptrdiff_t i = 0;
 #ifdef RFL_HAVE_V4
     if constexpr (P == 5) {
-        for (; i + kLanes <= N; i += kLanes)
-            polar5_lanes<kLanes, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item,
-                                      kLanes, n, work);
-        // the rest, even a single item, as one padded group: one instantiation for every item,
-        // so an item's answer cannot depend on its batch (a 1-lane instantiation may contract
-        // multiply-adds differently: it once differed in the last bit)
-        const int m = static_cast<int>(N - i);
-        if (m > 0)
+        // every group, the last one padded (even a single item), through one call site: one
+        // inlined copy for every item, so an item's answer cannot depend on its batch (a 1-lane
+        // instantiation, or a second copy specialised for full groups, may contract
+        // multiply-adds differently: each once differed in the last bit)
+        for (; i < N; i += kLanes) {
+            const int m = static_cast<int>(std::min<std::ptrdiff_t>(kLanes, N - i));
             polar5_lanes<kLanes, ADD>(x + i * item, ADD ? u + i * item : nullptr, out + i * item,
                                       m, n, work);
+        }
         return;
     }
 #endif
@@ -810,6 +845,9 @@ inline void qr_householder(const double* x, const double* u, double* out, int n,
     }
 }
 
+template <bool ADD>
+void qr_rescaled(const double* x, const double* u, double* out, int n, int p, double* work);
+
 template <int P, bool ADD>
 RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_;
@@ -818,6 +856,7 @@ RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, in
     double* R = G + pp;
     double* H = R + pp;
     gram<P, ADD>(x, u, G, n, p);
+    if (!gram_in_range(G, p)) return qr_rescaled<ADD>(x, u, out, n, p, work);
     if (!linalg::all_finite(G, pp) || !chol_upper(G, R, p))
         return qr_householder<ADD>(x, u, out, n, p, work);
     double dmin = INFINITY, dmax = 0.0;
@@ -831,6 +870,26 @@ RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, in
     if (off <= 1e-13) return;
     if (!(off < 0.5) || !chol_upper(H, R, p)) return qr_householder<ADD>(x, u, out, n, p, work);
     right_solve_upper<P, false>(out, nullptr, R, out, nullptr, n, p);
+}
+
+// qf(a) for an item whose Gram is out of range (or not finite), as polar_rescaled: qf(a s) =
+// qf(a) for s > 0, s = 2^-e (exact) with max|a s| in [1, 2); NaN if a is zero or not finite.
+template <bool ADD>
+RFL_COLD void qr_rescaled(const double* x, const double* u, double* out, int n, int p,
+                          double* work) {
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    double m = 0.0;
+    for (std::size_t i = 0; i < np; ++i) {
+        out[i] = ADD ? x[i] + u[i] : x[i];
+        m = std::fmax(m, std::fabs(out[i]));
+    }
+    if (!(m > 0.0) || !std::isfinite(m) || !linalg::all_finite(out, np))
+        return linalg::fill_nan(out, np);
+    const double s = std::ldexp(1.0, -std::max(-1000, std::min(1000, std::ilogb(m))));
+    for (std::size_t i = 0; i < np; ++i) out[i] *= s;
+    gram<0, false>(out, nullptr, work, n, p);
+    if (!gram_in_range(work, p)) return linalg::fill_nan(out, np);  // only for n p beyond ~2^290
+    qr_impl<0, false>(out, nullptr, out, n, p, work);  // in place: reads a row, then writes it
 }
 
 }  // namespace detail

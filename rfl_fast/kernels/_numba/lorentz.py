@@ -23,13 +23,57 @@ def _ldot(a, b):
     return s
 
 
+#: Exp gives NaN (no answer) where its rounding errors, ~ eps cosh|v| x0, exceed 1e8 eps z0.
+EXP_MAX_LOSS = 1e8
+
+
 @njit(**_JIT)
 def _exp_row(x, v, out):
-    t = math.sqrt(max(_ldot(v, v), 0.0))
+    # as the C++ kernel (cpp/include/rfl/lorentz.hpp): the tangent form of |v|^2 when
+    # |v_r|^2 - v0^2 cancels, z0 = sqrt(1 + |z_r|^2) when it cancels, NaN when too
+    # ill-conditioned
+    d1 = x.shape[0]
+    vv = 0.0
+    for k in range(1, d1):
+        vv += v[k] * v[k]
+    sq = vv - v[0] * v[0]
+    if not (vv <= 4.0 * sq):
+        xx = 0.0
+        xv = 0.0
+        for k in range(1, d1):
+            xx += x[k] * x[k]
+            xv += x[k] * v[k]
+        c = xv / xx if xx > 0.0 else 0.0
+        pp = 0.0
+        for k in range(1, d1):
+            q = v[k] - c * x[k]
+            pp += q * q
+        sq = (vv + xx * pp) / (x[0] * x[0])
+    t = math.sqrt(max(sq, 0.0))
     shc = math.sinh(t) / t if t > 0.0 else 1.0
     ch = math.cosh(t)
-    for k in range(x.shape[0]):
+    for k in range(d1):
         out[k] = ch * x[k] + shc * v[k]
+    loss = ch * abs(x[0])
+    if loss <= 16.0 * out[0]:  # no cancellation in z0
+        return
+    zz = 0.0
+    for k in range(1, d1):
+        zz += out[k] * out[k]
+    if zz <= 1e300:
+        z0 = math.sqrt(1.0 + zz)
+    else:  # |z_r|^2 overflows (coordinates beyond ~1e150): m sqrt(m^-2 + |z_r/m|^2)
+        m = 0.0
+        for k in range(1, d1):
+            m = max(m, abs(out[k]))
+        if m < np.inf:
+            zz = 1.0 / (m * m)
+            for k in range(1, d1):
+                zz += (out[k] / m) * (out[k] / m)
+            z0 = m * math.sqrt(zz)
+        else:
+            z0 = m
+    out[0] = z0 if loss <= EXP_MAX_LOSS * z0 else np.nan
 
 
 @njit(**_JIT)

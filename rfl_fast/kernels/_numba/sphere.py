@@ -22,7 +22,16 @@ def _exp_row(x, u, out):
     t = 0.0
     for k in range(d):
         t += u[k] * u[k]
-    t = math.sqrt(t)
+    if t <= 1e300:
+        t = math.sqrt(t)
+    else:  # |u|^2 overflows (|u| beyond ~1.3e154): m |u/m|, m = max|u_k|
+        m = 0.0
+        for k in range(d):
+            m = max(m, abs(u[k]))
+        t = 0.0
+        for k in range(d):
+            t += (u[k] / m) * (u[k] / m)
+        t = m * math.sqrt(t)
     c = math.cos(t)
     s = math.sin(t) / t if t != 0.0 else 1.0
     for k in range(d):

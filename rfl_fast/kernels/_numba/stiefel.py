@@ -51,10 +51,40 @@ def _proj_item(x, u, out, m):
 
 
 @njit(**_JIT)
+def _rescale(b, g):
+    """Whether the Gram ``g = b'b`` is usable: finite with its largest (diagonal) entry in
+    [2^-300, 2^300]; if not, ``b`` is scaled by the power of two (exact) that brings max|b| into
+    [1, 2) (the polar factor does not change) and ``g`` recomputed. False if ``b`` is zero or
+    not finite (no polar factor)."""
+    p = b.shape[1]
+    dmax = 0.0
+    for k in range(p):
+        dmax = max(dmax, g[k, k])
+    if dmax >= 2.0 ** -300 and dmax <= 2.0 ** 300:
+        return True
+    m = 0.0
+    for k in range(b.shape[0]):
+        for j in range(p):
+            m = max(m, abs(b[k, j]))
+    if not (m > 0.0 and m < np.inf):
+        return False
+    s = math.ldexp(1.0, -max(-1000, min(1000, math.frexp(m)[1] - 1)))
+    for k in range(b.shape[0]):
+        for j in range(p):
+            b[k, j] *= s
+    gram(b, g)
+    return True
+
+
+@njit(**_JIT)
 def _polar_core(b, out, g, w, v, h, t):
-    """Polar factor of ``b`` (n, p) into ``out``; ``b`` may be destroyed."""
+    """Polar factor of ``b`` (n, p) into ``out``; ``b`` may be destroyed. Any scale of ``b``:
+    a Gram out of range is rescaled first (``_rescale``)."""
     n, p = b.shape
     gram(b, g)
+    if not _rescale(b, g):
+        out[:, :] = np.nan
+        return
     jacobi_eigh(g, w, v, True)
     lmax = 0.0
     lmin = np.inf
@@ -140,9 +170,19 @@ def _inv_polar_item(x, y, out, m, kk, rhs, s):
 @njit(**_JIT)
 def _retr_qr_item(x, u, out, r):
     n, p = x.shape
+    m = 0.0
     for k in range(n):
         for j in range(p):
             out[k, j] = x[k, j] + u[k, j]
+            m = max(m, abs(out[k, j]))
+    if not (m >= 2.0 ** -150 and m <= 2.0 ** 150):  # |a|^2 would over/underflow: qf(a 2^-e)
+        if not (m > 0.0 and m < np.inf):           # = qf(a), exact scaling
+            out[:, :] = np.nan
+            return
+        s = math.ldexp(1.0, -max(-1000, min(1000, math.frexp(m)[1] - 1)))
+        for k in range(n):
+            for j in range(p):
+                out[k, j] *= s
     for j in range(p):
         for _ in range(2):  # Gram-Schmidt twice: orthogonal to working precision
             for i in range(j):
