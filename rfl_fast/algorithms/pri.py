@@ -281,6 +281,11 @@ class PriRFed(FederatedAlgorithm):
     dp_options : dict, optional
         Accounting constants passed to :class:`rfl_fast.privacy.DPSettings` (``o``,
         ``sigma_tilde``, ``rsvrg_split``, ``delta_hat_fraction``).
+    uncertified : bool
+        Run a problem whose per-sample clipping does not bound one sample's influence
+        (``problem.dp_unbounded``, e.g. HyperbolicPrediction) anyway: the noise is added but
+        there is no guarantee, and its ``eps_*`` columns are NaN. Without it such a problem is
+        refused. Incompatible with ``target``.
     ledger : PrivacyLedger
         Set by ``for_run`` (do not pass).
     """
@@ -300,6 +305,7 @@ class PriRFed(FederatedAlgorithm):
     transport: str = None
     beta: float = 1.0
     dp_options: dict = None
+    uncertified: bool = False
     ledger: PrivacyLedger = field(default=None, repr=False)
 
     array_kinds = {"x": "point"}
@@ -354,6 +360,12 @@ class PriRFed(FederatedAlgorithm):
                                  f"(clip=inf leaves the sensitivity unbounded)")
         if self.delta is not None:
             set_("delta", _check_budget_delta(self.delta, f"{name}: delta"))
+        if not isinstance(self.uncertified, (bool, np.bool_)):
+            raise TypeError(f"{name}: uncertified: expected True or False, got "
+                            f"{self.uncertified!r}")
+        if self.uncertified and self.target is not None:
+            raise ValueError(f"{name}: uncertified=True runs without a guarantee; it cannot "
+                             f"meet a privacy target {self.target}")
         if self.sigma is None:
             if self.target is None:
                 raise ValueError(f"{name}: give the noise sigma (0 for a non-private run) or a "
@@ -458,6 +470,15 @@ class PriRFed(FederatedAlgorithm):
         Raises ``ValueError`` for impossible budgets (module docstring).
         """
         self.validate(problem)
+        why = getattr(problem, "dp_unbounded", None)
+        claims = self.target is not None or (math.isfinite(self.clip)
+                                             and bool((np.asarray(self.sigma) > 0).any()))
+        if why and not claims:
+            why = None          # sigma = 0 or clip = inf: eps = inf, no privacy claimed anyway
+        if why and not self.uncertified:
+            raise ValueError(f"{self.name}: {type(problem).__name__} is not covered by the "
+                             f"privacy accounting: {why}. Pass uncertified=True to add the "
+                             f"noise without a guarantee (the eps columns are then NaN)")
         n = int(problem.n_clients)
         if isinstance(participation, Full):
             s = n
@@ -516,7 +537,9 @@ class PriRFed(FederatedAlgorithm):
             if rounds:
                 for st, members in groups.items():
                     for sig in np.unique(sigma[members]):
-                        if sig == 0.0 or not math.isfinite(self.clip):
+                        if why:
+                            c = np.full(rounds, math.nan)   # no guarantee (uncertified)
+                        elif sig == 0.0 or not math.isfinite(self.clip):
                             c = np.full(rounds, math.inf)
                         else:
                             c = _CURVES[acc](float(sig), delta, st, rounds)
