@@ -151,3 +151,132 @@ def test_spd_sample_of_condition_1e100_is_an_error_not_nan():
         prob.rgrad(np.array([1]), x[None])
     with pytest.raises(ValueError, match="numerically singular"):
         run(prob, PriRFed(0.05, 1, sigma=0.1, clip=1.0), 1, Uniform(2), seed=0, x0=x)
+
+
+# ------------------------------------------------------------------ 1. curious server
+
+def _flower_case(n=1, samples=30):
+    """Run config of a PriRFed deployment whose *server* asks for no noise (sigma = 0) and
+    no clipping, with a known seed -- what a curious server would send."""
+    import json
+
+    task_kwargs = {"n_clients": n, "samples": samples, "d": 6, "r": 2, "seed": 1}
+    kwargs = {"step": 0.2, "local_steps": 1, "sigma": 0.0, "clip": 1e6}
+    rc = {"algorithm": "PriRFed", "algorithm-kwargs": json.dumps(kwargs),
+          "participation": "Full", "rounds": 2, "seed": 5, "num-clients": n,
+          "task": "rfl_fast.flower.tasks:synthetic_kpca", "task-kwargs": json.dumps(task_kwargs)}
+    return rc, task_kwargs
+
+
+def _node(i, folder, sigma=0.3, clip=1.0, eps=1e3, delta=1e-5, **extra):
+    return {"partition-id": i, "dp-sigma": sigma, "dp-clip": clip, "dp-epsilon": eps,
+            "dp-delta": delta, "dp-ledger": str(folder / f"ledger{i}.json"), **extra}
+
+
+def _message(M, x, t, seed=5, client=0, sigma=0.0):
+    from rfl_fast.flower.codec import pack
+
+    init, init_meta = pack({"x0": x}, M)
+    msg, meta = pack({"x": x}, M)
+    config = {"phase": "update", "round": t, "client": client, "seed": seed, "rounds": 3,
+              "rng": "fresh", "memo": "no", "alg.sigma": sigma, "alg.batch": 30,
+              "alg.delta": 1e-5, "alg.rounds": 3}
+    return {"config": config, "msg": msg, "msg.meta": meta, "init": init,
+            "init.meta": init_meta}
+
+
+def _attacker_steps(task_kwargs, x0, sigma, clip, seed):
+    """What the server can compute itself: one PriRFed round of the one-client problem from
+    ``x0`` with the given noise and seed (the old client's exact answer when the server knew
+    its sigma and seed)."""
+    from rfl_fast.flower.tasks import synthetic_kpca
+
+    prob = synthetic_kpca.full(**task_kwargs)
+    alg = PriRFed(0.2, 1, sigma=sigma, clip=clip)
+    return run(prob, alg, 1, rf.federation.Full(), x0=x0, seed=seed, metrics=False).x
+
+
+def test_client_ignores_the_servers_seed_and_sigma_in_process(tmp_path):
+    pytest.importorskip("dp_accounting")
+    from rfl_fast.flower.client import handle
+
+    rc, tk = _flower_case()
+    M = rf.Stiefel(6, 2)
+    x0 = M.random_point(rng=np.random.default_rng(0))
+    up = handle(_message(M, x0, 0), {}, _node(0, tmp_path), rc)["up"]["x"][0]
+    noiseless = _attacker_steps(tk, x0, 0.0, 1.0, 5)
+    regenerated = _attacker_steps(tk, x0, 0.3, 1.0, 5)   # the server knows sigma and seed
+    assert np.linalg.norm(up - noiseless) > 1e-2         # sigma = 0 was not obeyed
+    assert np.linalg.norm(up - regenerated) > 1e-2       # the server's seed was not used
+    again = handle(_message(M, x0, 1), {}, _node(0, tmp_path), rc)["up"]["x"][0]
+    other = handle(_message(M, x0, 0), {}, _node(0, tmp_path / "b"), rc)["up"]["x"][0]
+    assert np.linalg.norm(other - up) > 1e-2             # OS entropy: fresh noise each time
+    assert np.linalg.norm(again - up) > 1e-2
+
+
+def test_client_budget_ledger_survives_restarts_and_refuses(tmp_path):
+    pytest.importorskip("dp_accounting")
+    from rfl_fast.flower.client import handle
+    from rfl_fast.flower.guard import PrivacyRefused
+    from rfl_fast.privacy import DPSettings, epsilon_rdp
+
+    rc, tk = _flower_case()
+    M = rf.Stiefel(6, 2)
+    x0 = M.random_point(rng=np.random.default_rng(0))
+    st = DPSettings(n_samples=30, local_steps=1, batch_size=30, tau=1.0)
+    e1, e2 = (epsilon_rdp(0.3, 1e-5, st.__class__(**{**st.__dict__, "rounds": r}))
+              for r in (1, 2))
+    node = _node(0, tmp_path, eps=0.5 * (e1 + e2))          # one round fits, two do not
+    handle(_message(M, x0, 0), {}, node, rc)                  # store {}: a fresh process
+    import json
+    led = json.loads((tmp_path / "ledger0.json").read_text())
+    assert led["releases"] == 1 and led["epsilon_spent"] == pytest.approx(e1, rel=1e-9)
+    with pytest.raises(PrivacyRefused, match="round 0 was released already"):
+        handle(_message(M, x0, 0), {}, node, rc)              # same round, restarted client
+    with pytest.raises(PrivacyRefused, match="over this client's budget"):
+        handle(_message(M, x0, 1), {}, node, rc)
+    assert json.loads((tmp_path / "ledger0.json").read_text())["releases"] == 1
+    (tmp_path / "ledger0.json").write_text("{not json")
+    with pytest.raises(ValueError, match="unreadable.*refusing"):
+        handle(_message(M, x0, 2), {}, node, rc)
+    for key in ("dp-sigma", "dp-ledger", "dp-epsilon"):
+        bad = {k: v for k, v in _node(0, tmp_path / "x").items() if k != key}
+        with pytest.raises(ValueError, match=key):
+            handle(_message(M, x0, 0), {}, bad, rc)
+
+
+@pytest.mark.slow
+def test_curious_server_in_a_loopback_deployment_cannot_recover_the_gradient(tmp_path):
+    """A real SuperLink + SuperNode on 127.0.0.1. The server sends sigma = 0, clip = 1e6 and
+    seed 5; the client has its own sigma, clip, budget and ledger, and OS-entropy noise. With
+    one client the server's next point is the client's upload, so the server sees it exactly;
+    it tries (a) reading it as noiseless, (b) regenerating the noise from (seed, round,
+    client) with the client's true sigma and subtracting it. Both fail by the noise's size."""
+    pytest.importorskip("dp_accounting")
+    import shutil
+
+    if not all(shutil.which(b) for b in ("flower-superlink", "flower-supernode", "flwr")):
+        pytest.skip("flwr binaries not installed")
+    from rfl_fast.flower.local import LocalFederation
+
+    rc, tk = _flower_case()
+    rc.update({"timeout": 90.0, "node-wait": 60.0})
+    sigma, step = 0.3, 0.2
+    fed = LocalFederation(1, node_configs=[{k: v for k, v in _node(0, tmp_path).items()
+                                            if k != "partition-id"}])
+    try:
+        out = fed.run(rc, timeout=240)
+    finally:
+        fed.close()
+    x0, x1 = out["iterates"][0], out["iterates"][1]
+    noiseless = _attacker_steps(tk, x0, 0.0, 1.0, 5)
+    regenerated = _attacker_steps(tk, x0, sigma, 1.0, 5)
+    # recovered "gradient" error: |x1 - x1_attacker| / step (the old client: 3e-15)
+    err_a = np.linalg.norm(x1 - noiseless) / step
+    err_b = np.linalg.norm(x1 - regenerated) / step
+    print(f"curious server: recovered-gradient error {err_a:.3g} (noiseless reading), "
+          f"{err_b:.3g} (regenerated noise); noise scale sigma = {sigma}")
+    assert err_a > 0.1 * sigma and err_b > 0.1 * sigma
+    import json
+    led = json.loads((tmp_path / "ledger0.json").read_text())
+    assert led["releases"] == 2 and led["epsilon_spent"] > 0

@@ -580,6 +580,41 @@ class PriRFed(FederatedAlgorithm):
                                columns={}, settings={})
         return replace(self, ledger=ledger)
 
+    def for_private_client(self, problem, sigma, clip):
+        """A copy for one client of a deployment that owns its privacy (``flower.guard``), and
+        the :class:`~rfl_fast.privacy.DPSettings` of one of its rounds.
+
+        ``sigma`` and ``clip`` are the client's own; its batch size follows from the run's
+        ``batch_size`` and its own ``N_i`` (``problem`` holds this one client). The settings
+        describe the round as it will run (``K``, ``b_i``, trainer, ``tau = clip``) with the
+        client taking part in every round (``clients_per_round = n_clients = 1``: it cannot
+        check the server's sampling). Refuses a problem with ``dp_unbounded``.
+        """
+        why = getattr(problem, "dp_unbounded", None)
+        if why:
+            raise ValueError(f"{self.name}: {type(problem).__name__} is not covered by the "
+                             f"privacy accounting: {why}")
+        alg = replace(self, sigma=float(sigma), clip=float(clip), target=None, delta=None,
+                      ledger=None, uncertified=False)
+        sizes = np.asarray(problem.sizes, dtype=np.int64)
+        if sizes.shape != (1,):
+            raise ValueError(f"{self.name}: a private client holds one client's data, got "
+                             f"{sizes.size} clients")
+        batch = alg._batches(sizes)
+        if batch[0] > sizes[0]:
+            raise ValueError(f"{self.name}: batch_size b = {int(batch[0])} exceeds this "
+                             f"client's N = {int(sizes[0])} samples")
+        opts = dict(self.dp_options or {})
+        st = _acc.DPSettings(n_samples=int(sizes[0]), local_steps=self.local_steps,
+                             batch_size=int(batch[0]), trainer=self.local.lower(),
+                             inner_steps=self.inner_steps or 1, tau=float(clip), rounds=1,
+                             clients_per_round=1, n_clients=1, **opts)
+        sig = np.array([float(sigma)])
+        sig.setflags(write=False)
+        ledger = PrivacyLedger(sigma=sig, batch=batch, delta=0.0, rounds=0,
+                               clients_per_round=1, columns={}, settings={0: st})
+        return replace(alg, ledger=ledger), st
+
     def _plan(self):
         if self.ledger is None:
             raise RuntimeError(f"{self.name}: the run's noise and privacy ledger are not fixed; "
