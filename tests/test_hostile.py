@@ -280,3 +280,164 @@ def test_curious_server_in_a_loopback_deployment_cannot_recover_the_gradient(tmp
     import json
     led = json.loads((tmp_path / "ledger0.json").read_text())
     assert led["releases"] == 2 and led["epsilon_spent"] > 0
+
+
+# ------------------------------------------------------------------ 3. resume past budget
+
+def _kpca_problem(seed=0):
+    rng = np.random.default_rng(seed)
+    return KPCA(rng.standard_normal((4, 20, 6)) * np.linspace(2, 0.5, 6), 2)
+
+
+def test_resume_continues_the_ledger_and_refuses_past_the_budget(tmp_path):
+    pytest.importorskip("dp_accounting")
+    from rfl_fast.federation import resume
+
+    prob = _kpca_problem()
+    ck = tmp_path / "run.npz"
+    alg = PriRFed(0.05, 2, target=(1.0, 1e-5), clip=1.0, batch_size=5)
+    first = run(prob, alg, 10, Uniform(2), seed=0, checkpoint=ck, metrics=False)
+    spent10 = first.history["eps_rdp"][-1]
+    assert spent10 <= 1.0
+    with pytest.raises(ValueError, match="past this run's budget eps = 1.*raise_budget"):
+        resume(ck, prob, 30)
+    more = resume(ck, prob, 30, algorithm=first.algorithm.raise_budget(5.0))
+    eps = np.asarray(more.history["eps_rdp"])
+    assert eps.shape == (31,) and (np.diff(eps[10:]) > 0).all()      # keeps growing
+    fresh = PriRFed(0.05, 2, sigma=first.algorithm.ledger.sigma, clip=1.0,
+                    batch_size=5).for_run(prob, Uniform(2), 30)
+    assert eps[-1] == pytest.approx(fresh.ledger.epsilon["rdp"], rel=1e-9)
+    assert eps[-1] > 1.0
+    # a run given sigma (no target): its budget is what the original plan spends
+    ck2 = tmp_path / "run2.npz"
+    run(prob, PriRFed(0.05, 2, sigma=2.0, clip=1.0), 5, Uniform(2), seed=0, checkpoint=ck2,
+        metrics=False)
+    with pytest.raises(ValueError, match="past this run's budget"):
+        resume(ck2, prob, 8)
+
+
+# ------------------------------------------------------------------ 7. untrusted files
+
+class _Record:
+    """Pickles as whatever ``reduce`` says (to craft batches a real numpy never writes)."""
+
+    def __init__(self, reduce):
+        self.reduce = reduce
+
+    def __reduce__(self):
+        return self.reduce
+
+
+def _ndarray_record(shape, dtype, raw):
+    from numpy._core.multiarray import _reconstruct
+
+    return _Record((_reconstruct, (np.ndarray, (0,), b"b"), (1, shape, dtype, False, raw)))
+
+
+@pytest.mark.parametrize("case", ["object_dtype", "declared_larger", "float_dtype",
+                                  "fortran", "call_os"])
+def test_crafted_cifar_batch_is_refused_without_allocating(tmp_path, case):
+    import os
+    import pickle
+
+    from rfl_fast import data as D
+
+    rec = {"object_dtype": _ndarray_record((1_000_000, 3072), np.dtype("O"), b"\0" * 16),
+           "declared_larger": _ndarray_record((2_000_000, 3072), np.dtype("u1"), b"\0" * 16),
+           "float_dtype": _ndarray_record((1, 3072), np.dtype("f8"), b"\0" * (8 * 3072)),
+           "fortran": _ndarray_record((1, 3072), np.dtype("u1"), b"\0" * 3072),
+           "call_os": _Record((os.system, ("echo pwned",)))}[case]
+    if case == "fortran":
+        rec.reduce = rec.reduce[:2] + ((1, (1, 3072), np.dtype("u1"), True, b"\0" * 3072),)
+    p = tmp_path / "test_batch"
+    p.write_bytes(pickle.dumps({b"data": rec, b"labels": [0]}, protocol=2))
+    assert p.stat().st_size < 40_000
+    with pytest.raises(ValueError, match=str(p)):
+        D.read_cifar10_batch(p)
+
+
+def test_real_style_cifar_batch_still_loads(tmp_path):
+    import pickle
+
+    from rfl_fast import data as D
+
+    data = np.arange(3 * 3072, dtype=np.uint8).reshape(3, 3072)
+    for protocol in (2, 3, 4, 5):
+        p = tmp_path / f"b{protocol}"
+        p.write_bytes(pickle.dumps({b"batch_label": b"x", b"labels": [1, 2, 3], b"data": data,
+                                    b"filenames": [b"a.png"] * 3}, protocol=protocol))
+        X, y = D.read_cifar10_batch(p)
+        np.testing.assert_array_equal(X, data)
+        np.testing.assert_array_equal(y, [1, 2, 3])
+
+
+def test_idx_declared_size_is_checked_before_reading(tmp_path):
+    import gzip
+    import struct
+
+    from rfl_fast import data as D
+
+    p = tmp_path / "train-images-idx3-ubyte"
+    p.write_bytes(struct.pack(">I", 0x803) + struct.pack(">III", 10**9, 28, 28) + b"\0" * 64)
+    with pytest.raises(ValueError, match="more than the file can hold"):
+        D.read_idx(p)
+    g = tmp_path / "x.gz"
+    g.write_bytes(gzip.compress(struct.pack(">I", 0x803) + struct.pack(">III", 10**6, 28, 28)))
+    with pytest.raises(ValueError, match="more than the file can hold"):
+        D.read_idx(g)
+
+
+def _good_checkpoint(tmp_path):
+    ck = tmp_path / "ok.npz"
+    run(_kpca_problem(), PriRFed(0.05, 1, sigma=1.0, clip=1.0), 2, Uniform(2), seed=0,
+        checkpoint=ck, metrics=False)
+    return ck
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "no_json", "bad_json",
+                                    "huge_member", "object_member", "missing_array"])
+def test_corrupt_checkpoint_is_one_clear_error(tmp_path, damage):
+    pytest.importorskip("dp_accounting")
+    import io
+    import zipfile
+
+    from rfl_fast.errors import CheckpointError
+    from rfl_fast.federation import checkpoint as C
+
+    ck = _good_checkpoint(tmp_path)
+    raw = ck.read_bytes()
+    bad = tmp_path / f"{damage}.npz"
+
+    def npz(**arrays):
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+    if damage == "truncate":
+        bad.write_bytes(raw[: len(raw) // 2])
+    elif damage == "garbage":
+        bad.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
+    elif damage == "empty":
+        bad.write_bytes(b"")
+    elif damage == "no_json":
+        bad.write_bytes(npz(a0=np.zeros(3)))
+    elif damage == "bad_json":
+        bad.write_bytes(npz(__json__=np.array("{not json")))
+    elif damage == "missing_array":
+        with zipfile.ZipFile(ck) as zf, zipfile.ZipFile(bad, "w") as out:
+            for info in zf.infolist():
+                if info.filename != "a0.npy":
+                    out.writestr(info, zf.read(info))
+    else:
+        header = {"huge_member": "{'descr': '<f8', 'fortran_order': False, "
+                                 "'shape': (100000000000,), }",
+                  "object_member": "{'descr': '|O', 'fortran_order': False, "
+                                   "'shape': (4,), }"}[damage]
+        header = header.ljust(118) + "\n"
+        member = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode()
+        with zipfile.ZipFile(bad, "w") as out:
+            out.writestr("a0.npy", member + b"\0" * 32)
+    with pytest.raises(CheckpointError, match=str(bad)):
+        C.load(bad)
+    with pytest.raises(CheckpointError):
+        rf.federation.resume(bad, _kpca_problem(), 3)

@@ -531,13 +531,26 @@ class PriRFed(FederatedAlgorithm):
                                 f"{_calibrated(self.target[0], delta, st, first):.6g} or "
                                 f"sigma=None to calibrate")
         sigma.setflags(write=False)
+        cols = self._columns(sigma, settings, delta, rounds, bool(why))
+        ledger = PrivacyLedger(sigma=sigma, batch=batch, delta=float(delta), rounds=rounds,
+                               clients_per_round=s, columns=cols, settings=settings,
+                               calibrated=self.sigma is None)
+        return replace(self, ledger=ledger)
+
+    def _columns(self, sigma, settings, delta, rounds, uncertified):
+        """The cumulative privacy columns (``eps_<accountant>``, ``delta``) of ``rounds``
+        rounds: the maximum over clients of each accountant's curve (NaN when uncertified,
+        inf without noise or clipping)."""
+        groups = {}
+        for i, st in settings.items():
+            groups.setdefault(st, []).append(i)
         cols = {}
         for acc in self.accountants:
             curve = np.zeros(rounds + 1)
             if rounds:
                 for st, members in groups.items():
                     for sig in np.unique(sigma[members]):
-                        if why:
+                        if uncertified:
                             c = np.full(rounds, math.nan)   # no guarantee (uncertified)
                         elif sig == 0.0 or not math.isfinite(self.clip):
                             c = np.full(rounds, math.inf)
@@ -546,10 +559,46 @@ class PriRFed(FederatedAlgorithm):
                         curve[1:] = np.maximum(curve[1:], c)
             cols[f"eps_{acc}"] = curve
         cols["delta"] = np.full(rounds + 1, delta)
-        ledger = PrivacyLedger(sigma=sigma, batch=batch, delta=float(delta), rounds=rounds,
-                               clients_per_round=s, columns=cols, settings=settings,
-                               calibrated=self.sigma is None)
+        return cols
+
+    def for_resume(self, problem, participation, rounds):
+        """Continue the ledger of a resumed run to ``rounds`` rounds (engine hook).
+
+        The noise stays what the run fixed; the privacy columns are extended so that they keep
+        growing past the original horizon. Going past the run's budget -- the target's eps,
+        else what the original plan spends, by the first accountant -- is refused unless the
+        user raises it explicitly (:meth:`raise_budget`).
+
+        Raises
+        ------
+        ValueError
+            ``rounds`` would spend more than the budget.
+        """
+        led = self._plan()
+        rounds = check_int(rounds, "rounds", min_value=0)
+        if rounds <= led.rounds:
+            return self
+        first = self.accountants[0]
+        budget = (self.target[0] if self.target is not None
+                  else float(led.columns[f"eps_{first}"][-1]))
+        uncertified = bool(np.isnan(led.columns[f"eps_{first}"][1:]).any())
+        cols = self._columns(led.sigma, led.settings, led.delta, rounds, uncertified)
+        spent = float(cols[f"eps_{first}"][-1])
+        if spent > budget * (1 + 1e-9):
+            raise ValueError(
+                f"{self.name}: resuming to {rounds} rounds would spend eps = {spent:.4g} "
+                f"({first} accountant, delta = {led.delta:g}), past this run's budget "
+                f"eps = {budget:.4g} (planned for {led.rounds} rounds); raise it explicitly: "
+                f"resume(..., algorithm=result.algorithm.raise_budget(eps))")
+        ledger = replace(led, rounds=rounds, columns=cols)
         return replace(self, ledger=ledger)
+
+    def raise_budget(self, eps):
+        """A copy whose privacy budget is ``(eps, delta)`` of the run (the noise and the ledger
+        kept): pass it to ``resume(..., algorithm=...)`` to run past the original budget."""
+        led = self._plan()
+        eps = _check_budget_eps(eps, f"{self.name}: raise_budget eps")
+        return replace(self, target=(eps, led.delta), delta=None)
 
     def history_row(self, problem, state, t):
         """Extra history columns of row ``t`` (engine hook): the privacy spent so far."""
