@@ -441,3 +441,54 @@ def test_corrupt_checkpoint_is_one_clear_error(tmp_path, damage):
         C.load(bad)
     with pytest.raises(CheckpointError):
         rf.federation.resume(bad, _kpca_problem(), 3)
+
+
+# ------------------------------------------------------------------ 4. account what is run
+
+def test_full_batch_pld_is_replace_one_with_fixed_denominator():
+    """batch_size=None divides by the client's own N: under add/remove N changes, so the mean
+    moves by more than the tau/N the old Poisson add/remove PLD assumed. The PLD now accounts
+    replace-one (N fixed, sum sensitivity 2 tau): checked against dp-accounting's own
+    REPLACE_ONE Gaussian event, and against the measured change of the clipped mean."""
+    dpa = pytest.importorskip("dp_accounting")
+    n, K, T, tau, sigma, delta = 30, 2, 40, 1.0, 0.3, 1e-5
+    st = P.DPSettings(n_samples=n, batch_size=n, local_steps=K, rounds=T, tau=tau)
+    acc = dpa.pld.PLDAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    acc.compose(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(n * sigma / (2 * tau)), K * T))
+    want = acc.get_epsilon(delta)
+    got = P.epsilon_pld(sigma, delta, st)
+    assert got == pytest.approx(want, rel=1e-3)
+    old = P.epsilon_pld(sigma, delta, st, sampling="poisson")   # what was reported before
+    print(f"full batch N={n}: eps_pld reported before {old:.3g}, now {got:.3g}")
+    assert got > 1.5 * old
+    # the accounted replace-one sensitivity of the mean, 2 tau / N, holds for adversarial
+    # replacements; adding a sample (the old relation) moves the mean by more than tau / N
+    rng = np.random.default_rng(0)
+    X = rf.Stiefel(8, 2).random_point(rng=rng)
+    Z = rng.standard_normal((n, 8)) * 5
+    mean = P.clipped_sum_pca(Z, X, tau, 2.0) / n
+    worst_replace = worst_add = 0.0
+    for z in _adversarial_samples(rng, X, scales=(1.0, 1e3, 1e100)):
+        Zr = Z.copy()
+        Zr[0] = z
+        worst_replace = max(worst_replace,
+                            np.linalg.norm(P.clipped_sum_pca(Zr, X, tau, 2.0) / n - mean))
+        worst_add = max(worst_add, np.linalg.norm(
+            P.clipped_sum_pca(np.vstack([Z, z]), X, tau, 2.0) / (n + 1) - mean))
+    assert worst_replace <= 2 * tau / n * (1 + 1e-12)
+    assert worst_add > tau / n                  # why add/remove with fixed N was wrong
+
+
+def test_fixed_size_batches_are_accounted_without_replacement():
+    dpa = pytest.importorskip("dp_accounting")
+    prob = _kpca_problem()
+    sigma, K, T, b, delta = 0.5, 2, 6, 5, 1e-5
+    res = run(prob, PriRFed(0.05, K, sigma=sigma, clip=1.0, batch_size=b, delta=delta), T,
+              rf.federation.Full(), seed=0, metrics=False)
+    acc = dpa.rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    acc.compose(dpa.SelfComposedDpEvent(dpa.SampledWithoutReplacementDpEvent(
+        20, b, dpa.GaussianDpEvent(b * sigma / 2.0)), K * T))
+    assert res.history["eps_rdp"][-1] == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
+    with pytest.raises(ValueError, match="pld.*full batch only"):
+        run(prob, PriRFed(0.05, K, sigma=sigma, clip=1.0, batch_size=b, accountant="pld"), T,
+            rf.federation.Full(), seed=0, metrics=False)

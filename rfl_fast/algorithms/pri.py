@@ -65,10 +65,12 @@ Privacy (engine hooks ``for_run`` and ``history_row``). When a run starts,
 
 Accountants (details and neighbouring relations in :mod:`rfl_fast.privacy.accounting`):
 ``"rdp"`` -- dp-accounting RDP, batches without replacement, replace-one relation, exact at
-every round; ``"pld"`` -- dp-accounting PLD with Poisson sampling, add/remove-one (DP-RSGD
-only), exact at every round when ``rounds <= PLD_POINTS`` (32), else at ``PLD_POINTS`` rounds
-spread geometrically (and at the last), each other row holding the value of the next such
-round, an upper bound since ``eps`` grows with ``t``;
+every round; ``"pld"`` -- dp-accounting PLD, DP-RSGD with the full batch only (``batch_size=None``:
+fixed denominator ``N_i``, replace-one, what the mechanism does; fixed-size batches are refused
+since dp-accounting's PLD has no sampling without replacement), exact at every round when
+``rounds <= PLD_POINTS`` (32), else at ``PLD_POINTS`` rounds spread geometrically (and at the
+last), each other row holding the value of the next such round, an upper bound since ``eps``
+grows with ``t``;
 ``"seed"`` -- the seed's closed form and Theorem 9 (not certified with the default constant).
 """
 
@@ -201,6 +203,12 @@ def _pld_grid(rounds, points):
 def _pld_curve(sigma, delta, st, rounds, vdi=1e-4):
     if st.trainer != "dp-rsgd":
         raise ValueError("accountant: the PLD accountant covers DP-RSGD only; use 'rdp'")
+    if st.batch_size != st.n_samples:
+        raise ValueError(f"accountant 'pld': covers the full batch only (batch_size=None, "
+                         f"fixed denominator N_i, replace-one); a client with batches of "
+                         f"{st.batch_size} of its {st.n_samples} samples drawn without "
+                         f"replacement needs accountant 'rdp' (dp-accounting's PLD has no "
+                         f"sampling without replacement)")
     grid = _pld_grid(rounds, PLD_POINTS)
     vals = np.empty(grid.size)
     rnd = _acc._pld_round(sigma, st, vdi)
