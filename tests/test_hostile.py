@@ -492,3 +492,23 @@ def test_fixed_size_batches_are_accounted_without_replacement():
     with pytest.raises(ValueError, match="pld.*full batch only"):
         run(prob, PriRFed(0.05, K, sigma=sigma, clip=1.0, batch_size=b, accountant="pld"), T,
             rf.federation.Full(), seed=0, metrics=False)
+
+
+def test_spd_clipped_term_bounded_for_extreme_samples():
+    """SPD Frechet mean: each clipped term -2 c_j Log_X(Z_j), measured in the metric at X, is at
+    most tau, for samples up to condition ~1e12 relative to X (past ~1e16: an error, above)."""
+    rng = np.random.default_rng(4)
+    M = rf.SPD(3)
+    x = M.random_point(rng=rng)
+    tau = 0.5
+    samples = []
+    for lo, hi in [(1e-6, 1e6), (1.0, 1e12), (1e-12, 1.0), (0.999, 1.001)]:
+        q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+        samples.append(q @ np.diag([lo, np.sqrt(lo * hi), hi]) @ q.T)
+    Z = np.stack([0.5 * (s + s.T) for s in samples])
+    prob = SPDMean(Z[None])
+    for j in range(len(samples)):
+        sel = np.array([j])
+        coef = P.clip_factors(prob.sample_rgrad_norms(0, x, sel), tau)
+        g = prob.weighted_rgrad(0, x, coef, sel)
+        assert M.norm(x, g) <= tau * (1 + 1e-9)
