@@ -512,3 +512,14 @@ def test_spd_clipped_term_bounded_for_extreme_samples():
         coef = P.clip_factors(prob.sample_rgrad_norms(0, x, sel), tau)
         g = prob.weighted_rgrad(0, x, coef, sel)
         assert M.norm(x, g) <= tau * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_clipped_sum_pca_non_finite_sample_is_an_error(backend, bad):
+    rng = np.random.default_rng(5)
+    X = rf.Stiefel(10, 2).random_point(rng=rng)
+    Z = rng.standard_normal((9, 10))
+    Z[4, 3] = bad
+    with pytest.raises(ValueError, match="Z"):
+        P.clipped_sum_pca(Z, X, 1.0, 2.0, backend=backend)

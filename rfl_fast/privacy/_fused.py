@@ -69,8 +69,14 @@ def _pca_rows(Z, Xt, lo, hi, tau, c, St, p, res):
             pl = p[l]
             for k in range(d):
                 res[k] -= pl * x[k]
+        nr2 = 0.0                      # a sum of squares: no cancellation
+        for k in range(d):
+            nr2 += res[k] * res[k]
+        if nr2 > 1e-280 and nr2 < 1e280:
+            nr = math.sqrt(nr2)
+        else:                          # squares may over/underflow (or NaN): scaled
+            nr = _scaled_norm(res, d)
         ny = _scaled_norm(p, r)
-        nr = _scaled_norm(res, d)
         if not (math.isfinite(ny) and math.isfinite(nr)):
             for l in range(r):
                 p[l] = np.nan

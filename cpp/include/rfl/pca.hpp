@@ -61,6 +61,7 @@ struct v4d {
     double operator[](int i) const { return v[i]; }
 };
 inline v4d operator+(v4d a, v4d b) { return {{a.v[0] + b.v[0], a.v[1] + b.v[1], a.v[2] + b.v[2], a.v[3] + b.v[3]}}; }
+inline v4d operator-(v4d a, v4d b) { return {{a.v[0] - b.v[0], a.v[1] - b.v[1], a.v[2] - b.v[2], a.v[3] - b.v[3]}}; }
 inline v4d operator*(v4d a, v4d b) { return {{a.v[0] * b.v[0], a.v[1] * b.v[1], a.v[2] * b.v[2], a.v[3] * b.v[3]}}; }
 inline v4d& operator+=(v4d& a, v4d b) { return a = a + b; }
 inline v4d load4(const double* p) { return {{p[0], p[1], p[2], p[3]}}; }
@@ -252,14 +253,26 @@ RFL_INLINE double rows_clipped(const double* Z, std::size_t m, std::size_t d, co
         const double* z = Z + j * d;
         double unused;
         dots<R, 1, false>(z, Xt, d, r_, coef, &unused);
-        for (std::size_t k = 0; k < d; ++k) res[k] = z[k];
-        for (int l = 0; l < r; ++l) {
-            const double yl = coef[l];
-            const double* x = Xt + l * d;
-            for (std::size_t k = 0; k < d; ++k) res[k] -= yl * x[k];
+        // res = z - X y and |res|^2 in one vectorized pass (a sum of squares: no
+        // cancellation); the scaled norm only where the squares may over/underflow
+        const std::size_t d4 = d & ~static_cast<std::size_t>(3);
+        v4d ss = splat4(0.0);
+        for (std::size_t k = 0; k < d4; k += 4) {
+            v4d rk = load4(z + k);
+            for (int l = 0; l < r; ++l) rk = rk - splat4(coef[l]) * load4(Xt + l * d + k);
+            store4(res.data() + k, rk);
+            ss += rk * rk;
         }
+        double nr2 = hsum4(ss);
+        for (std::size_t k = d4; k < d; ++k) {
+            double rk = z[k];
+            for (int l = 0; l < r; ++l) rk -= coef[l] * Xt[l * d + k];
+            res[k] = rk;
+            nr2 += rk * rk;
+        }
+        const double nr = (nr2 > 1e-280 && nr2 < 1e280) ? std::sqrt(nr2)
+                                                        : scaled_norm(res.data(), d);
         const double ny = scaled_norm(coef, static_cast<std::size_t>(r));
-        const double nr = scaled_norm(res.data(), d);
         for (int l = 0; l < r; ++l) q += coef[l] * coef[l];
         if (!(nr > 0.0) || !(ny > 0.0) || !std::isfinite(nr) || !std::isfinite(ny)) {
             // zero contribution, or non-finite input: make it visible in St
