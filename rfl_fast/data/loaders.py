@@ -354,7 +354,8 @@ def read_cifar10_batch(path):
     try:
         obj = _pickle.parse(path.read_bytes())
     except _pickle.PickleRefused as exc:
-        raise ValueError(f"{path}: corrupt or truncated CIFAR-10 batch, or not data only ({exc})") from None
+        raise ValueError(f"{path}: corrupt or truncated CIFAR-10 batch, or not data only "
+                         f"({exc})") from None
     if not isinstance(obj, dict):
         raise ValueError(
             f"{path}: expected a pickled dict with 'data' and 'labels', got {type(obj).__name__}"
