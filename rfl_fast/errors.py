@@ -2,6 +2,7 @@
 
 __all__ = [
     "BackendUnavailableError",
+    "CheckpointError",
     "MethodNotAvailableError",
     "NotOnManifoldError",
     "NoSolutionError",
@@ -23,3 +24,8 @@ class NotOnManifoldError(ValueError):
 class NoSolutionError(ValueError):
     """An operation has no (unique) solution for the given input, e.g. an inverse
     retraction when ``X'Y`` is singular, or Log at antipodal points."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing pieces, corrupt, truncated, crafted or of another format
+    version; the message names the file."""

@@ -70,9 +70,24 @@ def _engine(rc, participation=None):
     return np.stack([res.x0] + its), res
 
 
-def _in_process(rc):
+def _dp_node(i, folder, sigma, clip, seed=None, eps=1e3, delta=1e-5):
+    """Node config of a private client: its own noise, clip, budget, ledger (and seed)."""
+    cfg = {"partition-id": i, "dp-sigma": sigma, "dp-clip": clip, "dp-epsilon": eps,
+           "dp-delta": delta, "dp-ledger": str(folder / f"ledger{i}.json")}
+    return cfg if seed is None else {**cfg, "dp-seed": seed}
+
+
+def _in_process(rc, folder=None):
+    """The in-process deployment of ``rc``; a PriRFed client gets its own privacy settings,
+    the run's sigma / clip / seed given to it through its node config (``folder``: ledgers),
+    so it draws what the engine draws."""
     n = int(rc["num-clients"])
-    link = InProcessLink(rc, [{"partition-id": i} for i in range(n)])
+    nodes = [{"partition-id": i} for i in range(n)]
+    if rc["algorithm"] == "PriRFed":
+        kw = json.loads(rc["algorithm-kwargs"])
+        nodes = [_dp_node(i, folder, kw["sigma"], kw["clip"], seed=int(rc["seed"]))
+                 for i in range(n)]
+    link = InProcessLink(rc, nodes)
     return run_federation(link, rc, log=lambda s: None), link
 
 
@@ -234,11 +249,11 @@ CASES = [
 
 @pytest.mark.parametrize("algorithm, kwargs, participation", CASES,
                          ids=[f"{a}-{p}" for a, _, p in CASES])
-def test_in_process_protocol_equals_the_engine(algorithm, kwargs, participation):
+def test_in_process_protocol_equals_the_engine(algorithm, kwargs, participation, tmp_path):
     if algorithm == "PriRFed" and not HAS_DP:
         pytest.skip("dp-accounting not installed (privacy extra)")
     rc = _run_config(algorithm, kwargs, rounds=4, participation=participation)
-    res, _ = _in_process(rc)
+    res, _ = _in_process(rc, tmp_path)
     its, sim = _engine(rc)
     assert res.events == []
     assert np.abs(res.iterates - its).max() <= 1e-10
@@ -253,7 +268,8 @@ def test_in_process_protocol_equals_the_engine(algorithm, kwargs, participation)
 @pytest.mark.parametrize("algorithm, kwargs, participation", CASES,
                          ids=[f"{a}-{p}" for a, _, p in CASES])
 def test_every_exchanged_array_has_the_kind_its_algorithm_declares(algorithm, kwargs,
-                                                                   participation, monkeypatch):
+                                                                   participation, monkeypatch,
+                                                                   tmp_path):
     if algorithm == "PriRFed" and not HAS_DP:
         pytest.skip("dp-accounting not installed (privacy extra)")
     import rfl_fast.flower.client as client_mod
@@ -271,7 +287,7 @@ def test_every_exchanged_array_has_the_kind_its_algorithm_declares(algorithm, kw
     monkeypatch.setattr(server_mod, "pack", recording(server_mod.pack))
     monkeypatch.setattr(client_mod, "pack", recording(client_mod.pack))
     rc = _run_config(algorithm, kwargs, rounds=2, participation=participation)
-    res, _ = _in_process(rc)
+    res, _ = _in_process(rc, tmp_path)
     assert res.events == []
     alg = FederationConfig.from_run_config(rc).build_algorithm()
     declared = {**INIT_KINDS, **type(alg).array_kinds}
@@ -295,10 +311,13 @@ def test_per_client_settings_travel_through_the_algorithm_hooks():
     pri = pri.for_run(problem, Full(), 3)
     extras = _client_extras(pri, 2)
     assert extras == {"alg.sigma": 0.3, "alg.batch": 7, "alg.delta": 1e-5, "alg.rounds": 3}
-    mine = _client_algorithm(PriRFed(0.1, 2, sigma=[0.1, 0.2, 0.3, 0.4]),
-                             {"round": 0, "seed": 1, **extras})
-    assert mine.ledger.sigma.tolist() == [0.3] and mine.ledger.batch.tolist() == [7]
-    assert mine.ledger.delta == 1e-5 and mine.ledger.rounds == 3
+    # (issue 15) a private client does not take them: its sigma and clip are its own
+    local = synthetic_kpca(2, {}, **_task_kwargs(4))
+    mine, st = PriRFed(0.1, 2, sigma=0.0, clip=50.0, batch_size=7).for_private_client(
+        local, 0.8, 0.5)
+    assert mine.ledger.sigma.tolist() == [0.8] and mine.clip == 0.5
+    assert mine.ledger.batch.tolist() == [7] and st.batch_size == 7 and st.tau == 0.5
+    assert st.clients_per_round == st.n_clients == 1 and st.rounds == 1
 
 
 def test_in_process_dropouts_and_rejections_match_the_engine_on_the_respondents():

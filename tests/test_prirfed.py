@@ -138,11 +138,10 @@ def test_smaller_eps_gives_higher_noise_floor_on_sphere():
 def test_history_records_privacy_spent_growing_with_rounds():
     P = sphere()
     sig = 0.8
-    alg = PriRFed(0.1, 2, sigma=sig, batch_size=10, accountant=("seed", "rdp", "pld"),
-                  delta=1e-5)
+    alg = PriRFed(0.1, 2, sigma=sig, batch_size=10, accountant=("seed", "rdp"), delta=1e-5)
     res = run(P, alg, 12, Uniform(2), seed=0)
     h = res.history
-    for name in ("eps_seed", "eps_rdp", "eps_pld"):
+    for name in ("eps_seed", "eps_rdp"):
         col = h[name]
         assert col[0] == 0.0 and (np.diff(col) > 0).all(), (name, col)
     assert (h["delta"] == 1e-5).all()
@@ -152,9 +151,16 @@ def test_history_records_privacy_spent_growing_with_rounds():
     assert h["eps_rdp"][-1] == pytest.approx(epsilon_rdp(sig, 1e-5, st), rel=1e-12)
     assert h["eps_seed"][-1] == pytest.approx(epsilon_seed(sig, 1e-5, st), rel=1e-12)
     assert h["eps_seed"][5] == pytest.approx(epsilon_seed(sig, 1e-5, replace(st, rounds=5)))
-    pld = epsilon_pld(sig, 1e-5, st)
-    assert h["eps_pld"][-1] == pytest.approx(pld, rel=1e-2)
     assert res.algorithm.ledger.epsilon["rdp"] == h["eps_rdp"][-1]
+    # (issue 15) PLD covers the full batch only (fixed denominator, replace-one)
+    with pytest.raises(ValueError, match="accountant 'pld': covers the full batch only"):
+        run(P, replace(alg, accountant=("rdp", "pld")), 3, Uniform(2), seed=0)
+    full = run(P, replace(alg, batch_size=None, accountant=("rdp", "pld")), 12, Uniform(2),
+               seed=0)
+    col = full.history["eps_pld"]
+    assert col[0] == 0.0 and (np.diff(col) > 0).all()
+    stf = full.algorithm.ledger.settings[0]
+    assert col[-1] == pytest.approx(epsilon_pld(sig, 1e-5, stf), rel=1e-2)
 
 
 def test_target_calibrates_sigma_and_the_run_meets_it():
@@ -257,11 +263,19 @@ def test_runs_with_noise_on_every_manifold(name, local):
     P = PROBLEMS[name]()
     kw = dict(batch_size=0.5) if local == "DP-RSGD" else dict(inner_steps=3)
     alg = PriRFed(0.05, 2, local=local, sigma=0.05, clip=0.5, accountant="seed", **kw)
+    uncertified = P.dp_unbounded is not None      # HyperbolicPrediction: refused unless asked
+    if uncertified:
+        with pytest.raises(ValueError, match="not covered by the privacy accounting"):
+            run(P, alg, 5, Uniform(2), seed=0)
+        alg = replace(alg, uncertified=True)
     res = run(P, alg, 5, Uniform(2), seed=0)
     M = P.manifold
     assert np.isfinite(res.x).all() and M.is_point(res.x, atol=1e-8)
     assert np.isfinite(res.history.f_gap).all()
-    assert (np.diff(res.history["eps_seed"]) > 0).all()
+    if uncertified:
+        assert np.isnan(res.history["eps_seed"][1:]).all()   # no guarantee, none reported
+    else:
+        assert (np.diff(res.history["eps_seed"]) > 0).all()
     # the noise moved the run: without it the result differs
     quiet = run(P, replace(alg, sigma=0.0), 5, Uniform(2), seed=0, metrics=False)
     assert not np.allclose(quiet.x, res.x)

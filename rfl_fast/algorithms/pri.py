@@ -65,10 +65,12 @@ Privacy (engine hooks ``for_run`` and ``history_row``). When a run starts,
 
 Accountants (details and neighbouring relations in :mod:`rfl_fast.privacy.accounting`):
 ``"rdp"`` -- dp-accounting RDP, batches without replacement, replace-one relation, exact at
-every round; ``"pld"`` -- dp-accounting PLD with Poisson sampling, add/remove-one (DP-RSGD
-only), exact at every round when ``rounds <= PLD_POINTS`` (32), else at ``PLD_POINTS`` rounds
-spread geometrically (and at the last), each other row holding the value of the next such
-round, an upper bound since ``eps`` grows with ``t``;
+every round; ``"pld"`` -- dp-accounting PLD, DP-RSGD with the full batch only (``batch_size=None``:
+fixed denominator ``N_i``, replace-one, what the mechanism does; fixed-size batches are refused
+since dp-accounting's PLD has no sampling without replacement), exact at every round when
+``rounds <= PLD_POINTS`` (32), else at ``PLD_POINTS`` rounds spread geometrically (and at the
+last), each other row holding the value of the next such round, an upper bound since ``eps``
+grows with ``t``;
 ``"seed"`` -- the seed's closed form and Theorem 9 (not certified with the default constant).
 """
 
@@ -201,6 +203,12 @@ def _pld_grid(rounds, points):
 def _pld_curve(sigma, delta, st, rounds, vdi=1e-4):
     if st.trainer != "dp-rsgd":
         raise ValueError("accountant: the PLD accountant covers DP-RSGD only; use 'rdp'")
+    if st.batch_size != st.n_samples:
+        raise ValueError(f"accountant 'pld': covers the full batch only (batch_size=None, "
+                         f"fixed denominator N_i, replace-one); a client with batches of "
+                         f"{st.batch_size} of its {st.n_samples} samples drawn without "
+                         f"replacement needs accountant 'rdp' (dp-accounting's PLD has no "
+                         f"sampling without replacement)")
     grid = _pld_grid(rounds, PLD_POINTS)
     vals = np.empty(grid.size)
     rnd = _acc._pld_round(sigma, st, vdi)
@@ -281,6 +289,11 @@ class PriRFed(FederatedAlgorithm):
     dp_options : dict, optional
         Accounting constants passed to :class:`rfl_fast.privacy.DPSettings` (``o``,
         ``sigma_tilde``, ``rsvrg_split``, ``delta_hat_fraction``).
+    uncertified : bool
+        Run a problem whose per-sample clipping does not bound one sample's influence
+        (``problem.dp_unbounded``, e.g. HyperbolicPrediction) anyway: the noise is added but
+        there is no guarantee, and its ``eps_*`` columns are NaN. Without it such a problem is
+        refused. Incompatible with ``target``.
     ledger : PrivacyLedger
         Set by ``for_run`` (do not pass).
     """
@@ -300,6 +313,7 @@ class PriRFed(FederatedAlgorithm):
     transport: str = None
     beta: float = 1.0
     dp_options: dict = None
+    uncertified: bool = False
     ledger: PrivacyLedger = field(default=None, repr=False)
 
     array_kinds = {"x": "point"}
@@ -354,6 +368,12 @@ class PriRFed(FederatedAlgorithm):
                                  f"(clip=inf leaves the sensitivity unbounded)")
         if self.delta is not None:
             set_("delta", _check_budget_delta(self.delta, f"{name}: delta"))
+        if not isinstance(self.uncertified, (bool, np.bool_)):
+            raise TypeError(f"{name}: uncertified: expected True or False, got "
+                            f"{self.uncertified!r}")
+        if self.uncertified and self.target is not None:
+            raise ValueError(f"{name}: uncertified=True runs without a guarantee; it cannot "
+                             f"meet a privacy target {self.target}")
         if self.sigma is None:
             if self.target is None:
                 raise ValueError(f"{name}: give the noise sigma (0 for a non-private run) or a "
@@ -458,6 +478,15 @@ class PriRFed(FederatedAlgorithm):
         Raises ``ValueError`` for impossible budgets (module docstring).
         """
         self.validate(problem)
+        why = getattr(problem, "dp_unbounded", None)
+        claims = self.target is not None or (math.isfinite(self.clip)
+                                             and bool((np.asarray(self.sigma) > 0).any()))
+        if why and not claims:
+            why = None          # sigma = 0 or clip = inf: eps = inf, no privacy claimed anyway
+        if why and not self.uncertified:
+            raise ValueError(f"{self.name}: {type(problem).__name__} is not covered by the "
+                             f"privacy accounting: {why}. Pass uncertified=True to add the "
+                             f"noise without a guarantee (the eps columns are then NaN)")
         n = int(problem.n_clients)
         if isinstance(participation, Full):
             s = n
@@ -510,23 +539,74 @@ class PriRFed(FederatedAlgorithm):
                                 f"{_calibrated(self.target[0], delta, st, first):.6g} or "
                                 f"sigma=None to calibrate")
         sigma.setflags(write=False)
+        cols = self._columns(sigma, settings, delta, rounds, bool(why))
+        ledger = PrivacyLedger(sigma=sigma, batch=batch, delta=float(delta), rounds=rounds,
+                               clients_per_round=s, columns=cols, settings=settings,
+                               calibrated=self.sigma is None)
+        return replace(self, ledger=ledger)
+
+    def _columns(self, sigma, settings, delta, rounds, uncertified):
+        """The cumulative privacy columns (``eps_<accountant>``, ``delta``) of ``rounds``
+        rounds: the maximum over clients of each accountant's curve (NaN when uncertified,
+        inf without noise or clipping)."""
+        groups = {}
+        for i, st in settings.items():
+            groups.setdefault(st, []).append(i)
         cols = {}
         for acc in self.accountants:
             curve = np.zeros(rounds + 1)
             if rounds:
                 for st, members in groups.items():
                     for sig in np.unique(sigma[members]):
-                        if sig == 0.0 or not math.isfinite(self.clip):
+                        if uncertified:
+                            c = np.full(rounds, math.nan)   # no guarantee (uncertified)
+                        elif sig == 0.0 or not math.isfinite(self.clip):
                             c = np.full(rounds, math.inf)
                         else:
                             c = _CURVES[acc](float(sig), delta, st, rounds)
                         curve[1:] = np.maximum(curve[1:], c)
             cols[f"eps_{acc}"] = curve
         cols["delta"] = np.full(rounds + 1, delta)
-        ledger = PrivacyLedger(sigma=sigma, batch=batch, delta=float(delta), rounds=rounds,
-                               clients_per_round=s, columns=cols, settings=settings,
-                               calibrated=self.sigma is None)
+        return cols
+
+    def for_resume(self, problem, participation, rounds):
+        """Continue the ledger of a resumed run to ``rounds`` rounds (engine hook).
+
+        The noise stays what the run fixed; the privacy columns are extended so that they keep
+        growing past the original horizon. Going past the run's budget -- the target's eps,
+        else what the original plan spends, by the first accountant -- is refused unless the
+        user raises it explicitly (:meth:`raise_budget`).
+
+        Raises
+        ------
+        ValueError
+            ``rounds`` would spend more than the budget.
+        """
+        led = self._plan()
+        rounds = check_int(rounds, "rounds", min_value=0)
+        if rounds <= led.rounds:
+            return self
+        first = self.accountants[0]
+        budget = (self.target[0] if self.target is not None
+                  else float(led.columns[f"eps_{first}"][-1]))
+        uncertified = bool(np.isnan(led.columns[f"eps_{first}"][1:]).any())
+        cols = self._columns(led.sigma, led.settings, led.delta, rounds, uncertified)
+        spent = float(cols[f"eps_{first}"][-1])
+        if spent > budget * (1 + 1e-9):
+            raise ValueError(
+                f"{self.name}: resuming to {rounds} rounds would spend eps = {spent:.4g} "
+                f"({first} accountant, delta = {led.delta:g}), past this run's budget "
+                f"eps = {budget:.4g} (planned for {led.rounds} rounds); raise it explicitly: "
+                f"resume(..., algorithm=result.algorithm.raise_budget(eps))")
+        ledger = replace(led, rounds=rounds, columns=cols)
         return replace(self, ledger=ledger)
+
+    def raise_budget(self, eps):
+        """A copy whose privacy budget is ``(eps, delta)`` of the run (the noise and the ledger
+        kept): pass it to ``resume(..., algorithm=...)`` to run past the original budget."""
+        led = self._plan()
+        eps = _check_budget_eps(eps, f"{self.name}: raise_budget eps")
+        return replace(self, target=(eps, led.delta), delta=None)
 
     def history_row(self, problem, state, t):
         """Extra history columns of row ``t`` (engine hook): the privacy spent so far."""
@@ -556,6 +636,41 @@ class PriRFed(FederatedAlgorithm):
                                rounds=int(settings["rounds"]), clients_per_round=0,
                                columns={}, settings={})
         return replace(self, ledger=ledger)
+
+    def for_private_client(self, problem, sigma, clip):
+        """A copy for one client of a deployment that owns its privacy (``flower.guard``), and
+        the :class:`~rfl_fast.privacy.DPSettings` of one of its rounds.
+
+        ``sigma`` and ``clip`` are the client's own; its batch size follows from the run's
+        ``batch_size`` and its own ``N_i`` (``problem`` holds this one client). The settings
+        describe the round as it will run (``K``, ``b_i``, trainer, ``tau = clip``) with the
+        client taking part in every round (``clients_per_round = n_clients = 1``: it cannot
+        check the server's sampling). Refuses a problem with ``dp_unbounded``.
+        """
+        why = getattr(problem, "dp_unbounded", None)
+        if why:
+            raise ValueError(f"{self.name}: {type(problem).__name__} is not covered by the "
+                             f"privacy accounting: {why}")
+        alg = replace(self, sigma=float(sigma), clip=float(clip), target=None, delta=None,
+                      ledger=None, uncertified=False)
+        sizes = np.asarray(problem.sizes, dtype=np.int64)
+        if sizes.shape != (1,):
+            raise ValueError(f"{self.name}: a private client holds one client's data, got "
+                             f"{sizes.size} clients")
+        batch = alg._batches(sizes)
+        if batch[0] > sizes[0]:
+            raise ValueError(f"{self.name}: batch_size b = {int(batch[0])} exceeds this "
+                             f"client's N = {int(sizes[0])} samples")
+        opts = dict(self.dp_options or {})
+        st = _acc.DPSettings(n_samples=int(sizes[0]), local_steps=self.local_steps,
+                             batch_size=int(batch[0]), trainer=self.local.lower(),
+                             inner_steps=self.inner_steps or 1, tau=float(clip), rounds=1,
+                             clients_per_round=1, n_clients=1, **opts)
+        sig = np.array([float(sigma)])
+        sig.setflags(write=False)
+        ledger = PrivacyLedger(sigma=sig, batch=batch, delta=0.0, rounds=0,
+                               clients_per_round=1, columns={}, settings={0: st})
+        return replace(alg, ledger=ledger), st
 
     def _plan(self):
         if self.ledger is None:

@@ -17,9 +17,7 @@ the loaded split and ``"none"`` keeps raw values (the only choice allowed with `
 """
 
 import gzip
-import importlib.util
 import os
-import pickle
 import struct
 import zlib
 from pathlib import Path
@@ -27,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import check_choice
+from . import _pickle
 from .real import NORMALIZATIONS, normalize_features
 
 __all__ = [
@@ -133,21 +132,36 @@ def _locate(path, subdir, names, allow_gz, what, how):
 # --------------------------------------------------------------------------- IDX
 
 
-def _read_bytes(path):
-    path = Path(path)
+#: Deflate's largest expansion (about 1032 : 1): a gzip member cannot hold more bytes than this
+#: ratio times its compressed size, so larger declared contents are refused before reading.
+GZIP_MAX_RATIO = 1032
+
+
+def _open_idx(path):
+    """``(file object, size bound)``: plain files give their size, gzip files the most their
+    compressed size can expand to."""
     with open(path, "rb") as f:
         head = f.read(2)
+    size = path.stat().st_size
     if head == b"\x1f\x8b":
-        try:
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        except (EOFError, OSError, zlib.error) as exc:
-            raise ValueError(f"{path}: corrupt or truncated gzip file ({exc})") from None
-    return path.read_bytes()
+        return gzip.open(path, "rb"), GZIP_MAX_RATIO * size
+    return open(path, "rb"), size
+
+
+def _read_exact(f, k, path):
+    try:
+        out = f.read(k)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise ValueError(f"{path}: corrupt or truncated gzip file ({exc})") from None
+    return out
 
 
 def read_idx(path):
     """Read an IDX file (optionally gzipped), validating its magic number and size.
+
+    Trust: the file is untrusted. The header's declared size is checked against the file's
+    size (for gzip, against the most its compressed size can expand to) before anything is
+    allocated, and exactly that many bytes are read (one more, to detect trailing data).
 
     Parameters
     ----------
@@ -167,33 +181,47 @@ def read_idx(path):
         header (truncated or with trailing bytes), or a corrupt gzip stream.
     """
     path = Path(path)
-    raw = _read_bytes(path)
-    if len(raw) < 4:
-        raise ValueError(
-            f"{path}: not an IDX file (only {len(raw)} bytes, need a 4-byte magic number)"
-        )
-    magic = int.from_bytes(raw[:4], "big")
-    if raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES or raw[3] == 0:
-        raise ValueError(
-            f"{path}: bad IDX magic number 0x{magic:08X}; expected 0x0000TTNN with type code TT "
-            "in {08, 09, 0B, 0C, 0D, 0E} and NN >= 1 dimensions (MNIST: 0x00000803 images, "
-            "0x00000801 labels)"
-        )
-    dtype = np.dtype(_IDX_TYPES[raw[2]])
-    ndim = raw[3]
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise ValueError(f"{path}: truncated IDX header ({len(raw)} bytes, need {header})")
-    dims = struct.unpack(">" + "I" * ndim, raw[4:header])
-    count = int(np.prod(dims, dtype=np.int64))
-    expected = header + count * dtype.itemsize
-    if len(raw) != expected:
-        kind = "truncated" if len(raw) < expected else "has trailing bytes"
+    f, bound = _open_idx(path)
+    with f:
+        raw = _read_exact(f, 4, path)
+        if len(raw) < 4:
+            raise ValueError(
+                f"{path}: not an IDX file (only {len(raw)} bytes, need a 4-byte magic number)"
+            )
+        magic = int.from_bytes(raw[:4], "big")
+        if raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES or raw[3] == 0:
+            raise ValueError(
+                f"{path}: bad IDX magic number 0x{magic:08X}; expected 0x0000TTNN with type "
+                "code TT in {08, 09, 0B, 0C, 0D, 0E} and NN >= 1 dimensions (MNIST: "
+                "0x00000803 images, 0x00000801 labels)"
+            )
+        dtype = np.dtype(_IDX_TYPES[raw[2]])
+        ndim = raw[3]
+        header = 4 + 4 * ndim
+        dims_raw = _read_exact(f, 4 * ndim, path)
+        if len(dims_raw) < 4 * ndim:
+            raise ValueError(f"{path}: truncated IDX header ({4 + len(dims_raw)} bytes, need "
+                             f"{header})")
+        dims = struct.unpack(">" + "I" * ndim, dims_raw)
+        count = 1
+        for v in dims:
+            count *= int(v)                     # Python ints: no overflow
+        expected = header + count * dtype.itemsize
+        if expected > bound:
+            raise ValueError(
+                f"{path}: IDX header declares shape {tuple(dims)} of {dtype.name} "
+                f"({expected} bytes), more than the file can hold ({bound} bytes); truncated "
+                f"or crafted"
+            )
+        body = _read_exact(f, count * dtype.itemsize + 1, path)
+    got = header + len(body)
+    if got != expected:
+        kind = "truncated" if got < expected else "has trailing bytes"
         raise ValueError(
             f"{path}: IDX file {kind}: header says shape {tuple(dims)} of {dtype.name} "
-            f"({expected} bytes in total), file has {len(raw)} bytes"
+            f"({expected} bytes in total), file has {'more' if got > expected else got} bytes"
         )
-    arr = np.frombuffer(raw, dtype=dtype, count=count, offset=header).reshape(dims)
+    arr = np.frombuffer(body, dtype=dtype, count=count).reshape(dims)
     return arr.astype(dtype.newbyteorder("="))
 
 
@@ -288,35 +316,19 @@ def load_mnist(path=None, *, split="train", normalize="unit", dtype=np.float64, 
 
 # --------------------------------------------------------------------------- CIFAR-10
 
-_NUMPY_CORE = "numpy._core" if importlib.util.find_spec("numpy._core") is not None else "numpy.core"
-
-
-class _ArrayUnpickler(pickle.Unpickler):
-    """Unpickler that only reconstructs numpy arrays and builtin containers (no code runs)."""
-
-    _ALLOWED = {
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.multiarray", "scalar"),
-        ("numpy._core.multiarray", "scalar"),
-        ("_codecs", "encode"),
-    }
-
-    def find_class(self, module, name):
-        if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data file")
-        if module.startswith("numpy.core.") or module.startswith("numpy._core."):
-            module = _NUMPY_CORE + module[module.index(".", 6):]
-        return super().find_class(module, name)
+#: Largest CIFAR-10 batch file read (the real ones are ~31 MB).
+CIFAR_MAX_BYTES = 1 << 30
 
 
 def read_cifar10_batch(path):
     """Read one CIFAR-10 python batch (``data_batch_k`` / ``test_batch``).
 
-    Only numpy arrays and builtin containers are unpickled; any other object in the file is
-    refused.
+    Trust: the file is untrusted. It is never unpickled: :mod:`rfl_fast.data._pickle` parses
+    its opcodes as data only (nothing it names is imported, instantiated or called), the
+    ``data`` entry must be the record of a C-order uint8 array (or a list of byte rows) whose
+    declared shape matches the bytes the file holds, and the labels a list of ints 0..9. The
+    file size is checked (at most ``CIFAR_MAX_BYTES``) before it is read, so no allocation
+    exceeds what the file holds.
 
     Parameters
     ----------
@@ -328,14 +340,22 @@ def read_cifar10_batch(path):
         Rows are 1024 red, then 1024 green, then 1024 blue values (row-major 32 x 32).
     labels : ndarray of int64, shape (m,)
         Classes 0..9.
+
+    Raises
+    ------
+    ValueError
+        Anything else in the file, named with the file.
     """
     path = Path(path)
+    size = path.stat().st_size
+    if size > CIFAR_MAX_BYTES:
+        raise ValueError(f"{path}: {size} bytes is not a CIFAR-10 batch (at most "
+                         f"{CIFAR_MAX_BYTES}; the real ones are ~31 MB)")
     try:
-        with open(path, "rb") as f:
-            obj = _ArrayUnpickler(f, encoding="bytes").load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
-            IndexError, KeyError, ImportError) as exc:
-        raise ValueError(f"{path}: corrupt or truncated CIFAR-10 batch ({exc})") from None
+        obj = _pickle.parse(path.read_bytes())
+    except _pickle.PickleRefused as exc:
+        raise ValueError(f"{path}: corrupt or truncated CIFAR-10 batch, or not data only "
+                         f"({exc})") from None
     if not isinstance(obj, dict):
         raise ValueError(
             f"{path}: expected a pickled dict with 'data' and 'labels', got {type(obj).__name__}"
@@ -344,20 +364,22 @@ def read_cifar10_batch(path):
     if "data" not in keys or "labels" not in keys:
         found = sorted(map(str, keys))
         raise ValueError(f"{path}: expected keys 'data' and 'labels', found {found}")
-    data = keys["data"]
-    labels = np.asarray(keys["labels"])
-    is_array = isinstance(data, np.ndarray)
-    if not is_array or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        desc = f"{data.shape} {data.dtype}" if is_array else type(data).__name__
-        raise ValueError(f"{path}: expected 'data' as a uint8 array of shape (m, 3072), got {desc}")
-    if labels.ndim != 1 or labels.shape[0] != data.shape[0] or labels.dtype.kind not in "iu":
-        raise ValueError(
-            f"{path}: expected {data.shape[0]} integer labels, "
-            f"got shape {labels.shape} {labels.dtype}"
-        )
+    try:
+        data = _pickle.uint8_matrix(keys["data"], "data")
+    except _pickle.PickleRefused as exc:
+        raise ValueError(f"{path}: expected 'data' as a uint8 array of shape (m, 3072): "
+                         f"{exc}") from None
+    if data.shape[1] != 3072:
+        raise ValueError(f"{path}: expected 'data' as a uint8 array of shape (m, 3072), got "
+                         f"{data.shape}")
+    labels = keys["labels"]
+    if not (isinstance(labels, list) and len(labels) == data.shape[0]
+            and all(type(v) is int for v in labels)):
+        raise ValueError(f"{path}: expected 'labels' as a list of {data.shape[0]} ints")
+    labels = np.array(labels, dtype=np.int64)
     if labels.size and (labels.min() < 0 or labels.max() > 9):
         raise ValueError(f"{path}: labels must be classes 0..9")
-    return data, labels.astype(np.int64)
+    return data, labels
 
 
 def load_cifar10(path=None, *, split="train", normalize="unit", dtype=np.float64, flatten=True):

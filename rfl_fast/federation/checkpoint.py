@@ -20,18 +20,29 @@ Nothing is pickled: objects are stored as dataclasses named by ``module:qualname
 rebuilt field by field (no ``__init__`` re-run, so specialized algorithms come back exactly);
 only classes from ``rfl_fast`` modules, or from the module of an ``algorithm`` passed to
 :func:`resume`, are rebuilt. Loading uses ``numpy.load(..., allow_pickle=False)``.
+
+Trust: a checkpoint file is untrusted data. Before anything is read, every ``.npy`` member's
+declared shape and dtype are checked against the member's size in the zip directory (and
+that size against deflate's largest expansion of its compressed size), so a crafted header
+cannot make the reader allocate more than the file holds; object dtypes are refused. Every
+failure -- a corrupt zip, a truncated member, bad JSON, a missing entry, an untrusted class --
+raises :class:`rfl_fast.errors.CheckpointError` naming the file (a missing file stays
+``FileNotFoundError``).
 """
 
 import dataclasses
 import importlib
 import json
 import os
+import zipfile
+import zlib
 
 import numpy as np
 
 from .._files import atomic_write
+from ..errors import CheckpointError
 
-__all__ = ["save", "load", "resume", "FORMAT_VERSION"]
+__all__ = ["save", "load", "resume", "FORMAT_VERSION", "CheckpointError"]
 
 FORMAT_VERSION = 1
 
@@ -127,15 +138,77 @@ def save(path, payload):
     atomic_write(path, write, fsync=True)
 
 
+#: Deflate's largest expansion ratio (a member cannot inflate to more than this times its
+#: compressed size).
+_DEFLATE_MAX_RATIO = 1032
+
+
+def _check_members(path):
+    """Declared sizes of every ``.npy`` member against the zip directory (no allocation)."""
+    from numpy.lib import format as npy
+
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                raise CheckpointError(f"checkpoint {path}: unexpected member "
+                                      f"{info.filename!r}")
+            if info.compress_type != zipfile.ZIP_STORED and \
+                    info.file_size > _DEFLATE_MAX_RATIO * max(info.compress_size, 1):
+                raise CheckpointError(f"checkpoint {path}: member {info.filename!r} declares "
+                                      f"{info.file_size} bytes from {info.compress_size}")
+            with zf.open(info) as fh:
+                version = npy.read_magic(fh)
+                if version == (1, 0):
+                    shape, fortran, dtype = npy.read_array_header_1_0(fh)
+                else:
+                    shape, fortran, dtype = npy.read_array_header_2_0(fh)
+                header = fh.tell()
+            if dtype.hasobject:
+                raise CheckpointError(f"checkpoint {path}: member {info.filename!r} has an "
+                                      f"object dtype")
+            count = 1
+            for v in shape:
+                count *= int(v)
+            if header + count * dtype.itemsize != info.file_size:
+                raise CheckpointError(
+                    f"checkpoint {path}: member {info.filename!r} declares shape {shape} of "
+                    f"{dtype} ({count * dtype.itemsize} bytes), the file holds "
+                    f"{info.file_size - header}")
+
+
 def load(path, *, trusted=("rfl_fast",)):
-    """Read a checkpoint written by :func:`save`: the payload dict."""
-    with np.load(os.fspath(path), allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    doc = json.loads(str(arrays.pop("__json__")))
-    if doc.get("version") != FORMAT_VERSION:
-        raise ValueError(f"checkpoint {path}: format version {doc.get('version')}, this "
-                         f"rfl_fast reads version {FORMAT_VERSION}")
-    return {k: _decode(v, arrays, set(trusted)) for k, v in doc["payload"].items()}
+    """Read a checkpoint written by :func:`save`: the payload dict.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    CheckpointError
+        Anything wrong with the file (module docstring), naming it.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"checkpoint {path}: no such file")
+    try:
+        _check_members(path)
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        if "__json__" not in arrays:
+            raise CheckpointError(f"checkpoint {path}: no __json__ entry (not an rfl_fast "
+                                  f"checkpoint)")
+        doc = json.loads(str(arrays.pop("__json__")))
+        if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
+            version = doc.get("version") if isinstance(doc, dict) else None
+            raise CheckpointError(f"checkpoint {path}: format version {version}, this "
+                                  f"rfl_fast reads version {FORMAT_VERSION}")
+        return {k: _decode(v, arrays, set(trusted)) for k, v in doc["payload"].items()}
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError, IndexError,
+            ValueError, TypeError, AttributeError, ImportError, MemoryError,
+            json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {path}: corrupt, truncated or not an rfl_fast "
+                              f"checkpoint ({type(exc).__name__}: {exc})") from exc
 
 
 # ---------------------------------------------------------------- engine side

@@ -32,6 +32,9 @@ unaffected):
   ``validate``, before any work; an algorithm that must fix something for the whole run (PriRFed:
   calibrating its noise to a privacy budget over ``rounds`` rounds, refusing impossible
   budgets) returns a specialized copy, which the run then uses.
+* ``algorithm.for_resume(problem, participation, rounds) -> algorithm`` is called instead
+  when a checkpointed run is resumed (e.g. PriRFed extends its privacy ledger, or refuses
+  rounds past its budget);
 * ``algorithm.history_row(problem, state, t) -> dict`` gives extra history columns for row
   ``t`` (0 = the initial point, then after each round); the keys of row 0 name the columns
   (PriRFed: the cumulative privacy spent, ``eps_rdp``, ``delta``, ...).
@@ -300,6 +303,8 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     start = getattr(algorithm, "for_run", None)
     if start is not None and _resume is None:
         algorithm = start(problem, participation, rounds)
+    elif _resume is not None and hasattr(algorithm, "for_resume"):
+        algorithm = algorithm.for_resume(problem, participation, rounds)  # e.g. extend a ledger
     if checkpoint is not None:
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min_value=1)
     if client_deadline is not None:

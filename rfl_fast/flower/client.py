@@ -10,7 +10,11 @@ out, a persistent ``store`` dict), so it runs the same behind Flower's ClientApp
    manifold) and that the server addresses the client id this node holds;
 3. runs the algorithm's client hook for one client (``k = 1``): ``client_prepare``,
    ``client_update`` or ``client_finalize``, with ``ClientContext`` giving the client's own
-   random stream ``(seed, t, i)``;
+   random stream ``(seed, t, i)``. For a private algorithm (PriRFed: ``for_private_client``)
+   the client owns its privacy (:mod:`.guard`): the stream's root is its own secret (node
+   config ``dp-seed`` or OS entropy, never the server's seed), ``sigma``, ``tau`` and the
+   budget come from its node config, and every update is charged to its ledger file first
+   (refused when over budget or a repeated round);
 4. keeps the client's persistent state (``init_clients`` rows, e.g. RFedProj's correction
    ``c_i``), the within-round ``memo`` and the random stream's position in ``store`` (Flower's
    ``context.state``, which the SuperNode keeps between messages of a run);
@@ -28,6 +32,7 @@ import numpy as np
 
 from ..federation.context import ClientContext, ClientRandom
 from .codec import check_arrays, kinds_of, manifold_spec, pack
+from .guard import ClientPrivacy
 from .spec import FederationConfig
 
 __all__ = ["handle", "client_app", "client_id_of", "PHASES"]
@@ -130,8 +135,13 @@ def handle(content, store, node_config, run_config):
         raise ValueError(f"the server addressed client {config['client']} but this SuperNode "
                          f"holds client {cid}")
     t = int(config["round"])
-    seed = int(config["seed"])
-    alg = _client_algorithm(cfg.build_algorithm(), config)
+    alg = cfg.build_algorithm()
+    guard = None
+    if hasattr(alg, "for_private_client"):      # the client owns its privacy (.guard)
+        guard = ClientPrivacy(node_config, cid)
+        alg, dp_round = alg.for_private_client(problem, guard.sigma, guard.clip)
+    else:
+        alg = _client_algorithm(alg, config)
     kinds = kinds_of(alg)
     status = store.setdefault("status", {})
     if "init" in content:
@@ -152,7 +162,13 @@ def handle(content, store, node_config, run_config):
         raise ValueError(f"server message refused: {why}")
     if phase == "update" and _faulty(cfg, "drop", cid, t):
         raise RuntimeError(f"fault injection: client {cid} drops out in round {t + 1}")
-    ctx = ClientContext(t, _LOCAL, _rng(seed, t, cid, config, status))
+    if guard is None:
+        rng = _rng(int(config["seed"]), t, cid, config, status)
+    else:                                       # never the server's seed, never continued
+        rng = ClientRandom(guard.secret(), t, np.array([cid], dtype=np.int64))
+        if phase == "update":
+            guard.charge(dp_round, t)           # written to the ledger before any release
+    ctx = ClientContext(t, _LOCAL, rng)
     cstate = dict(store.get("cstate", {}))
     memo = None
     if phase in ("update", "finalize") and config.get("memo") == "yes":
@@ -166,12 +182,16 @@ def handle(content, store, node_config, run_config):
         up, cstate, memo = alg.client_update(problem, _LOCAL, msg, cstate, memo, ctx)
     else:
         cstate = alg.client_finalize(problem, _LOCAL, msg, cstate, memo, ctx)
+    if guard is not None and up is not None and phase != "update":
+        raise RuntimeError(f"a private client releases only through 'update'; {phase!r} "
+                           f"produced an upload")
     store["cstate"] = _as_arrays(cstate)
     if phase != "finalize":
         store["memo"] = {} if memo is None else _as_arrays(memo)
         status["memo.none"] = memo is None
         status["memo.round"] = t
-    _save_rng(ctx.rng, t, status)
+    if guard is None:
+        _save_rng(ctx.rng, t, status)
     reply = {"config": {"client": cid, "round": t, "phase": phase,
                         "cpu": time.process_time() - t0}}
     if up is not None:

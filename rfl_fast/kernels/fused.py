@@ -11,13 +11,16 @@ beyond what the compiled binding checks cheaply.
 For each selected client ``i = idx[j]`` with rows ``Z_i`` (m_i, d) and point ``X_j`` (d, r)::
 
     y    = Z_i X_j                                   (m_i, r)
-    w    = 1                                          plain
-    w    = min(1, tau / (|c| |(I - X X')z| |X'z|))    clipped (X_j orthonormal; 1 at norm 0)
-    St_j = (Z_i' (w o y))'                            (r, d)
+    St_j = (Z_i' y)'                                  (r, d)   plain
+    St_j = (sum_rows s (res/|res|) (y/|y|)')'         (r, d)   clipped
     q_j  = sum |y|^2                                  (= m_i tr(X' A_i X))
 
-so the kPCA / sphere-PCA gradient is ``-2c/m_i St_j'`` (Euclidean) and the DP clipped sum is
-``-c (S - X (X'S))`` with ``S = St_j'``.
+with, when clipped, the residual ``res = z - X y`` formed explicitly (not from
+``|z|^2 - |y|^2``, which cancels for ``z`` almost in ``span(X)``), scaled (overflow-free) norms
+and ``s = min(|c| |res| |y|, tau)``, so one row adds at most ``tau`` to ``S`` in floating
+point, for finite rows of any size. The kPCA / sphere-PCA gradient is ``-2c/m_i St_j'``
+(Euclidean) and the DP clipped sum of ``g = -c res y'`` is ``-sign(c) S`` with ``S = St_j'``
+(already tangent). A non-finite row gives a non-finite ``St_j``.
 """
 
 import numpy as np
@@ -26,7 +29,7 @@ from . import _dispatch
 from ._dispatch import get_threads
 
 __all__ = ["pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps_kernel", "compiled_available",
-           "BLOCK_BYTES"]
+           "BLOCK_BYTES", "row_norms", "clipped_pca_rows"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
@@ -38,13 +41,38 @@ def compiled_available():
     return mod is not None and hasattr(mod, "pca_grad_sum")
 
 
-def _weights(z, y, tau, c):
-    a2 = np.einsum("ij,ij->i", y, y)
-    z2 = np.einsum("ij,ij->i", z, z)
-    norms = abs(c) * np.sqrt(np.maximum(z2 - a2, 0.0) * a2)
-    w = np.ones(z.shape[0])
-    np.divide(tau, norms, out=w, where=norms > tau)
-    return w
+def row_norms(a):
+    """Euclidean norms of the rows of ``a`` (n, k) without overflow/underflow in the squares
+    (scaled by each row's largest entry); NaN for a row holding inf or NaN."""
+    a = np.asarray(a, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _row_norms(a)
+
+
+def _row_norms(a):
+    s = np.max(np.abs(a), axis=1) if a.shape[1] else np.zeros(a.shape[0])
+    bad = ~np.isfinite(a).all(axis=1)
+    safe = np.where((s > 0) & ~bad, s, 1.0)
+    n = s * np.sqrt(np.einsum("ij,ij->i", a / safe[:, None], a / safe[:, None]))
+    n[s == 0] = 0.0
+    n[bad] = np.nan
+    return n
+
+
+def clipped_pca_rows(z, x, tau, c):
+    """``(S, q)`` of a block of rows ``z`` (b, d) at ``x`` (d, r): the clipped sum
+    ``S = sum_j min(|c| |res_j| |y_j|, tau) (res_j/|res_j|)(y_j/|y_j|)'`` (d, r) with
+    ``y = z x``, ``res = z - y x'`` (module docstring), and ``q = sum |y|^2``."""
+    y = z @ x
+    res = z - y @ x.T
+    ny, nr = row_norms(y), row_norms(res)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        s = np.minimum(abs(c) * nr * ny, tau)
+        coef = np.where((nr > 0) & (ny > 0), s / np.where(nr > 0, nr, 1.0), 0.0)
+        coef = np.where(np.isfinite(nr) & np.isfinite(ny), coef, np.nan)
+        yu = y / np.where(ny > 0, ny, 1.0)[:, None]
+        S = res.T @ (yu * coef[:, None])
+    return S, float(np.vdot(y, y))
 
 
 def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=None):
@@ -81,10 +109,13 @@ def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False
         acc = np.zeros((d, r))
         for s in range(0, z.shape[0], step):
             zb = z[s:s + step]
+            if clipped:
+                S, qb = clipped_pca_rows(zb, x, tau, c)
+                q[j] += qb
+                acc += S
+                continue
             y = zb @ x
             q[j] += np.vdot(y, y)
-            if clipped:
-                y = y * _weights(zb, y, tau, c)[:, None]
             acc += zb.T @ y
         St[j] = acc.T
     if scale is not None:

@@ -4,12 +4,13 @@ Private: called by ``clipping.clipped_sum_pca(..., backend="numba")`` (the defau
 C++ kernel ``rfl_fast.kernels.fused``, faster in side-by-side measurements; this one stays as
 the fallback when the extension is missing) with clean input (C-contiguous float64
 ``Z`` (m, d) and ``Xt = X'`` (r, d), scalars ``tau`` (> 0, may be inf) and ``c``); never
-validates. One pass over the rows of ``Z``: for row ``z`` it forms ``|z|^2`` and ``p = X'z``
-(r dot products of contiguous length-d vectors, the row staying in L1), the per-sample norm
-``|c| sqrt(|z|^2 - |p|^2) |p|`` (``|(I - XX')z| |X'z|`` for orthonormal ``X``), the clip factor
-``w = min(1, tau / norm)``, and accumulates ``St[l] += z * (w p_l)``. No (m, d) or (m, d, r)
-temporary; memory traffic is one read of ``Z``. The caller finishes with
-``-c (S - X (X'S))``, ``S = St'``.
+validates. One pass over the rows of ``Z``: for row ``z`` it forms ``p = X'z`` (r dot products
+of contiguous length-d vectors, the row staying in L1), the residual ``res = z - X p``
+explicitly (never ``|z|^2 - |p|^2``, which cancels for ``z`` almost in ``span(X)``), scaled
+norms ``|res|``, ``|p|``, ``s = min(|c| |res| |p|, tau)``, and accumulates
+``St[l] += res * (s p_l / (|p| |res|))``: one row adds at most ``tau`` in floating point. No
+(m, d) or (m, d, r) temporary; memory traffic is one read of ``Z``. The caller finishes with
+``-sign(c) S``, ``S = St'``; a non-finite row makes ``St`` NaN.
 
 ``fastmath`` is limited to reassociation/contraction (so the dot products vectorize); NaN and
 inf semantics are kept (``tau = inf`` means no clipping). The prange driver splits the rows in
@@ -30,41 +31,76 @@ __all__ = ["pca_clipped_sum_t"]
 _FM = {"reassoc", "contract"}
 
 
+@njit(cache=True, error_model="numpy")
+def _scaled_norm(v, n):
+    s = 0.0
+    chk = 0.0
+    for k in range(n):
+        a = abs(v[k])
+        if a > s:
+            s = a
+        chk += v[k] * 0.0
+    if chk != 0.0 or s != s:
+        return np.nan
+    if s == 0.0:
+        return 0.0
+    t = 0.0
+    for k in range(n):
+        u = v[k] / s
+        t += u * u
+    return s * math.sqrt(t)
+
+
 @njit(cache=True, fastmath=_FM, error_model="numpy")
-def _pca_rows(Z, Xt, lo, hi, tau, c, St, p):
+def _pca_rows(Z, Xt, lo, hi, tau, c, St, p, res):
     r, d = Xt.shape
     for j in range(lo, hi):
         z = Z[j]
-        z2 = 0.0
-        for k in range(d):
-            z2 += z[k] * z[k]
-        a2 = 0.0
         for l in range(r):
             x = Xt[l]
             s = 0.0
             for k in range(d):
                 s += z[k] * x[k]
             p[l] = s
-            a2 += s * s
-        res2 = z2 - a2
-        if res2 < 0.0:
-            res2 = 0.0
-        nrm = c * math.sqrt(res2) * math.sqrt(a2)
-        w = 1.0
-        if nrm > tau:
-            w = tau / nrm
+        for k in range(d):
+            res[k] = z[k]
         for l in range(r):
-            q = w * p[l]
+            x = Xt[l]
+            pl = p[l]
+            for k in range(d):
+                res[k] -= pl * x[k]
+        nr2 = 0.0                      # a sum of squares: no cancellation
+        for k in range(d):
+            nr2 += res[k] * res[k]
+        if nr2 > 1e-280 and nr2 < 1e280:
+            nr = math.sqrt(nr2)
+        else:                          # squares may over/underflow (or NaN): scaled
+            nr = _scaled_norm(res, d)
+        ny = _scaled_norm(p, r)
+        if not (math.isfinite(ny) and math.isfinite(nr)):
+            for l in range(r):
+                p[l] = np.nan
+        elif ny > 0.0 and nr > 0.0:
+            g = c * nr * ny
+            sc = tau if g > tau else g
+            for l in range(r):
+                p[l] = (sc * (p[l] / ny)) / nr
+        else:
+            for l in range(r):
+                p[l] = 0.0
+        for l in range(r):
+            q = p[l]
             row = St[l]
             for k in range(d):
-                row[k] += z[k] * q
+                row[k] += res[k] * q
 
 
 @njit(cache=True, fastmath=_FM, error_model="numpy")
 def _pca_serial(Z, Xt, tau, c, nth):
     St = np.zeros(Xt.shape)
     p = np.empty(Xt.shape[0])
-    _pca_rows(Z, Xt, 0, Z.shape[0], tau, c, St, p)
+    res = np.empty(Xt.shape[1])
+    _pca_rows(Z, Xt, 0, Z.shape[0], tau, c, St, p, res)
     return St
 
 
@@ -77,7 +113,8 @@ def _pca_parallel(Z, Xt, tau, c, nth):
     chunk = (m + nth - 1) // nth
     for t in prange(nth):
         p = np.empty(r)
-        _pca_rows(Z, Xt, t * chunk, min(m, (t + 1) * chunk), tau, c, parts[t], p)
+        res = np.empty(d)
+        _pca_rows(Z, Xt, t * chunk, min(m, (t + 1) * chunk), tau, c, parts[t], p, res)
     St = np.zeros((r, d))
     for t in range(nth):
         St += parts[t]
@@ -85,7 +122,8 @@ def _pca_parallel(Z, Xt, tau, c, nth):
 
 
 def pca_clipped_sum_t(Z, Xt, tau, c):
-    """``St = (sum_j w_j z_j z_j' X)'`` of shape (r, d), ``w_j = min(1, tau/(|c| |res_j| |p_j|))``.
+    """``St = (sum_j s_j (res_j/|res_j|)(p_j/|p_j|)')'`` of shape (r, d), ``p_j = X'z_j``,
+    ``res_j = z_j - X p_j`` (formed explicitly), ``s_j = min(|c| |res_j| |p_j|, tau)``.
 
     Z : (m, d) C-contiguous float64; Xt : (r, d) C-contiguous float64 with orthonormal rows.
     """

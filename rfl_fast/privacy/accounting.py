@@ -588,20 +588,29 @@ def _rdp_round(sigma, settings, sampling="without_replacement"):
     return orders, rdp_round
 
 
-def epsilon_pld(sigma, delta, settings, *, value_discretization_interval=1e-4):
+def epsilon_pld(sigma, delta, settings, *, sampling="without_replacement",
+                value_discretization_interval=1e-4):
     """Epsilon of PriRFed by the PLD accountant of dp-accounting (the tightest here).
 
-    Poisson sampling of samples within each step (probability ``b/N``, sum divided by ``b``),
-    **add/remove-one** relation (sensitivity of the clipped sum ``tau``), DP-RSGD only (see
-    ``epsilon_rdp`` for DP-RSVRG). Client participation with probability ``s/n`` per round,
-    revealed to the server (module docstring). The PLD is discretized pessimistically: the
-    result is an upper bound up to ``value_discretization_interval`` per composition.
+    DP-RSGD only (see ``epsilon_rdp`` for DP-RSVRG). Client participation with probability
+    ``s/n`` per round, revealed to the server (module docstring). The PLD is discretized
+    pessimistically: the result is an upper bound up to ``value_discretization_interval`` per
+    composition.
 
     Parameters
     ----------
     sigma : float, >= 0
     delta : float, in (0, 1)
     settings : DPSettings
+    sampling : {"without_replacement", "poisson"}
+        ``"without_replacement"`` (default, what DP-RSGD does): only the full batch
+        (``batch_size == n_samples``) is covered -- each step is then a Gaussian on the
+        clipped sum with fixed denominator ``N`` under the **replace-one** relation
+        (sensitivity ``2 tau``). dp-accounting's PLD has no sampling without replacement, so
+        a fixed-size batch ``b < N`` raises ``ValueError``: use :func:`epsilon_rdp`.
+        ``"poisson"``: each sample enters a step with probability ``b/N`` (sum divided by
+        ``b``), **add/remove-one** (sensitivity ``tau``) -- a *different* mechanism from the
+        one PriRFed runs, kept for comparison (``privacy_report``).
     value_discretization_interval : float, > 0
 
     Returns
@@ -609,36 +618,52 @@ def epsilon_pld(sigma, delta, settings, *, value_discretization_interval=1e-4):
     eps : float
     """
     _dp()
-    from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
     sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    _choice(sampling, SAMPLINGS, "sampling")
     vdi = _check_positive(value_discretization_interval, "value_discretization_interval")
     st = settings
     if st.trainer != "dp-rsgd":
         raise ValueError("settings.trainer: the PLD accountant covers DP-RSGD only (DP-RSVRG's "
                          "single-sample pick is sampling without replacement, which "
                          "dp-accounting's PLD does not support); use epsilon_rdp")
+    _check_pld_batch(st, sampling)
     if sigma == 0.0:
         return math.inf
-    rnd = _pld_round(sigma, st, vdi)
+    rnd = _pld_round(sigma, st, vdi, sampling)
     with _quiet_absl():
         total = rnd.self_compose(st.rounds) if st.rounds > 1 else rnd
         return float(total.get_epsilon_for_delta(delta))
 
 
-def _pld_round(sigma, settings, vdi):
-    """The privacy loss distribution of one DP-RSGD round (Poisson-sampled steps, mixed with
-    the identity at the client rate). Shared by :func:`epsilon_pld` and PriRFed's per-round
-    privacy columns (unchecked arguments)."""
-    _dp()
+def _check_pld_batch(st, sampling):
+    if sampling == "without_replacement" and st.batch_size != st.n_samples:
+        raise ValueError(
+            f"settings.batch_size: the PLD accountant covers the full batch only "
+            f"(batch_size = n_samples = {st.n_samples}); batches of {st.batch_size} drawn "
+            f"without replacement need the RDP accountant (dp-accounting's PLD has no "
+            f"sampling without replacement, and Poisson sampling is another mechanism)")
+
+
+def _pld_round(sigma, settings, vdi, sampling="without_replacement"):
+    """The privacy loss distribution of one DP-RSGD round, mixed with the identity at the
+    client rate: full batch under replace-one (``without_replacement``), or Poisson-sampled
+    steps under add/remove-one (``poisson``). Shared by :func:`epsilon_pld` and PriRFed's
+    per-round privacy columns (unchecked arguments)."""
+    dpa = _dp()
     from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
     st = settings
     b, n = st.batch_size, st.n_samples
     with _quiet_absl():
-        step = pld_mod.from_gaussian_mechanism(
-            standard_deviation=b * sigma / st.tau, sampling_prob=b / n,
-            value_discretization_interval=vdi)
+        if sampling == "poisson":
+            step = pld_mod.from_gaussian_mechanism(
+                standard_deviation=b * sigma / st.tau, sampling_prob=b / n,
+                value_discretization_interval=vdi)
+        else:     # full batch, fixed denominator N: sum moves by <= 2 tau under replace-one
+            step = pld_mod.from_gaussian_mechanism(
+                standard_deviation=b * sigma / (2 * st.tau), value_discretization_interval=vdi,
+                neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
         rnd = step.self_compose(st.local_steps) if st.local_steps > 1 else step
         if st.client_rate < 1.0:
             rnd = rnd.compute_mixture(pld_mod.identity(vdi), st.client_rate)
@@ -698,7 +723,7 @@ def _epsilon(accountant, sigma, delta, settings, **options):
     return epsilon_seed(sigma, delta, settings)
 
 
-def calibrate_sigma(target_eps, target_delta, settings, *, accountant="pld", rtol=1e-3,
+def calibrate_sigma(target_eps, target_delta, settings, *, accountant="rdp", rtol=1e-3,
                     sigma_max=1e6, **options):
     """The smallest noise ``sigma_i`` whose epsilon under ``accountant`` is ``<= target_eps``.
 
@@ -843,6 +868,6 @@ def privacy_report(sigma, delta, settings):
         sigma=sigma, delta=delta, eps_seed=epsilon_seed(sigma, delta, st),
         eps_rdp=epsilon_rdp(sigma, delta, st),
         eps_rdp_poisson=epsilon_rdp(sigma, delta, st, sampling="poisson") if poisson else None,
-        eps_pld_poisson=epsilon_pld(sigma, delta, st) if poisson else None,
+        eps_pld_poisson=epsilon_pld(sigma, delta, st, sampling="poisson") if poisson else None,
         settings=st)
 

@@ -60,16 +60,28 @@ def clip_factors(norms, tau):
     Parameters
     ----------
     norms : ndarray, shape (...)
-        Non-negative per-sample norms.
+        Non-negative finite per-sample norms.
     tau : float
         Threshold, > 0 (``inf``: all ones).
 
     Returns
     -------
     w : ndarray, shape (...)
+
+    Raises
+    ------
+    ValueError
+        Some norm is NaN, inf or negative: a sample whose gradient norm is not a finite number
+        cannot be clipped (factor 1 would release it unclipped, factor 0 would hide a bug).
     """
     tau = _check_tau(tau)
     norms = np.asarray(norms, dtype=float)
+    bad = ~(np.isfinite(norms) & (norms >= 0))
+    if bad.any():
+        j = np.argwhere(bad)[0]
+        raise ValueError(f"norms: expected finite per-sample gradient norms >= 0, got "
+                         f"{norms[tuple(j)]!r} at index {tuple(int(v) for v in j)} (a NaN or "
+                         f"inf gradient norm cannot be clipped; check the sample)")
     w = np.ones(norms.shape)
     big = norms > tau
     np.divide(tau, norms, out=w, where=big)
@@ -192,70 +204,67 @@ def _pca_route(backend):
     return "numpy"
 
 
-def clipped_sum_pca(Z, X, tau, c=1.0, *, sq_norms=None, backend=None):
+def clipped_sum_pca(Z, X, tau, c=1.0, *, backend=None):
     """Fused ``sum_j clip_tau(g_j)`` for ``g_j = -c (I - XX') z_j (z_j'X)``, never materialized.
 
-    ``|g_j| = |c| |(I - XX') z_j| |X' z_j|`` (``|(I-XX')z|^2 = |z|^2 - |X'z|^2``), so with
-    ``w_j = min(1, tau/|g_j|)`` the sum is ``-c (I - XX') Z' diag(w) (Z X)``. Sphere PCA
-    ``f_j(x) = -(z_j'x)^2`` has ``c = 2``; kPCA ``f_j(X) = -|X'z_j|^2`` has ``c = 2`` as well
-    (scale ``c`` by ``1/m`` for a mean loss). ``tau = inf`` gives the non-private gradient sum.
+    Per sample the residual ``res_j = (I - XX') z_j`` is formed explicitly (``O(dr)``, never as
+    ``sqrt(|z|^2 - |X'z|^2)``, which cancels catastrophically for ``z`` almost in ``span(X)``)
+    and ``g_j`` is clipped as ``min(|c| |res_j| |y_j|, tau) (res_j/|res_j|)(y_j/|y_j|)'``
+    (``y_j = X'z_j``, norms scaled against overflow): one sample moves the sum by at most
+    ``tau (1 + O((d + r) eps))`` in floating point, for any finite sample (up to ~1e300) and
+    any direction. The sum is ``-sign(c)`` times the sum of those terms, tangent at ``X`` by
+    construction. Sphere PCA ``f_j(x) = -(z_j'x)^2`` has ``c = 2``; kPCA
+    ``f_j(X) = -|X'z_j|^2`` has ``c = 2`` as well (scale ``c`` by ``1/m`` for a mean loss).
+    ``tau = inf`` gives the non-private gradient sum.
 
     Parameters
     ----------
     Z : ndarray, shape (m, d)
-        The client's samples (rows).
+        The client's samples (rows), finite.
     X : ndarray, shape (d, r) or (d,)
         A Stiefel point (orthonormal columns) or a unit vector (sphere).
     tau : float, > 0
     c : float
         Scale of the per-sample gradient.
-    sq_norms : ndarray, shape (m,), optional
-        Cached ``|z_j|^2`` (independent of ``X``; a problem can compute it once). Used by the
-        NumPy path, which then skips its second pass over ``Z``; the one-pass kernels form
-        ``|z_j|^2`` in their pass.
     backend : {None, "auto", "cpp", "numba", "numpy"}
         ``None`` follows ``rfl_fast.backend`` / ``RFL_FAST_BACKEND``. ``"cpp"``: the one-pass
         C++ kernel (``kernels.fused``); ``"numba"``: the one-pass Numba kernel (``_fused``);
-        ``"numpy"``: the closed form with BLAS; ``"auto"`` takes the first available in
-        :data:`PCA_AUTO_ORDER` (``"cpp"`` falls back to it when the extension is missing).
+        ``"numpy"``: blocked NumPy (``kernels.fused.clipped_pca_rows``); ``"auto"`` takes the
+        first available in :data:`PCA_AUTO_ORDER` (``"cpp"`` falls back to it when the
+        extension is missing). All three compute the same per-sample terms.
 
     Returns
     -------
     ndarray, shape (d, r) or (d,)
         Tangent at ``X``.
+
+    Raises
+    ------
+    ValueError
+        ``Z`` holds NaN or inf (named by the check).
     """
     route = _pca_route(backend)
-    # the one-pass kernel reads Z once; a separate finiteness pass would double its cost, so Z
-    # is checked through q = sum |X'z_j|^2, non-finite exactly when some z_j is (X finite)
-    Z, X, X2 = _pca_args(Z, X, check_z=route != "cpp")
+    # the one-pass kernels read Z once; a separate finiteness pass would double their cost, so
+    # Z is checked through the result, non-finite exactly when some z_j is (X finite)
+    Z, X, X2 = _pca_args(Z, X, check_z=route == "numpy")
     tau, c = _check_tau(tau), _check_c(c)
     if route == "cpp":
         Xt = np.ascontiguousarray(X2.T, dtype=np.float64)[None]
-        St, q = fused.pca_grad_sum(Z, np.array([0, Z.shape[0]], dtype=np.int64),
-                                   np.zeros(1, dtype=np.int64), Xt, tau, c,
-                                   tau != np.inf, backend="cpp")
-        if not np.isfinite(q[0]):
-            as_array(Z, "Z")  # names the NaN / inf
-            raise ValueError("Z: |X'z_j|^2 overflows; rescale the samples")
+        St, _ = fused.pca_grad_sum(Z, np.array([0, Z.shape[0]], dtype=np.int64),
+                                   np.zeros(1, dtype=np.int64), Xt, tau, c, True,
+                                   backend="cpp")
         S = St[0].T
     elif route == "numba":
         from ._fused import pca_clipped_sum_t
 
-        St = pca_clipped_sum_t(np.ascontiguousarray(Z, dtype=np.float64),
-                               np.ascontiguousarray(X2.T, dtype=np.float64), tau, c)
-        S = St.T
+        S = pca_clipped_sum_t(Z, np.ascontiguousarray(X2.T, dtype=np.float64), tau, c).T
     else:
-        P = Z @ X2
-        a2 = np.einsum("ij,ij->i", P, P)
-        if sq_norms is None:
-            z2 = np.einsum("ij,ij->i", Z, Z)
-        else:
-            z2 = as_array(sq_norms, "sq_norms")
-            if z2.shape != (Z.shape[0],):
-                raise ValueError(f"sq_norms: expected shape ({Z.shape[0]},), got {z2.shape}")
-        norms = abs(c) * np.sqrt(np.maximum(z2 - a2, 0.0) * a2)
-        S = Z.T @ (P * clip_factors(norms, tau)[:, None])
-    G = -c * (S - X2 @ (X2.T @ S))
+        S = fused.pca_grad_sum_reference(Z, np.array([0, Z.shape[0]]), [0], X2.T[None], tau, c,
+                                         True)[0][0].T
+    if not np.isfinite(S).all():
+        as_array(Z, "Z")  # names the NaN / inf
+        raise ValueError("Z: the clipped sum is not finite")  # pragma: no cover (defensive)
+    G = -np.sign(c) * S
     return G[:, 0] if X.ndim == 1 else G
 
 

@@ -240,18 +240,22 @@ class QuadraticProblem(Problem):
         z, xm = self._rows_at(i, x, batch)
         y = z @ xm
         p = z - y @ xm.T
-        return 2.0 * self._c * np.linalg.norm(p, axis=1) * np.linalg.norm(y, axis=1)
+        with np.errstate(over="ignore"):    # an overflowing norm is inf: clip_factors refuses it
+            return 2.0 * self._c * fused.row_norms(p) * fused.row_norms(y)
 
     def weighted_rgrad(self, i, x, coef, batch=None):
-        """``sum_j coef_j grad f_ij = -2 (I - XX') Z' diag(coef) Z X`` without per-sample
-        matrices (samples form)."""
+        """``sum_j coef_j grad f_ij = -2 P' diag(coef) Z X`` with the residuals
+        ``P = Z - Z X X'`` formed explicitly (samples form), without per-sample matrices: each
+        term is ``coef_j`` times the computed ``p_j y_j'`` whose norm
+        :meth:`sample_rgrad_norms` measured, so clipping bounds it in floating point (the
+        projection of ``Z' diag(coef) Z X`` instead cancels for ``z`` almost in ``span(X)``)."""
         if self._form == "covariances":
             return super().weighted_rgrad(i, x, coef, batch)
         z, xm = self._rows_at(i, x, batch)
         coef = self._coef(coef, z.shape[0])
         y = z @ xm
-        g = z.T @ (coef[:, None] * y)
-        g = (-2.0 * self._c) * (g - xm @ (xm.T @ g))
+        p = z - y @ xm.T
+        g = (-2.0 * self._c) * (p.T @ (coef[:, None] * y))
         return self._unmat(g[None])[0]
 
     # ------------------------------------------------------------------ global

@@ -41,6 +41,10 @@ class Problem:
     """
 
     manifold = None
+    #: ``None`` when one sample's gradient ``grad f_ij`` depends on that sample alone, so
+    #: per-sample clipping bounds its influence on a clipped sum (the DP sensitivity of
+    #: PriRFed); else a sentence saying why not (PriRFed then refuses the problem).
+    dp_unbounded = None
 
     def __init__(self, sizes, weighting="uniform"):
         self.sizes = np.asarray(sizes, dtype=np.int64)

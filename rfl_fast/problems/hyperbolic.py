@@ -45,6 +45,12 @@ def gaussian_kernel(a, b, bandwidth):
 class HyperbolicPrediction(Problem):
     """Federated hyperbolic structured prediction on the Lorentz model ``H^d`` (seed 002, 4.3).
 
+    Not differentially private under PriRFed's per-sample clipping (``dp_unbounded``): the
+    kernel weights ``alpha_i = (K_i + gamma I)^-1 K_{i,w}`` of every sample of a client depend
+    on all its samples, so replacing one sample moves every clipped term (measured: up to 3x the
+    ``2 tau`` a replace-one sensitivity allows). PriRFed refuses it unless asked for an
+    uncertified run (``PriRFed(..., uncertified=True)``: noise without a guarantee).
+
     For a test feature ``w``, the prediction is the minimizer of
 
     ``f(x) = sum_i p_i (1/N_i) sum_j alpha_ij(w) dist^2(x, y_ij)``,
@@ -193,6 +199,10 @@ class HyperbolicPrediction(Problem):
         ip = _ldot(x, y)
         _, ratio = _theta_ratio(-ip)
         return (-2.0 * self.alpha[rows] * ratio)[:, None] * (y + ip[:, None] * x)
+
+    dp_unbounded = ("its kernel weights alpha_i = (K_i + gamma I)^-1 K_iw couple all samples of "
+                    "a client, so replacing one sample changes every per-sample term and "
+                    "clipping does not bound the sensitivity (no valid bound is derived)")
 
     def sample_rgrad_norms(self, i, x, batch=None):
         """``2 |alpha_ij| dist(x, y_ij)`` -> (N_i,) or (b,)."""

@@ -14,10 +14,28 @@ def _t(a):
     return np.swapaxes(a, -1, -2)
 
 
+def _check_spectrum(lam):
+    """``lam`` (..., n): eigenvalues of ``C = L^-1 Z L^-T``; all must be finite and > 0, else
+    ``log`` gives NaN. They are not when a sample's condition number relative to ``X`` is past
+    ~1/eps (1e16): then ``dist(X, Z)`` is not computable in double precision."""
+    ok = np.isfinite(lam).all(axis=-1) & (lam > 0).all(axis=-1)
+    if not ok.all():
+        j = int(np.flatnonzero(~ok.reshape(-1))[0])
+        raise ValueError(f"SPDMean: sample {j} (of the samples evaluated) is numerically "
+                         f"singular relative to the point: the eigenvalues of X^-1/2 Z X^-1/2 "
+                         f"reach {float(np.min(lam.reshape(-1, lam.shape[-1])[j])):.3g} "
+                         f"(condition number past ~1e16, or not finite), so dist(X, Z) and "
+                         f"Log_X(Z) are not computable in double precision; rescale or drop "
+                         f"the sample")
+    return lam
+
+
 def _log_congruence(linv, z):
-    """Eigenvalues ``lam`` and ``logm(C)`` of ``C = L^-1 Z L^-T`` (batched)."""
+    """Eigenvalues ``lam`` and ``logm(C)`` of ``C = L^-1 Z L^-T`` (batched); ``ValueError``
+    when some ``C`` has an eigenvalue <= 0 or non-finite (:func:`_check_spectrum`)."""
     c = linv @ z @ _t(linv)
     lam, q = np.linalg.eigh(0.5 * (c + _t(c)))
+    _check_spectrum(lam)
     return lam, (q * np.log(lam)[..., None, :]) @ _t(q)
 
 
@@ -142,10 +160,12 @@ class SPDMean(Problem):
         return 0.5 * (g + _t(g))
 
     def sample_rgrad_norms(self, i, x, batch=None):
-        """``2 dist(X, Z_ij)`` -> (m_i,) or (b,)."""
-        _, linv, z = self._client_samples(i, x, batch)
-        c = linv @ z @ _t(linv)
-        lam = np.linalg.eigvalsh(0.5 * (c + _t(c)))
+        """``2 dist(X, Z_ij)`` -> (m_i,) or (b,), from the same eigendecomposition
+        (``eigh``) that :meth:`weighted_rgrad` builds ``logm`` from, so the clip factor
+        measures the term it scales (``eigvalsh`` can return other small eigenvalues for a
+        sample of large condition relative to ``X``: 6e-7 relative overshoot of ``tau`` at
+        condition 1e12)."""
+        lam, _, _ = self._sample_logs(i, x, batch)
         return 2.0 * np.sqrt(np.sum(np.log(lam) ** 2, axis=-1))
 
     def weighted_rgrad(self, i, x, coef, batch=None):

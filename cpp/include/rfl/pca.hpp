@@ -4,15 +4,17 @@
 // as Xt: r x d, row-major, so every access runs along d) one pass computes, row by row,
 //
 //   y_j = X' z_j                                   (r dot products of length d)
-//   w_j = 1                                        (plain: the gradient sum)
-//   w_j = min(1, tau / (c |(I - XX')z_j| |y_j|))    (clipped: DP per-sample clipping; the
-//         residual norm from |(I - XX')z|^2 = |z|^2 - |X'z|^2, clamped at 0, X orthonormal;
-//         a zero norm keeps w = 1; tau = inf gives w = 1)
-//   St[l] += (w_j y_jl) z_j                        (accumulator r x d: S' with S = Z'(w o ZX))
+//   St[l] += y_jl z_j                              (plain: S' with S = Z'ZX)
 //   q     += |y_j|^2                               (unweighted: m f for the PCA loss)
 //
-// so Z is read from memory once; Xt and St (r d doubles each) stay in L1/L2. The caller
-// finishes with the tangent projection -c (S - X (X'S)) or the Euclidean scaling.
+// Clipped (DP per-sample clipping, rows_clipped): the residual res_j = z_j - X y_j is formed
+// explicitly and the row adds min(c |res_j| |y_j|, tau) (res_j/|res_j|)(y_j/|y_j|)' to S
+// (scaled norms), so one row's contribution is at most tau in floating point (the former
+// w z_j y_j' with |res|^2 = |z|^2 - |y|^2 cancelled for z almost in span(X)); S is then the
+// clipped sum of -sign(c) g_j, already tangent. A non-finite row makes St NaN.
+//
+// So Z is read from memory once; Xt and St (r d doubles each) stay in L1/L2. The caller
+// finishes with -c (S - X (X'S)) or the Euclidean scaling (plain), -sign(c) S (clipped).
 //
 // Vectorization: the length-d loops work on 4-wide vectors (GCC/Clang vector extensions; the
 // binding compiles the loops once for x86-64-v3, where they become AVX2 FMAs, and once for the
@@ -30,6 +32,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "linalg_small.hpp"  // RFL_INLINE
 
@@ -58,6 +61,7 @@ struct v4d {
     double operator[](int i) const { return v[i]; }
 };
 inline v4d operator+(v4d a, v4d b) { return {{a.v[0] + b.v[0], a.v[1] + b.v[1], a.v[2] + b.v[2], a.v[3] + b.v[3]}}; }
+inline v4d operator-(v4d a, v4d b) { return {{a.v[0] - b.v[0], a.v[1] - b.v[1], a.v[2] - b.v[2], a.v[3] - b.v[3]}}; }
 inline v4d operator*(v4d a, v4d b) { return {{a.v[0] * b.v[0], a.v[1] * b.v[1], a.v[2] * b.v[2], a.v[3] * b.v[3]}}; }
 inline v4d& operator+=(v4d& a, v4d b) { return a = a + b; }
 inline v4d load4(const double* p) { return {{p[0], p[1], p[2], p[3]}}; }
@@ -215,24 +219,97 @@ RFL_INLINE void block_coef(const double* Z, const double* Xt, std::size_t d, int
     }
 }
 
+// |v| for n doubles without overflow or underflow in the squares: max |v_k| times the norm
+// of v / max (the scaling of LAPACK's dnrm2, in two passes).
+RFL_INLINE double scaled_norm(const double* v, std::size_t n) {
+    double s = 0.0, chk = 0.0;
+    for (std::size_t k = 0; k < n; ++k) {
+        s = std::fmax(s, std::fabs(v[k]));
+        chk += v[k] * 0.0;  // NaN when some v_k is inf or NaN
+    }
+    if (chk != 0.0) return NAN;
+    if (!(s > 0.0)) return 0.0;
+    const double inv = 1.0 / s;
+    double t = 0.0;
+    for (std::size_t k = 0; k < n; ++k) {
+        const double u = v[k] * inv;
+        t += u * u;
+    }
+    return s * std::sqrt(t);
+}
+
+// Clipped rows [0, m): per row, y = X'z, the residual res = z - X y formed explicitly (never
+// |z|^2 - |y|^2, which cancels for z almost in span(X)), scaled norms |res| and |y|, and the
+// contribution s (res/|res|)(y/|y|)' with s = min(c |res| |y|, tau) accumulated into St, so a
+// row adds at most tau (1 + O((d + r) eps)) in floating point whatever its size (finite rows
+// up to ~1e300). Rows one at a time: the bound matters more than the blocking.
+template <int R>
+RFL_INLINE double rows_clipped(const double* Z, std::size_t m, std::size_t d, const double* Xt,
+                               int r_, const Weight& wt, double* St, double* coef) {
+    const int r = R ? R : r_;
+    std::vector<double> res(d);
+    double q = 0.0;
+    for (std::size_t j = 0; j < m; ++j) {
+        const double* z = Z + j * d;
+        double unused;
+        dots<R, 1, false>(z, Xt, d, r_, coef, &unused);
+        // res = z - X y and |res|^2 in one vectorized pass (a sum of squares: no
+        // cancellation); the scaled norm only where the squares may over/underflow
+        const std::size_t d4 = d & ~static_cast<std::size_t>(3);
+        v4d ss = splat4(0.0);
+        for (std::size_t k = 0; k < d4; k += 4) {
+            v4d rk = load4(z + k);
+            for (int l = 0; l < r; ++l) rk = rk - splat4(coef[l]) * load4(Xt + l * d + k);
+            store4(res.data() + k, rk);
+            ss += rk * rk;
+        }
+        double nr2 = hsum4(ss);
+        for (std::size_t k = d4; k < d; ++k) {
+            double rk = z[k];
+            for (int l = 0; l < r; ++l) rk -= coef[l] * Xt[l * d + k];
+            res[k] = rk;
+            nr2 += rk * rk;
+        }
+        const double nr = (nr2 > 1e-280 && nr2 < 1e280) ? std::sqrt(nr2)
+                                                        : scaled_norm(res.data(), d);
+        const double ny = scaled_norm(coef, static_cast<std::size_t>(r));
+        for (int l = 0; l < r; ++l) q += coef[l] * coef[l];
+        if (!(nr > 0.0) || !(ny > 0.0) || !std::isfinite(nr) || !std::isfinite(ny)) {
+            // zero contribution, or non-finite input: make it visible in St
+            const double bad = (std::isfinite(nr) && std::isfinite(ny)) ? 0.0 : NAN;
+            for (int l = 0; l < r; ++l) coef[l] = bad;
+        } else {
+            double g = wt.c * nr * ny;  // may overflow to inf: then clipped to tau
+            const double s = g > wt.tau ? wt.tau : g;
+            for (int l = 0; l < r; ++l) coef[l] = (s * (coef[l] / ny)) / nr;
+        }
+        axpys<R, 1>(res.data(), coef, d, r_, St);
+    }
+    return q;
+}
+
 //! Rows [0, m) of one client into St (r x d, accumulated into, caller zeroes it); returns
-//! q = sum_j |X'z_j|^2. coef: scratch of kRowsMax * r doubles.
+//! q = sum_j |X'z_j|^2. coef: scratch of kRowsMax * r doubles. Clipped: rows_clipped.
 template <int R, bool CLIP>
 RFL_INLINE double rows(const double* Z, std::size_t m, std::size_t d, const double* Xt, int r_,
                        const Weight& wt, double* St, double* coef) {
-    constexpr int B = kRows(R);
-    double q = 0.0;
-    std::size_t j = 0;
-    for (; j + B <= m; j += B) {
-        const double* zb = Z + j * d;
-        block_coef<R, B, CLIP>(zb, Xt, d, r_, wt, coef, q);
-        axpys<R, B>(zb, coef, d, r_, St);
+    if constexpr (CLIP) {
+        return rows_clipped<R>(Z, m, d, Xt, r_, wt, St, coef);
+    } else {
+        constexpr int B = kRows(R);
+        double q = 0.0;
+        std::size_t j = 0;
+        for (; j + B <= m; j += B) {
+            const double* zb = Z + j * d;
+            block_coef<R, B, false>(zb, Xt, d, r_, wt, coef, q);
+            axpys<R, B>(zb, coef, d, r_, St);
+        }
+        for (; j < m; ++j) {
+            block_coef<R, 1, false>(Z + j * d, Xt, d, r_, wt, coef, q);
+            axpys<R, 1>(Z + j * d, coef, d, r_, St);
+        }
+        return q;
     }
-    for (; j < m; ++j) {
-        block_coef<R, 1, CLIP>(Z + j * d, Xt, d, r_, wt, coef, q);
-        axpys<R, 1>(Z + j * d, coef, d, r_, St);
-    }
-    return q;
 }
 
 //! Scratch doubles per r for rows(): the largest block.
