@@ -65,21 +65,52 @@ def test_e2_rfedsvrg_beats_rfedavg_and_rfedprox_on_synthetic_pca_and_kpca():
 # ----------------------------------------------------------------------------- E3
 
 def test_e3_wine_rfedsvrg_reaches_1e_8_while_rfedavg_rfedprox_stall(tmp_path):
-    """Measured (wine, r = 5, n = 10, k = 5, tau = 5, 200 rounds): RFedSVRG |grad| 8e-15,
-    angle 4e-15 (below 1e-8 at round 70); RFedAvg 0.70 / 0.42, RFedProx 0.61 / 0.41."""
+    """Measured (wine, n = 10, k = 5, tau = 5, 200 rounds), |grad| final (round below 1e-8):
+    r = 5 (001): RFedSVRG 2e-15 (70), RFedAvg 0.70, RFedProx 0.61; r = 3 (004): RFedSVRG
+    5e-15 (30), 2BB 6e-15 (30), 2BBS 7e-15 (80), RFedAvg 1.56, RFedProx 1.27."""
     r = run_experiment("E3", small=True, seed=0, out=tmp_path)
-    w = r["results"]["wine"]
+    assert r["results"]["svrg_full_gradient"] == "all"
+    w = r["results"]["wine_r5"]
     got = {a: (w[a]["grad_norm_final"], w[a]["angle_final"])
            for a in ("RFedSVRG", "RFedAvg", "RFedProx")}
-    assert r["results"]["svrg_full_gradient"] == "all"
     assert max(got["RFedSVRG"]) < 1e-8, got
     for a in ("RFedAvg", "RFedProx"):
         assert min(got[a]) > 1e-2, got              # orders of magnitude higher: a stall
-    # files: the JSON and one CSV per algorithm
+    # 004's setting: r = 3, both BB variants run (2BBS with 004's wine bounds)
+    w3 = r["results"]["wine_r3"]
+    assert r["settings"]["settings"]["wine_r3"]["r"] == 3
+    assert r["settings"]["settings"]["wine_r3"]["bbs_eta_max_min"] == [0.2, 0.002]
+    for a in ("RFedSVRG-2BB", "RFedSVRG-2BBS"):
+        assert w3[a]["grad_norm_final"] < 1e-8, (a, w3[a]["grad_norm_final"])
+    # files: the JSON and one CSV per declared run
     data = json.loads((tmp_path / "E3.json").read_text())
     assert data["experiment"] == "E3" and data["small"] is True
-    assert (tmp_path / "E3_wine_RFedSVRG.csv").exists()
-    assert len(data["files"]) >= 4
+    assert (tmp_path / "E3_wine_r5_RFedSVRG.csv").exists()
+    assert (tmp_path / "E3_wine_r3_RFedSVRG-2BBS.csv").exists()
+    assert len(data["runs"]["declared"]) == 8 and len(data["files"]) == 9
+
+
+def test_e3_full_declares_mnist_and_skips_it_only_for_missing_files(monkeypatch):
+    """Without MNIST files the MNIST runs are a documented skip, never a silent drop."""
+    from rfl_fast.experiments import _common, e3
+    rec = _common.Recorder("E3", "t", "s", True, 0, None)
+
+    def missing(split):
+        raise FileNotFoundError("no MNIST here")
+    monkeypatch.setattr(e3, "load_mnist", missing)
+    e3._mnist(rec, 0, 10)
+    assert len(rec.declared) == 10 and set(rec.skipped) == set(rec.declared)
+    res = rec.finish()
+    assert any("skipped for missing local data" in n for n in res["notes"])
+
+
+def test_a_declared_run_without_history_is_an_error():
+    from rfl_fast.experiments._common import ExperimentError, Recorder
+    rec = Recorder("EX", "t", "s", True, 0, None)
+    rec.declare("set_RFedAvg", "set_RFedSVRG")
+    rec.history("set_RFedAvg", None)
+    with pytest.raises(ExperimentError, match="set_RFedSVRG"):
+        rec.finish()
 
 
 # ----------------------------------------------------------------------------- E5
