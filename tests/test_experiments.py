@@ -166,6 +166,37 @@ def test_e6b_heterogeneous_clients_make_participation_bias_visible():
     assert set(rec.produced) == set(rec.declared) and len(rec.declared) == 5
 
 
+# ----------------------------------------------------------------------------- E7
+
+def test_e7_sphere_rows_use_seed_002s_three_columns(monkeypatch):
+    """Measured (40 rounds, 2 repeats): f - f* floors eps 0.15 / 2 / sigma = 0 -- left
+    1.1e-2 / 5.0e-3 / 4.5e-3, middle 1.1e-2 / 8.3e-3 / 3.1e-5, right 8.0e-3 / 4.2e-3 /
+    6.1e-4; sigma = 0 DP-RSGD is RFedAvg bitwise."""
+    from rfl_fast.experiments import e7
+    from rfl_fast.problems import SpherePCA
+    c = e7.CONFIGS
+    assert (c["sphere_DP-RSGD"]["s"], c["sphere_DP-RSGD"]["K"], c["sphere_DP-RSGD"]["b"]) \
+        == (16, 1, None)
+    assert (c["sphere_DP-RSGD_K5"]["K"], c["sphere_DP-RSGD_K5"]["alpha"]) == (5, 1.0)
+    assert (c["sphere_DP-RSVRG"]["K"], c["sphere_DP-RSVRG"]["m"]) == (2, 53)
+    z = np.random.default_rng(0).standard_normal((2, 4, 3))
+    assert e7.sphere_lg(SpherePCA(z)) == pytest.approx(2 * np.max(np.sum(z * z, -1)))
+    sphere = {k: v for k, v in c.items() if k.startswith("sphere")}
+    monkeypatch.setattr(e7, "CONFIGS", sphere)
+    r = e7.run(small=True, seed=0)
+    left = r["results"]["sphere_DP-RSGD"]
+    assert left["alpha"] == pytest.approx([0.5 / lg for lg in left["L_g"]])
+    right = r["results"]["sphere_DP-RSVRG"]
+    assert right["alpha"] == pytest.approx([1 / (10 * 16 ** (2 / 3) * lg)
+                                            for lg in right["L_g"]])
+    for name, rows in r["results"].items():
+        assert rows["eps0.15"]["f_gap_floor"] > rows["sigma0"]["f_gap_floor"], name
+        assert rows["floor_decreases_with_eps"], (name, rows)
+        if "DP-RSGD" in name:
+            assert rows["sigma0_equals_RFedAvg_bitwise"], name
+    assert len(r["runs"]["declared"]) == 9
+
+
 # ----------------------------------------------------------------------------- E8
 
 def test_e8_rfedproj_wins_and_larger_batches_help():

@@ -63,6 +63,11 @@ class Recorder:
         """Announce runs (``<setting>_<algorithm>`` labels) that must produce a history."""
         self.declared += [_slug(lb) for lb in labels if _slug(lb) not in self.declared]
 
+    def diverged(self, label, reason):
+        """A declared run that ran but left the floating-point range: a result, noted."""
+        self.produced.add(_slug(label))
+        self.notes.append(f"{_slug(label)}: every repeat diverged ({reason})")
+
     def skip(self, label, reason):
         """Documented skip of a declared run whose local data files are missing."""
         self.skipped[_slug(label)] = reason
