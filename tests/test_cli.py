@@ -246,6 +246,21 @@ def test_reproduce_small_e1(tmp_path, capsys):
     assert res["small"] is True and "100" in res["results"]["table"]
 
 
+def test_reproduce_exits_1_with_the_reason_when_a_declared_run_is_missing(tmp_path, capsys,
+                                                                         monkeypatch):
+    from rfl_fast.experiments import e1
+    from rfl_fast.experiments._common import Recorder
+
+    def broken(small=False, seed=0, out=None):
+        rec = Recorder("E1", "t", "s", small, seed, out)
+        rec.declare("setting_RFedAvg")
+        return rec.finish()
+    monkeypatch.setattr(e1, "run", broken)
+    assert main(["reproduce", "E1", "--small", "--out", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert "ExperimentError" in err and "setting_RFedAvg" in err
+
+
 def test_info_still_works(capsys):
     assert main(["info"]) == 0
     assert "backends" in capsys.readouterr().out

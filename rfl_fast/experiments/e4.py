@@ -57,6 +57,7 @@ def _first_below(g, thr):
 
 
 def _compare(rec, label, P, x0, algs, rounds, k, seed):
+    rec.declare(*(f"{label}_{name}" for name in algs))
     out = {}
     for name, alg in algs.items():
         res = fed_run(P, alg, rounds, participation=Uniform(k), x0=x0, seed=seed)

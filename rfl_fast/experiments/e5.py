@@ -101,6 +101,8 @@ def run(small=False, seed=0, out=None):
         P = _problem(name, np.random.default_rng([seed, 5, pi]))
         x0 = P.manifold.random_point(rng=np.random.default_rng([seed, 5, pi, 1]))
         res_p = {}
+        rec.declare(*(f"{name}_{kind}_K{K}" for kind in ("fixed", "decaying") for K in Ks),
+                    f"{name}_fixed_K1_fullbatch")
         for kind, step in (("fixed", c["alpha"]),
                            ("decaying", Decaying(c["a0"], c["beta"], c["dec"]))):
             for K in Ks:
