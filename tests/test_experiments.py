@@ -68,6 +68,25 @@ def test_every_small_form_runs_every_declared_algorithm(small_runs, exp_id):
     assert res["notes"], "deviations are stated in the notes"
 
 
+def test_every_small_form_has_a_results_table_with_verdicts(small_runs, tmp_path):
+    from rfl_fast.experiments.tables import results_table, write_table
+    verdicts = ("reproduced", "partly", "not reproduced", "paper inconsistent", "setting")
+    for exp_id in EXPERIMENTS:
+        res, _ = small_runs(exp_id)
+        text = results_table(res)
+        rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+        assert rows, exp_id
+        assert any(any(v in ln.split(" | ")[-1] for v in verdicts) for ln in rows), exp_id
+        assert all(n in text for n in res["notes"]), exp_id
+        path = write_table(res, tmp_path)
+        assert path.endswith(f"{exp_id}.md")
+        with open(path) as fh:
+            assert fh.read() == text
+    e1 = results_table(small_runs("E1")[0])
+    assert "paper inconsistent" in e1 and "2.478" in e1          # 001 Table 1, d = 100
+    assert "Theorem 8" in results_table(small_runs("E7")[0])
+
+
 # ----------------------------------------------------------------------------- E1
 
 def test_e1_tangent_mean_moves_less_and_is_cheaper_than_karcher():

@@ -38,6 +38,18 @@ def jsonable(obj):
     return obj
 
 
+#: ``progress(exp_id, done, total, label, elapsed_s)``, called after each run's history
+#: (set by :func:`rfl_fast.experiments.run_experiment`; ``None``: silent).
+_PROGRESS = [None]
+
+
+def set_progress(fn):
+    """Install ``fn`` as the progress callback of the Recorders created next; returns the
+    previous one."""
+    old, _PROGRESS[0] = _PROGRESS[0], fn
+    return old
+
+
 def _slug(label):
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", str(label)).strip("_")
 
@@ -57,6 +69,7 @@ class Recorder:
         self.settings, self.results, self.paper, self.notes = {}, {}, {}, []
         self._histories = {}
         self.declared, self.produced, self.skipped = [], set(), {}
+        self._progress = _PROGRESS[0]
         self._t0 = time.perf_counter()
 
     def declare(self, *labels):
@@ -67,16 +80,25 @@ class Recorder:
         """A declared run that ran but left the floating-point range: a result, noted."""
         self.produced.add(_slug(label))
         self.notes.append(f"{_slug(label)}: every repeat diverged ({reason})")
+        self._report(label)
 
     def skip(self, label, reason):
         """Documented skip of a declared run whose local data files are missing."""
         self.skipped[_slug(label)] = reason
+        self._report(label)
 
     def history(self, label, history):
         """Keep ``history`` (a :class:`~rfl_fast.federation.History`) for a CSV file."""
         self.produced.add(_slug(label))
         if self.out is not None:
             self._histories[_slug(label)] = history
+        self._report(label)
+
+    def _report(self, label):
+        if self._progress is not None:
+            done = len(self.produced) + len(self.skipped)
+            self._progress(self.exp_id, done, max(done, len(self.declared)), _slug(label),
+                           time.perf_counter() - self._t0)
 
     def finish(self):
         missing = [lb for lb in self.declared if lb not in self.produced

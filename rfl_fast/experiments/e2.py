@@ -28,6 +28,9 @@ from ._common import Recorder, aggregate, make_svrg, mean_curve, summarize, svrg
 
 __all__ = ["run", "STEP"]
 
+#: (small, full) run time in seconds: small measured; full: > 10 min per issue 17, not re-measured.
+EXPECTED_S = (4, 900)
+
 #: eta * tau per round (see the module docstring).
 STEP = 0.5
 
@@ -80,6 +83,9 @@ def run(small=False, seed=0, out=None):
                     else 10, "eta_times_tau": STEP, "mu": "n/10",
                     "covariances": "A_i = X_i X_i' / p (paper: X_i X_i', same iterates with "
                                    "eta/p)"}
+    keys = [f"{part}_n{n}" for n in ns for part in ("pca", "kpca")] + \
+        [f"kpca_tau{tau}" for tau in taus]
+    rec.declare(*(f"{k}_{a}" for k in keys for a in ("RFedSVRG", "RFedAvg", "RFedProx")))
     rec.results["svrg_full_gradient"] = svrg_gradient_mode()
     if rec.results["svrg_full_gradient"] != "all":
         rec.notes.append("RFedSVRG here gathers g_t over the participants only (installed "

@@ -39,6 +39,9 @@ from ._common import Recorder, aggregate, make_svrg, mean_curve, summarize, svrg
 
 __all__ = ["run", "SETTINGS"]
 
+#: (small, full) run time in seconds: measured, seed 0, shared 2-core machine, no MNIST files.
+EXPECTED_S = (5, 180)
+
 #: label -> (dataset, r, step, (eta_max, eta_min) of 2BBS or None, source); see the docstring.
 SETTINGS = {
     "iris_r3": ("iris", 3, 0.1, (0.25, 0.0025), "004 Fig. 3"),
@@ -48,6 +51,7 @@ SETTINGS = {
     "wine_r5": ("wine", 5, 0.1, None, "001 Fig. 6"),
 }
 N_CLIENTS, K_ROUND, TAU = 10, 5, 5
+MNIST_ALGS = ("RFedSVRG", "RFedAvg", "RFedProx", "RFedSVRG-2BB", "RFedSVRG-2BBS")
 
 
 def _algorithms(step, tau, n, bounds):
@@ -97,6 +101,10 @@ def run(small=False, seed=0, out=None):
                     "repeats": repeats, "normalize": "standardize",
                     "split": "split_equal (random)", "bbs_eta0": "step * tau",
                     "problem": "KPCA(rows): A_i = Z_i'Z_i/m_i", "mu": "n/10"}
+    rec.declare(*(f"{lb}_{a}" for lb in labels
+                  for a in _algorithms(0.1, TAU, N_CLIENTS, SETTINGS[lb][3])))
+    if not small:
+        rec.declare(*(f"mnist_n{n}_{a}" for n in (100, 200) for a in MNIST_ALGS))
     rec.results["svrg_full_gradient"] = svrg_gradient_mode()
     for lb in labels:
         name, r, step, bounds, _ = SETTINGS[lb]
@@ -125,7 +133,7 @@ def run(small=False, seed=0, out=None):
 
 
 def _mnist(rec, seed, every):
-    names = ("RFedSVRG", "RFedAvg", "RFedProx", "RFedSVRG-2BB", "RFedSVRG-2BBS")
+    names = MNIST_ALGS
     rec.declare(*(f"mnist_n{n}_{a}" for n in (100, 200) for a in names))
     try:
         X, _ = load_mnist(split="train")

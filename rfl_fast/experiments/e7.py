@@ -64,6 +64,9 @@ from ._common import Recorder
 
 __all__ = ["run", "CONFIGS", "EPSILONS", "sphere_lg"]
 
+#: (small, full) run time in seconds: small measured; full estimated (~31x the small work: rounds, repeats, eps levels, RDP accounting), not measured.
+EXPECTED_S = (75, 2400)
+
 DELTA = 1e-4
 EPSILONS = (0.15, 0.5, 2.0, 8.0)
 _RSGD = {"local": "DP-RSGD", "K": 3, "b": 0.5, "alpha": 0.1, "tau": 1.0, "s": 1}
@@ -157,6 +160,8 @@ def run(small=False, seed=0, out=None):
                     "noise": "seed closed form from the per-round local eps (o_i = sigma~_i = 1)",
                     "floor": "mean of f - f* over the last quarter of the rounds, averaged over "
                              "repeats"}
+    rec.declare(*(f"{name}_{'sigma0' if e is None else f'eps{e:g}'}" for name in CONFIGS
+                  for e in epsilons + (None,)))
     for ci, (name, c) in enumerate(CONFIGS.items()):
         probs = [_problem(c, np.random.default_rng([seed, 7, ci, r])) for r in range(repeats)]
         x0s = [P.manifold.random_point(rng=np.random.default_rng([seed, 7, ci, r, 1]))

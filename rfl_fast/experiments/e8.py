@@ -25,6 +25,9 @@ from ._common import Recorder, make_svrg, summarize
 
 __all__ = ["run", "load_data"]
 
+#: (small, full) run time in seconds: small measured; full estimated.
+EXPECTED_S = (6, 90)
+
 
 def load_data():
     """``(X, y, name, note)``: MNIST if present, else digits."""
