@@ -25,8 +25,9 @@ per-client-mean form (on 004's unnormalized sums, ``m_i ~ 15-57``, they exceed `
 001 gives no steps for iris/wine: 004's are used. 2BBS's ``eta_0`` (not given in 004) is
 ``step * tau``, so its first round steps like the others. MNIST: pixels / 255, step
 ``0.5 / lambda_1(A)`` (004's 2e-10 belongs to unnormalized pixel sums), 2BBS bounds
-``(150, 0.015) x step`` (004 Fig. 6's ratios ``(3e-8, 3e-12) / 2e-10``). ``mu = n/10`` (001). Metrics: ``|grad f(x_t)|`` and the sum of
-principal angles to ``X*``; 10 random initial points (001).
+``(150, 0.015) x step`` (004 Fig. 6's ratios ``(3e-8, 3e-12) / 2e-10``). ``mu = n/10``
+(001). Metrics: ``|grad f(x_t)|`` and the sum of principal angles to ``X*``; 10 random
+initial points (001).
 """
 
 import numpy as np

@@ -64,7 +64,8 @@ from ._common import Recorder
 
 __all__ = ["run", "CONFIGS", "EPSILONS", "sphere_lg"]
 
-#: (small, full) run time in seconds: small measured; full estimated (~31x the small work: rounds, repeats, eps levels, RDP accounting), not measured.
+#: (small, full) run time in seconds: small measured; full estimated (~31x the small work:
+#: rounds, repeats, eps levels, RDP accounting), not measured.
 EXPECTED_S = (75, 2400)
 
 DELTA = 1e-4
@@ -130,12 +131,12 @@ def _alpha(c, P):
     return c["alpha_Lg"] / sphere_lg(P) if "alpha_Lg" in c else c["alpha"]
 
 
-def _algorithm(c, P, sigma, accountant, clip=None):
+def _algorithm(c, sigma, accountant, clip=None):
     kw = dict(sigma=sigma, clip=c["tau"] if clip is None else clip, accountant=accountant,
               delta=DELTA)
     if c["local"] == "DP-RSGD":
-        return PriRFed(_alpha(c, P), c["K"], batch_size=c["b"], **kw)
-    return PriRFed(_alpha(c, P), c["K"], local="DP-RSVRG", inner_steps=c["m"], **kw)
+        return PriRFed(c["alpha"], c["K"], batch_size=c["b"], **kw)
+    return PriRFed(c["alpha"], c["K"], local="DP-RSVRG", inner_steps=c["m"], **kw)
 
 
 def _floor(h, column):
@@ -155,7 +156,7 @@ def run(small=False, seed=0, out=None):
     epsilons = (0.15, 2.0) if small else EPSILONS
     accountant = ("seed",) if small else ("rdp", "seed")
     rec.settings = {"configs": CONFIGS, "eps": list(epsilons), "delta": DELTA,
-                    "rounds": rounds, "repeats": repeats, "participation": "Uniform(s_t), s_t per config",
+                    "rounds": rounds, "repeats": repeats, "participation": "Uniform(s_t)",
                     "accountants_recorded": list(accountant),
                     "noise": "seed closed form from the per-round local eps (o_i = sigma~_i = 1)",
                     "floor": "mean of f - f* over the last quarter of the rounds, averaged over "
@@ -178,7 +179,8 @@ def run(small=False, seed=0, out=None):
             for r, (P, x0) in enumerate(zip(probs, x0s)):
                 try:
                     with np.errstate(over="ignore", invalid="ignore"):
-                        res = fed_run(P, _algorithm(c, P, sig, accountant), rounds,
+                        cp = {**c, "alpha": _alpha(c, P)}     # 1/L_g-based steps per data
+                        res = fed_run(P, _algorithm(cp, sig, accountant), rounds,
                                       participation=Uniform(c["s"]), x0=x0,
                                       seed=seed * 1000 + r)
                 except ValueError as exc:       # iterates left the floating-point range
@@ -207,7 +209,8 @@ def run(small=False, seed=0, out=None):
         if c["local"] == "DP-RSGD":
             P, x0 = probs[0], x0s[0]
             n_rounds = min(rounds, 30)
-            a = fed_run(P, _algorithm(c, P, 0.0, "seed", clip=math.inf), n_rounds,
+            cp = {**c, "alpha": _alpha(c, P)}
+            a = fed_run(P, _algorithm(cp, 0.0, "seed", clip=math.inf), n_rounds,
                         participation=Uniform(c["s"]), x0=x0, seed=seed)
             b_size = None if c["b"] is None else max(1, round(c["b"] * c["Ni"]))
             ref = fed_run(P, RFedAvg(_alpha(c, P), c["K"], batch_size=b_size), n_rounds,
