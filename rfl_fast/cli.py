@@ -87,7 +87,7 @@ def _run(args):
 def _reproduce(args):
     import json
 
-    from .experiments import run_experiment
+    from .experiments import expected_seconds, run_experiment
 
     out = args.out if args.out is not None else os.path.join("rfl_fast_results", args.id)
     if os.path.exists(out) and not os.path.isdir(out):
@@ -97,8 +97,13 @@ def _reproduce(args):
         size = "small version" if args.small else "papers' setting"
         print(f"running {args.id} ({size}, seed {args.seed}); results in {out}{os.sep}",
               flush=True)
+        t = expected_seconds(args.id, small=args.small)
+        if t is not None:
+            print(f"expected time: about {_duration(t)} (2-core machine; see "
+                  f"rfl_fast.experiments.{args.id.lower()}.EXPECTED_S)", flush=True)
     try:
-        res = run_experiment(args.id, small=args.small, seed=args.seed, out=out)
+        res = run_experiment(args.id, small=args.small, seed=args.seed, out=out,
+                             progress=None if args.quiet else _print_progress)
     except KeyboardInterrupt:
         print(f"rfl-fast reproduce: {args.id} interrupted; an experiment writes its files "
               f"when it finishes, so nothing was written", file=sys.stderr)
@@ -107,6 +112,11 @@ def _reproduce(args):
         _error("reproduce", str(exc))
         return EXIT_FAILED
     plots = _plot_experiment(args.id, res, out, args.quiet)
+    if args.table:
+        from .experiments.tables import results_table, write_table
+        plots.append(write_table(res, out))
+        if not args.quiet:
+            print(results_table(res))
     if args.quiet:
         return EXIT_OK
     print(f"{res['experiment']}: {res['title']} ({res['source']}), "
@@ -119,6 +129,15 @@ def _reproduce(args):
     print(f"{len(files)} files in {out}{os.sep}: "
           + ", ".join(os.path.basename(f) for f in files[:8]) + (" ..." if len(files) > 8 else ""))
     return EXIT_OK
+
+
+def _duration(seconds):
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _print_progress(exp_id, done, total, label, elapsed):
+    """One line per finished run: runs done / total, the run (setting_algorithm), elapsed."""
+    print(f"  {exp_id} [{done}/{total}] {_duration(elapsed):>6}  {label}", flush=True)
 
 
 def _plot_experiment(exp_id, res, out, quiet):
@@ -224,6 +243,9 @@ def build_parser():
     rep.add_argument("--small", action="store_true", help="the fast version (seconds)")
     rep.add_argument("--out", help="results folder (default rfl_fast_results/ID)")
     rep.add_argument("--seed", type=_nonnegative_int, default=0, help="random seed (0)")
+    rep.add_argument("--table", action="store_true",
+                     help="print the results table (ours next to the paper's, with verdicts) "
+                          "and write it as ID.md in the results folder")
     rep.set_defaults(func=_reproduce)
 
     sub.add_parser("info", help="versions, backends and thread settings").set_defaults(func=_info)

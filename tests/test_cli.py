@@ -246,6 +246,31 @@ def test_reproduce_small_e1(tmp_path, capsys):
     assert res["small"] is True and "100" in res["results"]["table"]
 
 
+def test_reproduce_shows_expected_time_progress_and_table(tmp_path, capsys):
+    out = tmp_path / "e4"
+    assert main(["reproduce", "E4", "--small", "--table", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "expected time: about" in text
+    assert "E4 [1/5]" in text and "E4 [5/5]" in text and "fig1a_RFedSVRG-2BBS" in text
+    assert "| setting | quantity | ours | paper | verdict |" in text
+    assert (out / "E4.md").read_text().startswith("# E4")
+
+
+def test_reproduce_exits_1_with_the_reason_when_a_declared_run_is_missing(tmp_path, capsys,
+                                                                         monkeypatch):
+    from rfl_fast.experiments import e1
+    from rfl_fast.experiments._common import Recorder
+
+    def broken(small=False, seed=0, out=None):
+        rec = Recorder("E1", "t", "s", small, seed, out)
+        rec.declare("setting_RFedAvg")
+        return rec.finish()
+    monkeypatch.setattr(e1, "run", broken)
+    assert main(["reproduce", "E1", "--small", "--out", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert "ExperimentError" in err and "setting_RFedAvg" in err
+
+
 def test_info_still_works(capsys):
     assert main(["info"]) == 0
     assert "backends" in capsys.readouterr().out

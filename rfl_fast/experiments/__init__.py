@@ -11,8 +11,16 @@ Every experiment module exposes ``run(small=False, seed=0, out=None) -> dict``:
 
 The returned dict (JSON-able) has the keys ``experiment``, ``title``, ``source``, ``small``,
 ``seed``, ``settings``, ``results``, ``paper`` (the papers' reported numbers or claims, for a
-side-by-side reading), ``notes`` (deviations, skipped parts with their reason) and
-``elapsed_s``.
+side-by-side reading), ``notes`` (deviations, skipped parts with their reason),
+``elapsed_s`` and ``runs`` (``declared``: every ``<setting>_<algorithm>`` run, ``skipped``).
+
+Nothing is dropped silently: every run is declared before it starts, and a declared run that
+produced no history makes the experiment raise
+:class:`~rfl_fast.experiments._common.ExperimentError` (``rfl-fast reproduce`` exits 1 with
+the reason), unless it is a documented skip of missing local data (MNIST files).
+``run_experiment(..., progress=fn)`` reports each finished run; :func:`expected_seconds`
+gives the measured run time; :mod:`rfl_fast.experiments.tables` turns a result into the
+results table (ours next to the paper's, with verdicts; ``reproduce ID --table``, ``ID.md``).
 
 The registry maps ids to module names and imports a module only when it is asked for, so an
 experiment whose module is missing is a clear error at call time, never an import-time crash::
@@ -23,7 +31,8 @@ experiment whose module is missing is a clear error at call time, never an impor
 
 import importlib
 
-__all__ = ["EXPERIMENTS", "run_experiment", "get_experiment", "available_experiments"]
+__all__ = ["EXPERIMENTS", "run_experiment", "get_experiment", "available_experiments",
+           "expected_seconds"]
 
 #: Experiment id -> module of :mod:`rfl_fast.experiments` (imported lazily).
 EXPERIMENTS = {
@@ -84,7 +93,7 @@ def available_experiments():
     return ids
 
 
-def run_experiment(exp_id, small=False, seed=0, out=None):
+def run_experiment(exp_id, small=False, seed=0, out=None, progress=None):
     """Run experiment ``exp_id`` and return its results dict (see the module docstring).
 
     Parameters
@@ -97,6 +106,8 @@ def run_experiment(exp_id, small=False, seed=0, out=None):
         Root seed (>= 0).
     out : str or os.PathLike, optional
         Folder for ``<id>.json`` and the per-run history CSVs.
+    progress : callable, optional
+        ``progress(exp_id, done, total, label, elapsed_s)`` after each declared run.
 
     Returns
     -------
@@ -104,4 +115,16 @@ def run_experiment(exp_id, small=False, seed=0, out=None):
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
-    return get_experiment(exp_id).run(small=bool(small), seed=seed, out=out)
+    from ._common import set_progress
+    module = get_experiment(exp_id)
+    old = set_progress(progress)
+    try:
+        return module.run(small=bool(small), seed=seed, out=out)
+    finally:
+        set_progress(old)
+
+
+def expected_seconds(exp_id, small=False):
+    """Measured run time of ``exp_id`` (seconds, 2-core machine, seed 0), or ``None``."""
+    t = getattr(get_experiment(exp_id), "EXPECTED_S", None)
+    return None if t is None else t[0 if small else 1]

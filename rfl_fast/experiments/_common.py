@@ -10,8 +10,12 @@ import time
 
 import numpy as np
 
-__all__ = ["Recorder", "make_svrg", "svrg_gradient_mode", "summarize", "jsonable",
-           "mean_curve", "optional_algorithm", "aggregate"]
+__all__ = ["Recorder", "ExperimentError", "make_svrg", "svrg_gradient_mode", "summarize",
+           "jsonable", "mean_curve", "aggregate"]
+
+
+class ExperimentError(RuntimeError):
+    """A declared run of an experiment did not produce a history (never dropped silently)."""
 
 
 def jsonable(obj):
@@ -34,31 +38,81 @@ def jsonable(obj):
     return obj
 
 
+#: ``progress(exp_id, done, total, label, elapsed_s)``, called after each run's history
+#: (set by :func:`rfl_fast.experiments.run_experiment`; ``None``: silent).
+_PROGRESS = [None]
+
+
+def set_progress(fn):
+    """Install ``fn`` as the progress callback of the Recorders created next; returns the
+    previous one."""
+    old, _PROGRESS[0] = _PROGRESS[0], fn
+    return old
+
+
 def _slug(label):
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", str(label)).strip("_")
 
 
 class Recorder:
     """Collects one experiment's settings, results, notes and histories; writes them to
-    ``out`` (a folder) on :meth:`finish`."""
+    ``out`` (a folder) on :meth:`finish`.
+
+    Every run is :meth:`declare`-d before it starts; :meth:`finish` raises
+    :class:`ExperimentError` naming each declared run that neither recorded a
+    :meth:`history` nor was :meth:`skip`-ped for missing local data (the only allowed skip).
+    """
 
     def __init__(self, exp_id, title, source, small, seed, out):
         self.exp_id, self.title, self.source = exp_id, title, source
         self.small, self.seed, self.out = bool(small), int(seed), out
         self.settings, self.results, self.paper, self.notes = {}, {}, {}, []
         self._histories = {}
+        self.declared, self.produced, self.skipped = [], set(), {}
+        self._progress = _PROGRESS[0]
         self._t0 = time.perf_counter()
+
+    def declare(self, *labels):
+        """Announce runs (``<setting>_<algorithm>`` labels) that must produce a history."""
+        self.declared += [_slug(lb) for lb in labels if _slug(lb) not in self.declared]
+
+    def diverged(self, label, reason):
+        """A declared run that ran but left the floating-point range: a result, noted."""
+        self.produced.add(_slug(label))
+        self.notes.append(f"{_slug(label)}: every repeat diverged ({reason})")
+        self._report(label)
+
+    def skip(self, label, reason):
+        """Documented skip of a declared run whose local data files are missing."""
+        self.skipped[_slug(label)] = reason
+        self._report(label)
 
     def history(self, label, history):
         """Keep ``history`` (a :class:`~rfl_fast.federation.History`) for a CSV file."""
+        self.produced.add(_slug(label))
         if self.out is not None:
             self._histories[_slug(label)] = history
+        self._report(label)
+
+    def _report(self, label):
+        if self._progress is not None:
+            done = len(self.produced) + len(self.skipped)
+            self._progress(self.exp_id, done, max(done, len(self.declared)), _slug(label),
+                           time.perf_counter() - self._t0)
 
     def finish(self):
+        missing = [lb for lb in self.declared if lb not in self.produced
+                   and lb not in self.skipped]
+        if missing:
+            raise ExperimentError(f"{self.exp_id}: declared runs produced no history: "
+                                  f"{', '.join(missing)}")
+        if self.skipped:
+            self.notes.append("skipped for missing local data: " + ", ".join(self.skipped))
         res = {"experiment": self.exp_id, "title": self.title, "source": self.source,
                "small": self.small, "seed": self.seed, "settings": self.settings,
                "results": self.results, "paper": self.paper, "notes": self.notes,
-               "elapsed_s": time.perf_counter() - self._t0, "files": []}
+               "elapsed_s": time.perf_counter() - self._t0, "files": [],
+               "runs": {"declared": list(self.declared), "skipped": dict(self.skipped)}}
         if self.out is not None:
             os.makedirs(self.out, exist_ok=True)
             for label, h in self._histories.items():
@@ -89,21 +143,6 @@ def make_svrg(step, local_steps, **kw):
     if "full_gradient" in _fields(RFedSVRG):
         kw.setdefault("full_gradient", "all")
     return RFedSVRG(step, local_steps, **kw)
-
-
-def optional_algorithm(name, *args, **kw):
-    """``(algorithm, None)`` for ``rfl_fast.algorithms.<name>(*args, **kw)``, or
-    ``(None, reason)`` when that algorithm is not available (or refuses the arguments)."""
-    from .. import algorithms
-    cls = getattr(algorithms, name, None)
-    if cls is None:
-        return None, f"{name} is not available in rfl_fast.algorithms"
-    if "full_gradient" in _fields(cls):
-        kw.setdefault("full_gradient", "all")
-    try:
-        return cls(*args, **kw), None
-    except (TypeError, ValueError) as exc:
-        return None, f"{name}{args}{kw} could not be built: {exc}"
 
 
 def _first_below(col, rounds, thr):

@@ -1,52 +1,73 @@
 """E3 -- seed 001 (Li & Ma), Fig. 5-7 and seed 004 (Xiao, Yan, Wang), Fig. 3-6: kPCA on real
-data, RFedSVRG vs RFedAvg vs RFedProx (plus RFedSVRG-2BB/-2BBS when installed).
+data, RFedSVRG vs RFedAvg vs RFedProx, and (004) RFedSVRG-2BB / RFedSVRG-2BBS.
 
-* iris (d = 4), wine (d = 13), breast cancer (d = 30) from scikit-learn, standardized
-  (:func:`rfl_fast.data.load_sklearn`), split at random into ``n = 10`` clients, ``k = 5``
-  per round, ``tau = 5``; ``r`` = 2 / 5 / 3 (001 uses r = 2 for iris and 5 for wine; 004 uses
-  r = 3 throughout, and breast cancer appears only in 004).
-* MNIST (d = 784, r = 5, n = 100 and 200, k = n/10, tau = 5) only when the IDX files are on
-  disk (:func:`rfl_fast.data.load_mnist`, ``$RFL_FAST_DATA/mnist/``); otherwise that part is
-  skipped with the reason recorded. Nothing is downloaded.
+Settings (each paper's own; ``n = 10`` clients, ``k = 5`` per round, ``tau = 5``):
+
+==================  ====  =====  ==================  ==========================================
+setting             r     step   2BBS (max, min)     source, algorithms
+==================  ====  =====  ==================  ==========================================
+iris_r3             3     0.1    (0.25, 0.0025)      004 Fig. 3: all five
+wine_r3             3     0.1    (0.2, 0.002)        004 Fig. 4: all five
+breast_cancer_r3    3     0.02   (0.05, 0.0005)      004 Fig. 5: all five
+iris_r2             2     0.1    --                  001 Fig. 5: RFedSVRG, RFedAvg, RFedProx
+wine_r5             5     0.1    --                  001 Fig. 6: RFedSVRG, RFedAvg, RFedProx
+==================  ====  =====  ==================  ==========================================
+
+Data: scikit-learn's iris, wine, breast cancer, standardized
+(:func:`rfl_fast.data.load_sklearn`), split at random into the clients. MNIST (d = 784,
+r = 5, n = 100 (001) and 200 (001, 004), k = n/10, tau = 5) only when the IDX files are on
+disk (:func:`rfl_fast.data.load_mnist`, ``$RFL_FAST_DATA/mnist/``); otherwise its runs are a
+documented skip (missing local data). Nothing is downloaded.
 
 Problem form: ``KPCA(client rows)``, ``f_i(X) = -tr(X' A_i X)`` with ``A_i = Z_i'Z_i / m_i``.
-004 writes ``A_i = D_i' D_i`` (eq. 55, no ``1/m_i``) and steps 0.1 / 0.1 / 0.02; those steps
-are used here on the per-client-mean form (with 004's unnormalized sums they exceed ``1/L``).
-MNIST: pixels / 255, step ``0.5 / lambda_1(A)``. ``mu = 1`` (001's ``mu = n/10``). Metrics:
-``|grad f(x_t)|`` and the sum of principal angles to ``X*``; 10 random initial points (001).
+004 writes ``A_i = D_i' D_i`` (eq. 55, no ``1/m_i``); its steps are used here on the
+per-client-mean form (on 004's unnormalized sums, ``m_i ~ 15-57``, they exceed ``1/L``).
+001 gives no steps for iris/wine: 004's are used. 2BBS's ``eta_0`` (not given in 004) is
+``step * tau``, so its first round steps like the others. MNIST: pixels / 255, step
+``0.5 / lambda_1(A)`` (004's 2e-10 belongs to unnormalized pixel sums), 2BBS bounds
+``(150, 0.015) x step`` (004 Fig. 6's ratios ``(3e-8, 3e-12) / 2e-10``). ``mu = n/10``
+(001). Metrics: ``|grad f(x_t)|`` and the sum of principal angles to ``X*``; 10 random
+initial points (001).
 """
 
 import numpy as np
 
-from ..algorithms import RFedAvg, RFedProx
+from ..algorithms import RFedAvg, RFedProx, RFedSVRG2BB, RFedSVRG2BBS
 from ..data import load_mnist, load_sklearn, split_equal
 from ..federation import Uniform, run as fed_run
 from ..problems import KPCA
-from ._common import (Recorder, aggregate, make_svrg, mean_curve, optional_algorithm,
-                      summarize, svrg_gradient_mode)
+from ._common import Recorder, aggregate, make_svrg, mean_curve, summarize, svrg_gradient_mode
 
-__all__ = ["run", "DATASETS"]
+__all__ = ["run", "SETTINGS"]
 
-#: name -> (r, step, n, k): 001 Fig. 5-6 / 004 Fig. 3-5.
-DATASETS = {"iris": (2, 0.1, 10, 5), "wine": (5, 0.1, 10, 5), "breast_cancer": (3, 0.02, 10, 5)}
-TAU = 5
+#: (small, full) run time in seconds: measured, seed 0, shared 2-core machine, no MNIST files.
+EXPECTED_S = (5, 180)
+
+#: label -> (dataset, r, step, (eta_max, eta_min) of 2BBS or None, source); see the docstring.
+SETTINGS = {
+    "iris_r3": ("iris", 3, 0.1, (0.25, 0.0025), "004 Fig. 3"),
+    "wine_r3": ("wine", 3, 0.1, (0.2, 0.002), "004 Fig. 4"),
+    "breast_cancer_r3": ("breast_cancer", 3, 0.02, (0.05, 0.0005), "004 Fig. 5"),
+    "iris_r2": ("iris", 2, 0.1, None, "001 Fig. 5"),
+    "wine_r5": ("wine", 5, 0.1, None, "001 Fig. 6"),
+}
+N_CLIENTS, K_ROUND, TAU = 10, 5, 5
+MNIST_ALGS = ("RFedSVRG", "RFedAvg", "RFedProx", "RFedSVRG-2BB", "RFedSVRG-2BBS")
 
 
-def _algorithms(step, tau, n):
+def _algorithms(step, tau, n, bounds):
+    """001's three algorithms, plus 004's two when ``bounds`` (2BBS's eta_max, eta_min)."""
     algs = {"RFedSVRG": make_svrg(step, tau), "RFedAvg": RFedAvg(step, tau),
             "RFedProx": RFedProx(step, tau, mu=n / 10)}
-    skipped = {}
-    for name in ("RFedSVRG2BB", "RFedSVRG2BBS"):
-        kw = {} if name == "RFedSVRG2BB" else {"step_max": 2.5 * step, "step_min": step / 40}
-        alg, why = optional_algorithm(name, step, tau, **kw)
-        if alg is None:
-            skipped[name] = why
-        else:
-            algs[name] = alg
-    return algs, skipped
+    if bounds is not None:
+        algs["RFedSVRG-2BB"] = RFedSVRG2BB(step, tau)
+        algs["RFedSVRG-2BBS"] = RFedSVRG2BBS(step * tau, tau, eta_max=bounds[0],
+                                             eta_min=bounds[1])
+    return algs
 
 
 def _compare(rec, label, P, algs, rounds, repeats, n, k, seed, every):
+    rec.declare(*(f"{label}_{name}" for name in algs))
     res = {}
     for name, alg in algs.items():
         sums, hists = [], []
@@ -67,29 +88,34 @@ def _compare(rec, label, P, algs, rounds, repeats, n, k, seed, every):
 
 
 def run(small=False, seed=0, out=None):
-    """Run E3; ``small``: wine only, 1 initial point, 200 rounds, no MNIST."""
+    """Run E3; ``small``: wine at 004's r = 3 and 001's r = 5, 1 initial point, 200 rounds,
+    no MNIST."""
     rec = Recorder("E3", "kPCA on real data (iris, wine, breast cancer, MNIST)",
                    "seed 001 Fig. 5-7; seed 004 Fig. 3-6", small, seed, out)
-    names = ("wine",) if small else tuple(DATASETS)
+    labels = ("wine_r3", "wine_r5") if small else tuple(SETTINGS)
     rounds = 200 if small else 500
     repeats = 1 if small else 10
     every = 10
-    rec.settings = {"datasets": {nm: dict(zip(("r", "step", "n", "k"), DATASETS[nm]))
-                                 for nm in names},
-                    "tau": TAU, "rounds": rounds, "repeats": repeats,
-                    "normalize": "standardize", "split": "split_equal (random)",
+    rec.settings = {"settings": {lb: dict(zip(("dataset", "r", "step", "bbs_eta_max_min",
+                                               "source"), SETTINGS[lb])) for lb in labels},
+                    "n": N_CLIENTS, "k": K_ROUND, "tau": TAU, "rounds": rounds,
+                    "repeats": repeats, "normalize": "standardize",
+                    "split": "split_equal (random)", "bbs_eta0": "step * tau",
                     "problem": "KPCA(rows): A_i = Z_i'Z_i/m_i", "mu": "n/10"}
+    rec.declare(*(f"{lb}_{a}" for lb in labels
+                  for a in _algorithms(0.1, TAU, N_CLIENTS, SETTINGS[lb][3])))
+    if not small:
+        rec.declare(*(f"mnist_n{n}_{a}" for n in (100, 200) for a in MNIST_ALGS))
     rec.results["svrg_full_gradient"] = svrg_gradient_mode()
-    for nm in names:
-        r, step, n, k = DATASETS[nm]
-        X, _ = load_sklearn(nm)
-        P = KPCA(split_equal(X, n, rng=seed), r)
-        algs, skipped = _algorithms(step, TAU, n)
-        rec.results[nm] = _compare(rec, nm, P, algs, rounds, repeats, n, k, seed, every)
-        if skipped:
-            rec.results[nm]["skipped"] = skipped
+    for lb in labels:
+        name, r, step, bounds, _ = SETTINGS[lb]
+        X, _ = load_sklearn(name)
+        P = KPCA(split_equal(X, N_CLIENTS, rng=seed), r)
+        algs = _algorithms(step, TAU, N_CLIENTS, bounds)
+        rec.results[lb] = _compare(rec, lb, P, algs, rounds, repeats, N_CLIENTS, K_ROUND,
+                                   seed, every)
     if small:
-        rec.notes.append("small: MNIST part not run")
+        rec.notes.append("small: MNIST part not run (not declared)")
     else:
         _mnist(rec, seed, every)
     rec.paper = {
@@ -97,27 +123,33 @@ def run(small=False, seed=0, out=None):
                       "angle down effectively, RFedAvg/RFedProx are not as efficient",
         "001_fig7": "MNIST r=5, n=100/200, k=n/10, tau=5: RFedSVRG more efficient for both n",
         "004_fig3_6": "RFedAvg/RFedProx cannot reduce angle or |grad f| to an acceptable "
-                      "level; RFedSVRG-2BB/2BBS fastest (stop at 1e-13)",
+                      "level; RFedSVRG-2BB/2BBS faster than RFedSVRG, 2BBS the fastest "
+                      "(stop at 1e-13)",
         "numbers": "figures only (log-scale curves); no table"}
+    rec.notes += [
+        "Steps of 004 applied to per-client-mean covariances A_i = Z_i'Z_i/m_i (004: "
+        "D_i'D_i, where these steps exceed 1/L); 001 gives no iris/wine steps (004's used).",
+        "2BBS eta_0 = step * tau (not given in 004)."]
     return rec.finish()
 
 
 def _mnist(rec, seed, every):
+    names = MNIST_ALGS
+    rec.declare(*(f"mnist_n{n}_{a}" for n in (100, 200) for a in names))
     try:
         X, _ = load_mnist(split="train")
     except FileNotFoundError as exc:
         rec.results["mnist"] = {"skipped": str(exc)}
+        for n in (100, 200):
+            for a in names:
+                rec.skip(f"mnist_n{n}_{a}", f"MNIST IDX files not found: {exc}")
         rec.notes.append("MNIST part skipped: local IDX files not found (never downloaded)")
         return
     out = {}
     for n in (100, 200):
         P = KPCA(split_equal(X, n, rng=seed), 5)
-        lam = float(np.linalg.eigvalsh(P._global_matrix())[-1]) if hasattr(
-            P, "_global_matrix") else float(np.linalg.norm(P.grad(P.solution())) + 1.0)
-        step = 0.5 / lam
-        algs, skipped = _algorithms(step, TAU, n)
+        step = 0.5 / float(np.linalg.eigvalsh(P._global_matrix())[-1])
+        algs = _algorithms(step, TAU, n, (150 * step, 0.015 * step))   # 004 Fig. 6 ratios
         out[str(n)] = _compare(rec, f"mnist_n{n}", P, algs, 300, 1, n, n // 10, seed, every)
         out[str(n)]["step"] = step
-        if skipped:
-            out[str(n)]["skipped"] = skipped
     rec.results["mnist"] = out

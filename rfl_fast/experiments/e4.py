@@ -29,6 +29,9 @@ from ._common import Recorder, summarize
 
 __all__ = ["run"]
 
+#: (small, full) run time in seconds: small measured; full estimated.
+EXPECTED_S = (1, 30)
+
 ETA, ETA_MIN, ETA_MAX, MU = 0.2, 0.008, 0.8, 0.1
 
 
@@ -57,6 +60,7 @@ def _first_below(g, thr):
 
 
 def _compare(rec, label, P, x0, algs, rounds, k, seed):
+    rec.declare(*(f"{label}_{name}" for name in algs))
     out = {}
     for name, alg in algs.items():
         res = fed_run(P, alg, rounds, participation=Uniform(k), x0=x0, seed=seed)
@@ -83,12 +87,16 @@ def run(small=False, seed=0, out=None):
                     "eta_min": ETA_MIN, "eta_max": ETA_MAX, "eta0_2bbs": ETA * tau, "mu": MU,
                     "rounds": rounds, "participation": f"Uniform({k})",
                     "svrg_full_gradient": "all"}
+    names = ("RFedSVRG", "RFedSVRG-2BB", "RFedSVRG-2BBS")
+    rec.declare(*(f"fig1a_{a}" for a in _algorithms(tau)))
+    if not small:
+        rec.declare(*(f"fig1b_tau{t}_{a}" for t in (2, 5, 7) for a in names),
+                    *(f"fig1c_k{kk}_{a}" for kk in (1, 5, 10) for a in names[1:]))
     A = gaussian_gram_spd(n, d, rng=np.random.default_rng([seed, 4]))
     P = SPDMean(A[:, None])
     x0 = P.manifold.random_point(rng=np.random.default_rng([seed, 4, 1]))
     rec.results["fig1a"] = _compare(rec, "fig1a", P, x0, _algorithms(tau), rounds, k, seed)
     if not small:
-        names = ("RFedSVRG", "RFedSVRG-2BB", "RFedSVRG-2BBS")
         rec.results["fig1b_tau"] = {
             str(t): _compare(rec, f"fig1b_tau{t}", P, x0, _algorithms(t, names), 60, 5, seed)
             for t in (2, 5, 7)}

@@ -7,27 +7,34 @@ floor (``f - f*`` averaged over the last quarter of the rounds and over repeats)
 
 Problems and parameters (seed 002; values the extraction lost are chosen here and marked):
 
-===================  ===========================================  =================================
-problem              data                                         PriRFed
-===================  ===========================================  =================================
-sphere, DP-RSGD      eigengap ``S^24`` in R^25, ``nu = 1e-3``,    ``s_t = 1, K = 3, b_i = N_i/2,
-                     ``N = 16``, ``N_i = 70``                      alpha = 0.1, tau = 1``
-sphere, DP-RSVRG     same, ``N_i = 100``                           ``s_t = 1, K = 3, m = 10,
-                                                                   alpha = 0.05, tau = 1``
-SPD, DP-RSGD/RSVRG   Wishart ``W(I/2, 2)``, diameter 1 (002),      as the sphere rows
-                     ``N = 20, N_i = 250`` (002, Fig. h-i)
-hyperbolic           synthetic tree in ``H^2`` (stand-in for the  as the sphere rows
-DP-RSGD/RSVRG        WordNet mammals subtree), 3 spectral
-                     features, ``N = 10, N_i = 100`` (chosen)
-===================  ===========================================  =================================
+=======================  =====================================  ===============================
+run family               data                                   PriRFed
+=======================  =====================================  ===============================
+sphere_DP-RSGD           eigengap ``S^24`` in R^25,             002 left column: ``s_t = N,
+(002 Fig. a)             ``nu = 1e-3``, ``N = 16, N_i = 70``    K = 1, b_i = N_i,
+                                                                alpha = 1/(2 L_g)``
+sphere_DP-RSGD_K5        same                                   002 middle column: ``s_t = 1,
+(002 Fig. b)                                                    K = 5, b_i = N_i/2, alpha = 1``
+sphere_DP-RSVRG          same, ``N_i = 100``                    002 right column: ``s_t = 1,
+(002 Fig. c)                                                    K = 2, m = floor(10N/3) = 53,
+                                                                alpha = 1/(10 N^(2/3) L_g)``
+spd_DP-RSGD/RSVRG        Wishart ``W(I/2, 2)``, diameter 1,     002 SPD slide: ``s_t = 1,
+(002 Fig. h-i)           ``N = 20, N_i = 250``                  K = 3, m = 10, alpha = 0.05,
+                                                                tau = 1``; DP-RSGD ``b_i = N_i/2``
+                                                                (not given; MNIST slide's)
+hyperbolic DP-RSGD /     synthetic tree in ``H^2`` (stand-in    MNIST slide's ``s_t = 1, K = 3,
+DP-RSVRG                 for WordNet mammals), 3 spectral       b_i = N_i/2, alpha = 0.1``;
+                         features, ``N = 10, N_i = 100``        RSVRG ``m = 10, alpha = 0.05``
+                                                                (chosen: WordNet settings lost)
+=======================  =====================================  ===============================
 
 Readings:
 
-* ``s_t = 1, K = 3, b_i = N_i/2, alpha = 0.1`` are the values the seed lists for its MNIST
-  runs, ``m = 10, alpha = 0.05, tau = 1`` those of its SPD runs; they are used for every
-  problem here (the synthetic sphere figures' own columns -- ``K = 5, alpha = 1`` and
-  ``K = 2, m = floor(10N/3)`` -- carry the Lipschitz constant ``L_g``, which the extraction
-  does not give).
+* ``L_g`` (002's per-sample geodesic smoothness constant) is computed for sphere PCA: with
+  ``f_ij(x) = -(z_ij' x)^2`` the Riemannian Hessian on the sphere has eigenvalues in
+  ``[-2|z_ij|^2, 2|z_ij|^2]``, so ``L_g = 2 max_ij |z_ij|^2`` (per repeat's data).
+* ``tau = 1`` (the clipping threshold) on the sphere: 002's SPD value (the sphere slide gives
+  none).
 * ``eps`` in the seed's figures is the *per-round local* budget of each client's trainer: its
   noise is the seed's closed form ``sigma_i^2 = K log(1/delta) tau^2 / (N_i^2 eps^2)`` (DP-RSGD,
   ``o_i = 1``) or ``m K log(1/delta) tau^2 / (N_i^2 eps^2)`` (DP-RSVRG, ``sigma~_i = 1``),
@@ -55,19 +62,28 @@ from ..privacy import dp_rsgd_sigma, dp_rsvrg_sigma
 from ..problems import HyperbolicPrediction, SPDMean, SpherePCA
 from ._common import Recorder
 
-__all__ = ["run", "CONFIGS", "EPSILONS"]
+__all__ = ["run", "CONFIGS", "EPSILONS", "sphere_lg"]
+
+#: (small, full) run time in seconds: small measured; full estimated (~31x the small work:
+#: rounds, repeats, eps levels, RDP accounting), not measured.
+EXPECTED_S = (75, 2400)
 
 DELTA = 1e-4
 EPSILONS = (0.15, 0.5, 2.0, 8.0)
 _RSGD = {"local": "DP-RSGD", "K": 3, "b": 0.5, "alpha": 0.1, "tau": 1.0, "s": 1}
 _RSVRG = {"local": "DP-RSVRG", "K": 3, "m": 10, "alpha": 0.05, "tau": 1.0, "s": 1}
+_SPHERE = {"problem": "sphere", "N": 16, "Ni": 70, "dim": 25, "nu": 1e-3, "tau": 1.0}
 
 #: Problem and algorithm settings of each E7 run family (see the module docstring).
 CONFIGS = {
-    "sphere_DP-RSGD": {"problem": "sphere", "N": 16, "Ni": 70, "dim": 25, "nu": 1e-3, **_RSGD},
-    "sphere_DP-RSVRG": {"problem": "sphere", "N": 16, "Ni": 100, "dim": 25, "nu": 1e-3,
-                        **_RSVRG},
-    "spd_DP-RSGD": {"problem": "spd", "N": 20, "Ni": 250, "d": 2, **_RSGD},
+    # 002's synthetic-sphere columns; "alpha_Lg": alpha = alpha_Lg / L_g
+    "sphere_DP-RSGD": {**_SPHERE, "local": "DP-RSGD", "s": 16, "K": 1, "b": None,
+                       "alpha_Lg": 0.5},
+    "sphere_DP-RSGD_K5": {**_SPHERE, "local": "DP-RSGD", "s": 1, "K": 5, "b": 0.5,
+                          "alpha": 1.0},
+    "sphere_DP-RSVRG": {**_SPHERE, "Ni": 100, "local": "DP-RSVRG", "s": 1, "K": 2,
+                        "m": 10 * 16 // 3, "alpha_Lg": 1.0 / (10 * 16 ** (2 / 3))},
+    "spd_DP-RSGD": {"problem": "spd", "N": 20, "Ni": 250, "d": 2, **_RSGD, "alpha": 0.05},
     "spd_DP-RSVRG": {"problem": "spd", "N": 20, "Ni": 250, "d": 2, **_RSVRG},
     "hyperbolic_DP-RSGD": {"problem": "hyperbolic", "N": 10, "Ni": 100, **_RSGD},
     "hyperbolic_DP-RSVRG": {"problem": "hyperbolic", "N": 10, "Ni": 100, **_RSVRG},
@@ -106,6 +122,15 @@ def _sigma(c, eps):
                           inner_steps=c["m"], tau=c["tau"])
 
 
+def sphere_lg(P):
+    """002's ``L_g`` for sphere PCA ``f_ij(x) = -(z_ij' x)^2``: ``2 max_ij |z_ij|^2``."""
+    return 2.0 * float(np.max(np.einsum("md,md->m", P._flat, P._flat)))
+
+
+def _alpha(c, P):
+    return c["alpha_Lg"] / sphere_lg(P) if "alpha_Lg" in c else c["alpha"]
+
+
 def _algorithm(c, sigma, accountant, clip=None):
     # hyperbolic: per-sample clipping bounds no sensitivity (HyperbolicPrediction.dp_unbounded),
     # so those rows run uncertified: noise without a guarantee, eps columns NaN
@@ -133,39 +158,47 @@ def run(small=False, seed=0, out=None):
     epsilons = (0.15, 2.0) if small else EPSILONS
     accountant = ("seed",) if small else ("rdp", "seed")
     rec.settings = {"configs": CONFIGS, "eps": list(epsilons), "delta": DELTA,
-                    "rounds": rounds, "repeats": repeats, "participation": "Uniform(s_t = 1)",
+                    "rounds": rounds, "repeats": repeats, "participation": "Uniform(s_t)",
                     "accountants_recorded": list(accountant),
                     "noise": "seed closed form from the per-round local eps (o_i = sigma~_i = 1)",
                     "floor": "mean of f - f* over the last quarter of the rounds, averaged over "
                              "repeats"}
+    rec.declare(*(f"{name}_{'sigma0' if e is None else f'eps{e:g}'}" for name in CONFIGS
+                  for e in epsilons + (None,)))
     for ci, (name, c) in enumerate(CONFIGS.items()):
         probs = [_problem(c, np.random.default_rng([seed, 7, ci, r])) for r in range(repeats)]
         x0s = [P.manifold.random_point(rng=np.random.default_rng([seed, 7, ci, r, 1]))
                for r, P in enumerate(probs)]
-        rows = {}
+        rows = {"alpha": [_alpha(c, P) for P in probs]}
+        if c["problem"] == "sphere":
+            rows["L_g"] = [sphere_lg(P) for P in probs]
         for eps in epsilons + (None,):
             label = "sigma0" if eps is None else f"eps{eps:g}"
             sig = _sigma(c, eps)
             floors, grads, spent = [], [], None
-            diverged = 0
+            diverged, why = 0, None
+            rec.declare(f"{name}_{label}")
             for r, (P, x0) in enumerate(zip(probs, x0s)):
                 try:
                     with np.errstate(over="ignore", invalid="ignore"):
-                        res = fed_run(P, _algorithm(c, sig, accountant), rounds,
+                        cp = {**c, "alpha": _alpha(c, P)}     # 1/L_g-based steps per data
+                        res = fed_run(P, _algorithm(cp, sig, accountant), rounds,
                                       participation=Uniform(c["s"]), x0=x0,
                                       seed=seed * 1000 + r)
                 except ValueError as exc:       # iterates left the floating-point range
                     if "finite" not in str(exc) and "NaN" not in str(exc):
                         raise
-                    diverged += 1
+                    diverged, why = diverged + 1, str(exc)
                     floors.append(math.inf)
                     grads.append(math.inf)
                     continue
-                if r == 0:
+                if r == diverged:               # the first repeat that ran through
                     rec.history(f"{name}_{label}", res.history)
                 floors.append(_floor(res.history, "f_gap"))
                 grads.append(_floor(res.history, "grad_norm"))
                 spent = {a: float(res.history[f"eps_{a}"][-1]) for a in accountant}
+            if diverged == len(probs):
+                rec.diverged(f"{name}_{label}", why)
             rows[label] = {"eps_local": eps, "sigma": sig, "f_gap_floor": float(np.mean(floors)),
                            "f_gap_floor_range": [float(min(floors)), float(max(floors))],
                            "grad_norm_floor": float(np.mean(grads)),
@@ -181,10 +214,11 @@ def run(small=False, seed=0, out=None):
         if c["local"] == "DP-RSGD":
             P, x0 = probs[0], x0s[0]
             n_rounds = min(rounds, 30)
-            a = fed_run(P, _algorithm(c, 0.0, "seed", clip=math.inf), n_rounds,
+            cp = {**c, "alpha": _alpha(c, P)}
+            a = fed_run(P, _algorithm(cp, 0.0, "seed", clip=math.inf), n_rounds,
                         participation=Uniform(c["s"]), x0=x0, seed=seed)
-            b_size = max(1, round(c["b"] * c["Ni"]))
-            ref = fed_run(P, RFedAvg(c["alpha"], c["K"], batch_size=b_size), n_rounds,
+            b_size = None if c["b"] is None else max(1, round(c["b"] * c["Ni"]))
+            ref = fed_run(P, RFedAvg(_alpha(c, P), c["K"], batch_size=b_size), n_rounds,
                           participation=Uniform(c["s"]), x0=x0, seed=seed)
             rows["sigma0_vs_RFedAvg_max_abs_diff"] = float(np.max(np.abs(a.x - ref.x)))
             rows["sigma0_equals_RFedAvg_bitwise"] = bool(np.array_equal(a.x, ref.x))
@@ -201,5 +235,9 @@ def run(small=False, seed=0, out=None):
         "local data files and are not run.",
         "sigma = 0 with clip = inf: PriRFed(DP-RSGD) is compared with RFedAvg (same batches "
         "from the same client streams, N_i-weighted tangent mean).",
+        "Sphere rows use 002's three synthetic columns (L_g = 2 max |z_ij|^2 computed from "
+        "the data); clip tau = 1 there is 002's SPD value (the sphere slide gives none).",
+        "SPD DP-RSGD: b_i = N_i/2 (002's SPD slide gives none; the MNIST slide's value).",
+        "Hyperbolic rows use the MNIST slide's settings (002's WordNet settings are lost).",
     ]
     return rec.finish()

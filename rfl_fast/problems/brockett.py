@@ -17,10 +17,14 @@ def _t(a):
 class Brockett(Problem):
     """Federated Brockett cost ``f_ij(X) = tr(X' A_ij X H)`` on ``St(d, p)`` (seed 003).
 
-    Seed 003 writes ``F(X) = (1/S) sum_i sum_j tr(X' A_ij X H)`` with ``S`` samples per
-    client and ``N`` clients (the sums are garbled in the extraction); here, as for every
-    problem, ``f_i = (1/m_i) sum_j f_ij`` and ``f = sum_i w_i f_i``, which is 003's cost
-    divided by ``N`` (the same minimizers). ``H = diag(p, p-1, ..., 1)`` by default; the data
+    Seed 003 writes ``F(X) = (1/S) sum_{i=1}^S sum_{j=1}^N tr(X' A_ij X H)`` with ``S``
+    clients and ``N`` samples per client: a mean over clients of each client's *sum* over its
+    samples. ``normalize="sum"`` is that cost (``f_i = sum_j f_ij``); the default
+    ``normalize="mean"``, as for every other problem, has ``f_i = (1/m_i) sum_j f_ij``, i.e.
+    003's cost divided by ``m_i`` (the same minimizers, ``1/m_i`` times the gradients, so
+    003's step sizes need the ``"sum"`` form). In both, ``f = sum_i w_i f_i``; with
+    ``"sum"`` a sample's cost is ``m_i tr(X' A_ij X H)`` so that a mini-batch mean stays an
+    unbiased estimate of ``f_i``. ``H = diag(p, p-1, ..., 1)`` by default; the data
     ``A_ij = B + B'`` come from ``rfl_fast.data.brockett_matrices`` (symmetric, not positive
     definite). Non-symmetric ``A_ij`` are replaced by their symmetric part, which leaves the
     cost unchanged (``tr(X'AXH) = tr(X' sym(A) X H)`` for symmetric ``H``).
@@ -43,15 +47,18 @@ class Brockett(Problem):
     h : array_like, shape (p,), optional
         Positive diagonal of ``H``; default ``(p, p-1, ..., 1)``.
     weighting : {"uniform", "samples"} or array_like (n,)
+    normalize : {"mean", "sum"}
+        Client cost: mean (default) or sum (seed 003's MBCFSti) of the sample costs.
 
     Attributes
     ----------
     manifold : Stiefel
     d, p : int
     h : ndarray, shape (p,)
+    normalize : str
     """
 
-    def __init__(self, data, p, *, h=None, weighting="uniform"):
+    def __init__(self, data, p, *, h=None, weighting="uniform", normalize="mean"):
         flat, offsets = pack_clients(data, 2, "data")
         d = flat.shape[1]
         if flat.shape[2] != d:
@@ -67,9 +74,14 @@ class Brockett(Problem):
         if h.shape != (p,) or not np.isfinite(h).all() or (h <= 0).any():
             raise ValueError(f"h: expected {p} positive finite entries (the diagonal of H), "
                              f"got {np.asarray(h).tolist()}")
+        if normalize not in ("mean", "sum"):
+            raise ValueError(f"normalize: expected 'mean' or 'sum', got {normalize!r}")
         super().__init__(np.diff(offsets), weighting)
         if (flat != _t(flat)).any():   # symmetrize (a copy) only when needed
             flat = np.ascontiguousarray(0.5 * (flat + _t(flat)))
+        if normalize == "sum":         # sample cost m_i tr(X'A_ij X H) (a scaled copy)
+            flat = flat * np.repeat(self.sizes.astype(np.float64), self.sizes)[:, None, None]
+        self.normalize = normalize
         self._flat = flat
         self._offsets = offsets
         self.d, self.p, self.h = d, p, h
