@@ -10,6 +10,7 @@ writes JSON.
     rfl-fast bench --smoke              # tiny shapes: runs, and checks backends agree
     rfl-fast bench --only sym_ --json out.json
     rfl-fast bench --only clipped       # the fused DP clipped sum (m = 6000, d = 784, r = 5)
+    rfl-fast bench --sweep [--only stiefel_proj] [--write-auto]   # the shape sweep
 
 Never used for assertions on time; only ``--smoke`` fails (exit 1) when a backend disagrees
 with the reference.
@@ -285,7 +286,15 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (median)")
     parser.add_argument("--only", default="", help="run kernels whose name contains this")
     parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--sweep", action="store_true",
+                        help="every kernel over the registry's shape grid (see rfl_fast.sweep)")
+    parser.add_argument("--write-auto", action="store_true",
+                        help="with --sweep: regenerate auto's per-shape table from the sweep")
     args = parser.parse_args(argv)
+    if args.sweep:
+        return _sweep(args)
+    if args.write_auto:
+        parser.error("--write-auto needs --sweep")
     repeats = args.repeats or (2 if args.smoke else 7)
     cases = [c for c in (SMOKE_CASES if args.smoke else FULL_CASES) if args.only in c[0]]
 
@@ -314,6 +323,32 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
     bad = [(r["kernel"], b) for r in rows for b, ok in r["agree"].items() if not ok]
+    if bad:
+        print(f"\nbackends disagree with the reference: {bad}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _sweep(args):
+    from . import sweep
+    from .kernels import KERNELS
+
+    info = machine()
+    for k, v in info.items():
+        print(f"{k}: {v}")
+    names = [k for k in KERNELS if args.only in k]
+    rows = sweep.run_sweep(names, repeats=args.repeats or 3)
+    sweep.print_summary(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": info, "rows": rows}, f, indent=1)
+    if args.write_auto:
+        path = os.path.join(os.path.dirname(__file__), "kernels", "_auto_table.py")
+        note = (f"Measured by `rfl-fast bench --sweep --write-auto` on {info['cpu']} "
+                f"({info['cpus']} CPUs), BLAS {info['blas']}.")
+        sweep.write_auto_table(sweep.derive_auto(rows), path, note)
+        print(f"wrote {path}")
+    bad = [(r["kernel"], r["point"], b) for r in rows for b, ok in r["agree"].items() if not ok]
     if bad:
         print(f"\nbackends disagree with the reference: {bad}", file=sys.stderr)
         return 1

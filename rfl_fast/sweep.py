@@ -18,7 +18,7 @@ import numpy as np
 
 from . import kernels
 from .kernels import reference as ref
-from .kernels.registry import sweep_grid
+from .kernels.registry import handles, sweep_grid
 from .kernels.testing import kernel_inputs
 
 __all__ = ["run_sweep", "derive_auto", "write_auto_table", "print_summary"]
@@ -44,9 +44,11 @@ def _first_call(fn, args):
 
 
 def time_point(name, point, backends, repeats):
-    """``{"kernel", "point", "times": {backend: s}, "agree": {backend: bool}}`` at one point."""
+    """``{"kernel", "point", "times": {backend: s}, "agree": {backend: bool}}`` at one point;
+    backends not declared fit for the shape (``registry.handles``) are not timed."""
     from .bench import agree, block_medians
 
+    backends = [b for b in backends if handles(name, b, _size(name, point))]
     args = _inputs(name, point)
     first, outs = {}, {}
     for b in backends:

@@ -104,3 +104,40 @@ def test_only_kernels_touch_the_compiled_module_and_the_dispatcher():
             if touched & {"_core", "_dispatch", "_numba", "_threads"}:
                 bad.append(f"{rel}: {mod} {names}")
     assert not bad, bad
+
+
+def test_derive_auto_orders_backends_by_their_worst_ratio_per_size():
+    """The table derivation from sweep rows (times given, not measured): bands merge where the
+    order is the same, the boundary is the geometric mean of neighbouring sizes."""
+    from rfl_fast.sweep import derive_auto
+
+    def row(p, cpp, numba, b=1):
+        return {"kernel": "stiefel_proj", "point": [b, 784, p], "auto": "cpp",
+                "times": {"cpp": cpp, "numba": numba, "numpy": 1.0},
+                "agree": {"cpp": True, "numba": True, "numpy": True}}
+
+    rows = [row(4, 0.1, 0.5), row(4, 0.2, 0.5, b=16), row(8, 0.3, 0.5),
+            row(16, 2.0, 3.0), row(16, 0.8, 3.0, b=16), row(32, 2.0, 0.5)]
+    table = derive_auto(rows)["stiefel_proj"]
+    # p = 16: cpp loses at batch 1 (worst ratio 0.5), so numpy leads there
+    assert table == ((11, ("cpp", "numba", "numpy")), (22, ("numpy", "cpp", "numba")),
+                     (None, ("numba", "numpy", "cpp")))
+
+
+def test_a_backend_beyond_its_declared_size_is_never_auto():
+    from rfl_fast.kernels.registry import handles
+
+    assert handles("stiefel_inv_retr_polar", "numba", 32)
+    assert not handles("stiefel_inv_retr_polar", "numba", 33)
+    assert handles("stiefel_inv_retr_polar", "cpp", 10_000)
+    for size in (5, 64, 128):
+        assert _dispatch.resolve("stiefel_inv_retr_polar", "auto", size)[0] != "numba" or \
+            size <= 32
+
+
+def test_one_sweep_point_times_every_backend_and_agrees():
+    from rfl_fast.sweep import time_point
+
+    row = time_point("stiefel_retr_polar", (2, 12, 3), kernels.available_backends(), 1)
+    assert set(row["times"]) == set(kernels.available_backends())
+    assert all(t > 0 for t in row["times"].values()) and all(row["agree"].values())

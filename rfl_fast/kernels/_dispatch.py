@@ -20,6 +20,7 @@ from .._validation import env_reader
 from ..errors import BackendUnavailableError
 from ._auto_table import AUTO
 from ._threads import default_threads
+from .registry import handles
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends", "load",
            "resolve", "resolve_checked", "auto_order", "backend_kernels", "backend_error",
@@ -140,6 +141,8 @@ def resolve(kernel, choice=None, size=None):
         return hit
     _check_choice(choice, "backend")
     order = auto_order(kernel, size) if choice == "auto" else (choice,)
+    if choice == "auto":
+        order = [b for b in order if handles(kernel, b, size)]
     for name in order:
         fn = getattr(load(name), kernel, None) if load(name) is not None else None
         if callable(fn):

@@ -14,7 +14,7 @@ Adding a kernel: its reference in ``reference.py``, its compiled code, and one e
 from dataclasses import dataclass
 from itertools import product
 
-__all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "sweep_grid"]
+__all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "handles", "sweep_grid"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,9 @@ class Kernel:
     family: str
     fast_lane: bool = False
     summary: str = ""
+    #: backend -> largest size (see ``Family``) it handles in reasonable time and memory; the
+    #: sweep does not time it beyond, and ``auto`` never picks it there
+    max_size: tuple = ()
 
 
 REGISTRY = {k.name: k for k in (
@@ -69,7 +72,8 @@ REGISTRY = {k.name: k for k in (
     Kernel("stiefel_proj", (2, 2), 2, "stiefel", True, "(x, u) -> u - x sym(x'u)"),
     Kernel("stiefel_retr_polar", (2, 2), 2, "stiefel", True, "(x, u) -> polar(x + u)"),
     Kernel("stiefel_inv_retr_polar", (2, 2), 2, "stiefel", True,
-           "(x, y) -> y S - x, (x'y)S + S(y'x) = 2I, S symmetric"),
+           "(x, y) -> y S - x, (x'y)S + S(y'x) = 2I, S symmetric",
+           max_size=(("numba", 32),)),  # Numba solves the O(p^6) system on S's upper triangle
     Kernel("stiefel_retr_qr", (2, 2), 2, "stiefel", False,
            "(x, u) -> qf(x + u), positive diagonal of R"),
     Kernel("stiefel_inv_retr_qr", (2, 2), 2, "stiefel", True,
@@ -99,6 +103,12 @@ REGISTRY = {k.name: k for k in (
 
 #: name -> (core ndims of each argument, core ndims of the result): the calling convention
 KERNELS = {k.name: (k.args, k.out) for k in REGISTRY.values()}
+
+
+def handles(name, backend, size):
+    """Whether ``backend`` is declared fit for kernel ``name`` at ``size``."""
+    limit = dict(REGISTRY[name].max_size).get(backend)
+    return limit is None or size is None or size <= limit
 
 
 def sweep_grid(name):
