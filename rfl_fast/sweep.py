@@ -86,8 +86,8 @@ def run_sweep(names, repeats=3, out=print):
             row = time_point(name, point, backends, repeats)
             t = row["times"]
             row["auto"] = a = auto_backend(name, point)
-            cells = "".join(f"{t['numpy'] / t[b]:10.2f}" + ("!" if not row["agree"][b] else "")
-                            for b in backends)
+            cells = "".join(f"{'-':>10s}" if b not in t else f"{t['numpy'] / t[b]:10.2f}"
+                            + ("!" if not row["agree"][b] else "") for b in backends)
             out(f"{name:24s}{str(tuple(point)):>20s}{cells}{a:>7s}{t['numpy'] / t[a]:9.2f}"
                 f"{min(t.values()) / t[a]:7.2f}")
             rows.append(row)

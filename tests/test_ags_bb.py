@@ -236,16 +236,18 @@ def test_e4_small_2bbs_fastest_rfedavg_rfedprox_stall():
 
 
 def test_e5_small_more_local_steps_and_decaying_steps_help():
-    """003 Fig. 2. Measured (40 rounds): CFMSPD fixed K=1 3.26 vs K=5 1.24; MBCFSti fixed
-    0.895 vs 0.701; decaying K=1 beats fixed K=1 on all three (1.2e-2 -> 4.5e-5, 3.26 -> 0.109,
-    0.895 -> 0.334)."""
+    """003 Fig. 2. Measured (40 rounds): CPESph fixed K=1 1.2e-2 vs K=5 5e-4, CFMSPD 3.26 vs
+    1.24; decaying K=1 beats fixed K=1 (1.2e-2 -> ~0, 3.26 -> 0.109). MBCFSti runs on seed
+    003's own (sum) cost at Table 1's steps since issue 17: there the mini-batch noise floor
+    decides (fixed K=1 15.7, K=5 28.2, decaying 71; full batch 5.8), which E5's table reports
+    as not reproduced; its convergence is tested in test_experiments.py."""
     from rfl_fast.experiments import e5
     r = e5.run(small=True)["results"]
     g = {(p, k): v["grad_norm_final"] for p, rp in r.items() for k, v in rp.items()}
-    for prob in ("CFMSPD", "MBCFSti"):
+    for prob in ("CPESph", "CFMSPD"):
         assert g[prob, "fixed_K5"] < 0.9 * g[prob, "fixed_K1"], g
-    for prob in r:
         assert g[prob, "decaying_K1"] < 0.5 * g[prob, "fixed_K1"], g
+    assert g["MBCFSti", "fixed_K1_fullbatch"] < 0.5 * g["MBCFSti", "fixed_K1"], g
     assert g["CFMSPD", "decaying_K5"] < 1e-2, g
 
 
@@ -264,10 +266,7 @@ def test_e6_small_ap_reaches_the_original_optimum_rs_the_reweighted_one():
         assert A["runs"][name]["dist_to_reweighted_optimum"] > 0.7 * gap, (gap, msg)
     assert A["runs"]["AGS-RS"]["dist_to_reweighted_optimum"] < 0.1 * gap, (gap, msg)
     assert A["runs"]["AGS-RS"]["dist_to_original_optimum"] > 0.7 * gap, (gap, msg)
-    B = res["B_stiefel_pca"]
-    for name, v in B.items():     # measured: every method |grad f| 1.9e-2 -> ~2e-4 in 40 rounds
-        assert v["grad_norm_final"] < 0.05 * v["grad_norm_first"], (name, v)
-        assert v["cpu_total_s"] > 0
+    # part B (heterogeneous clients, 003 Fig. 7): test_experiments.py::test_e6b_...
 
 
 # ----------------------------------------------------------------------------- bad input
