@@ -135,8 +135,13 @@ def test_jacobi_tiny_clustered_and_trivial_spectra():
     ]
     s = np.stack([(q * w) @ q.T for w in spectra])
     s = 0.5 * (s + np.swapaxes(s, -1, -2))
-    for name in ("sym_expm", "sym_sqrtm"):
-        close(getattr(nb, name)(s), getattr(ref, name)(s))
+    close(nb.sym_expm(s), ref.sym_expm(s))
+    # sqrt only where the formed matrix is numerically PSD: forming Q diag(w) Q' with w down to
+    # 1e-300 leaves eigenvalues of -5e-16 under some BLAS kernels (Haswell), whose square root
+    # is undefined (the reference gives NaN there)
+    psd = np.linalg.eigvalsh(s).min(axis=-1) >= 0
+    assert psd[:3].all()
+    close(nb.sym_sqrtm(s[psd]), ref.sym_sqrtm(s[psd]))
     # eigen-residual of the Jacobi solver itself
     for a in list(s) + [np.zeros((9, 9)), np.diag(np.arange(9.0))]:
         w, v = np.empty(9), np.empty((9, 9))

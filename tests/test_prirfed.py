@@ -310,7 +310,10 @@ def test_e7_small_reproduction():
     r = e7.run(small=True, seed=0)
     for name, rows in r["results"].items():
         assert rows["floor_decreases_with_eps"], (name, rows)
-        assert rows["eps0.15"]["f_gap_floor"] > 1.1 * rows["sigma0"]["f_gap_floor"], name
+        if name.startswith("hyperbolic"):  # uncertified since issue 15: no DP claim to check
+            assert rows["eps0.15"]["privacy_guarantee"].startswith("none: "), rows
+        else:
+            assert rows["eps0.15"]["f_gap_floor"] > 1.1 * rows["sigma0"]["f_gap_floor"], name
         assert rows["eps0.15"]["sigma"] > rows["eps2"]["sigma"] > 0 == rows["sigma0"]["sigma"]
         if "DP-RSGD" in name:
             assert rows["sigma0_equals_RFedAvg_bitwise"], name
