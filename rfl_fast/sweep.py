@@ -134,8 +134,6 @@ def derive_auto(rows):
                     if r["agree"].get(b, True):
                         worst[b] = min(worst.get(b, math.inf), best / t)
             order = tuple(sorted(worst, key=lambda b: (-worst[b], kernels.BACKENDS.index(b))))
-            if "numpy" not in order:
-                order += ("numpy",)
             if bands and bands[-1][1] == order:
                 bands[-1][0] = size
             else:

@@ -20,7 +20,7 @@ from .._validation import env_reader
 from ..errors import BackendUnavailableError
 from ._auto_table import AUTO
 from ._threads import default_threads
-from .registry import handles
+from .registry import KERNELS, REGISTRY, handles
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends", "load",
            "resolve", "resolve_checked", "auto_order", "backend_kernels", "backend_error",
@@ -85,8 +85,6 @@ def backend_error(name):
 
 def backend_kernels(name):
     """Sorted names of the kernels backend ``name`` provides (empty if unavailable)."""
-    from .registry import KERNELS
-
     mod = load(_check_choice(name, "backend"))
     return sorted(k for k in KERNELS if mod is not None and callable(getattr(mod, k, None)))
 
@@ -155,15 +153,17 @@ def resolve(kernel, choice=None, size=None):
 
 
 def resolve_checked(kernel, choice=None, size=None):
-    """The C++ fast lane ``_core.<kernel>_checked`` (see ``Manifold._compiled``) when C++ is the
-    backend ``resolve`` picks for ``kernel`` under ``choice`` at ``size``, else ``None``."""
+    """The C++ fast lane ``_core.<kernel>_checked`` (see ``Manifold._compiled``) when the registry
+    declares one and C++ is the backend ``resolve`` picks for ``kernel`` under ``choice`` at
+    ``size``, else ``None``."""
     choice = get_backend() if choice is None else choice
     key = (kernel, choice, size)
     try:
         return _checked[key]
     except KeyError:
         name, _ = resolve(kernel, choice, size)
-        fn = getattr(_modules["cpp"], kernel + "_checked", None) if name == "cpp" else None
+        declared = name == "cpp" and REGISTRY[kernel].fast_lane
+        fn = getattr(_modules["cpp"], kernel + "_checked") if declared else None
         _checked[key] = fn
         return fn
 

@@ -355,26 +355,38 @@ RFL_INLINE void polar_impl(const double* x, const double* u, double* out, int n,
     right_mul<P, false>(out, nullptr, C, out, nullptr, n, p, ework);
 }
 
-// polar(a) for an item whose Gram is out of range (or not finite): polar(a) = polar(a s) for
-// s > 0, so a s with s = 2^-e (exact) and max|a s| in [1, 2) goes through polar_impl (generic p;
-// a cold path, out of line). NaN if a = x (+ u) is zero or not finite (x + u overflowing).
-template <int P, bool ADD>
-RFL_COLD void polar_rescaled(const double* x, const double* u, double* out, int n, int p,
-                             double* work) {
+// out = a s for a = x (+ u), s = 2^-e (exact) with max|a s| in [1, 2), whose Gram is then in
+// range: the rescaled item of polar_rescaled and qr_rescaled (polar and qf are invariant under
+// s > 0). False, with out NaN, if a is zero or not finite (x + u overflowing), or if even the
+// scaled Gram is out of range (only for n p beyond ~2^290). work: p*p doubles.
+template <bool ADD>
+inline bool scale_to_unit(const double* x, const double* u, double* out, int n, int p,
+                          double* work) {
     const std::size_t np = static_cast<std::size_t>(n) * p;
     double m = 0.0;
     for (std::size_t i = 0; i < np; ++i) {
         out[i] = ADD ? x[i] + u[i] : x[i];
         m = std::fmax(m, std::fabs(out[i]));
     }
-    if (!(m > 0.0) || !std::isfinite(m) || !linalg::all_finite(out, np))
-        return linalg::fill_nan(out, np);
+    if (!(m > 0.0) || !std::isfinite(m) || !linalg::all_finite(out, np)) {
+        linalg::fill_nan(out, np);
+        return false;
+    }
     const double s = std::ldexp(1.0, -std::max(-1000, std::min(1000, std::ilogb(m))));
     for (std::size_t i = 0; i < np; ++i) out[i] *= s;
-    double* G = work;
-    gram<0, false>(out, nullptr, G, n, p);
-    if (!gram_in_range(G, p)) return linalg::fill_nan(out, np);  // only for n p beyond ~2^290
-    polar_impl<0, false>(out, nullptr, out, n, p, work);  // in place: reads a row, then writes it
+    gram<0, false>(out, nullptr, work, n, p);
+    if (gram_in_range(work, p)) return true;
+    linalg::fill_nan(out, np);
+    return false;
+}
+
+// polar(a) for an item whose Gram is out of range (or not finite): the item scaled by
+// scale_to_unit goes through polar_impl (generic p; a cold path, out of line).
+template <int P, bool ADD>
+RFL_COLD void polar_rescaled(const double* x, const double* u, double* out, int n, int p,
+                             double* work) {
+    if (scale_to_unit<ADD>(x, u, out, n, p, work))
+        polar_impl<0, false>(out, nullptr, out, n, p, work);  // in place: a row read, then written
 }
 
 #ifdef RFL_HAVE_V4
@@ -872,24 +884,12 @@ RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, in
     right_solve_upper<P, false>(out, nullptr, R, out, nullptr, n, p);
 }
 
-// qf(a) for an item whose Gram is out of range (or not finite), as polar_rescaled: qf(a s) =
-// qf(a) for s > 0, s = 2^-e (exact) with max|a s| in [1, 2); NaN if a is zero or not finite.
+// qf(a) for an item whose Gram is out of range (or not finite), as polar_rescaled.
 template <bool ADD>
 RFL_COLD void qr_rescaled(const double* x, const double* u, double* out, int n, int p,
                           double* work) {
-    const std::size_t np = static_cast<std::size_t>(n) * p;
-    double m = 0.0;
-    for (std::size_t i = 0; i < np; ++i) {
-        out[i] = ADD ? x[i] + u[i] : x[i];
-        m = std::fmax(m, std::fabs(out[i]));
-    }
-    if (!(m > 0.0) || !std::isfinite(m) || !linalg::all_finite(out, np))
-        return linalg::fill_nan(out, np);
-    const double s = std::ldexp(1.0, -std::max(-1000, std::min(1000, std::ilogb(m))));
-    for (std::size_t i = 0; i < np; ++i) out[i] *= s;
-    gram<0, false>(out, nullptr, work, n, p);
-    if (!gram_in_range(work, p)) return linalg::fill_nan(out, np);  // only for n p beyond ~2^290
-    qr_impl<0, false>(out, nullptr, out, n, p, work);  // in place: reads a row, then writes it
+    if (scale_to_unit<ADD>(x, u, out, n, p, work))
+        qr_impl<0, false>(out, nullptr, out, n, p, work);  // in place: a row read, then written
 }
 
 }  // namespace detail
