@@ -17,7 +17,6 @@ import time
 import numpy as np
 
 from . import kernels
-from .kernels import reference as ref
 from .kernels.registry import handles, sweep_grid
 from .kernels.testing import kernel_inputs
 
@@ -26,12 +25,16 @@ __all__ = ["run_sweep", "derive_auto", "write_auto_table", "print_summary"]
 GIVE_UP = 20.0
 
 
+def _core_dims(name, point):
+    """The grid point's dims as ``kernel_inputs`` takes them: a Lorentz grid d is the
+    hyperboloid's dimension, its points live in R^(d+1)."""
+    dims = list(point[1:])
+    return [dims[0] + 1] if name.startswith("lorentz_") else dims
+
+
 def _inputs(name, point):
-    b, *dims = point
-    if name.startswith("lorentz_"):  # grid d is the hyperboloid's dimension: points in R^(d+1)
-        dims = [dims[0] + 1]
     return tuple(np.ascontiguousarray(a) for a in
-                 kernel_inputs(name, np.random.default_rng(0), b, *dims))
+                 kernel_inputs(name, np.random.default_rng(0), point[0], *_core_dims(name, point)))
 
 
 def _first_call(fn, args):
@@ -50,14 +53,14 @@ def time_point(name, point, backends, repeats):
 
     backends = [b for b in backends if handles(name, b, _size(name, point))]
     args = _inputs(name, point)
+    fns = {b: kernels.resolve(name, b)[1] for b in backends}
     first, outs = {}, {}
-    for b in backends:
-        _, fn = kernels.resolve(name, b)
+    for b, fn in fns.items():
         first[b], outs[b] = _first_call(fn, args)
     want = outs["numpy"]
     cap = max(0.2, GIVE_UP * first["numpy"])
     given_up = {b for b in backends if first[b] > cap}
-    calls = {b: (kernels.resolve(name, b)[1], args) for b in backends if b not in given_up}
+    calls = {b: (fns[b], args) for b in backends if b not in given_up}
     slow = tuple(b for b in calls if first[b] > 0.05)  # one call per block, fewer repeats
     times = block_medians(calls, repeats, once=slow, warmup_s=0.02)
     times.update({b: first[b] for b in given_up})
@@ -72,7 +75,7 @@ def auto_backend(name, point):
 
 def _size(name, point):
     """The dimension ``auto`` keys on: the last of the first argument's core shape."""
-    return point[-1] + 1 if name.startswith("lorentz_") else point[-1]
+    return _core_dims(name, point)[-1]
 
 
 def run_sweep(names, repeats=3, out=print):
@@ -94,6 +97,10 @@ def run_sweep(names, repeats=3, out=print):
     return rows
 
 
+def _geomean(values):
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
 def print_summary(rows, out=print):
     """Per kernel: worst and geometric-mean ratio of auto to the reference and to the best."""
     out(f"\n{'kernel':24s}{'points':>7s}{'auto/ref min':>13s}{'geomean':>9s}{'auto/best min':>15s}")
@@ -105,10 +112,10 @@ def print_summary(rows, out=print):
         vs_ref = [r["times"]["numpy"] / r["times"][r["auto"]] for r in rs]
         vs_best = [min(r["times"].values()) / r["times"][r["auto"]] for r in rs]
         allr += vs_ref
-        gm = math.exp(sum(map(math.log, vs_ref)) / len(vs_ref))
+        gm = _geomean(vs_ref)
         out(f"{name:24s}{len(rs):7d}{min(vs_ref):13.2f}{gm:9.2f}{min(vs_best):15.2f}")
     if allr:
-        gm = math.exp(sum(map(math.log, allr)) / len(allr))
+        gm = _geomean(allr)
         out(f"{'all':24s}{len(allr):7d}{min(allr):13.2f}{gm:9.2f}")
 
 
