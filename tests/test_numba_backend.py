@@ -96,6 +96,29 @@ def test_serial_and_parallel_drivers_agree_bitwise(name):
     assert np.array_equal(parallel, fn(*args))  # repeatable
 
 
+def test_one_parallel_task_runs_the_serial_driver():
+    """A parallel region with one task (one Stiefel chunk, one SPD lane block, one vector) only
+    adds thread start-up, which costs milliseconds on a busy machine."""
+    if numba.get_num_threads() < 2:
+        pytest.skip("one Numba thread: every kernel is serial")
+    calls = []
+
+    def serial():
+        calls.append("serial")
+
+    def parallel():
+        calls.append("parallel")
+
+    big = 10 * _runtime.PARALLEL_MIN_WORK
+    for tasks in (1, 2):
+        _runtime.run(serial, parallel, big, tasks)
+    _runtime.run(serial, parallel, _runtime.PARALLEL_MIN_WORK - 1, 50)
+    assert calls[0] == "serial" and calls[2] == "serial"
+    assert calls[1] in ("parallel", "serial")  # serial only if another thread holds the lock
+    assert stiefel._tasks(np.empty((8, 3, 2))) == 1 and stiefel._tasks(np.empty((9, 3, 2))) == 2
+    assert spd._tasks(np.empty((spd.CHUNK_LANES * spd.LANES, 2, 2))) == 1
+
+
 def test_python_threads_calling_kernels_concurrently():
     rng = np.random.default_rng(2)
     jobs = []

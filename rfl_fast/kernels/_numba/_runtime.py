@@ -4,7 +4,10 @@ Every kernel exists as two compiled drivers, a serial one and a ``prange`` one (
 functions: Numba's cache key does not include ``parallel=``, so one Python function jitted twice
 would share a cache entry). ``run`` picks the parallel driver only when
 
-* the batch is big enough for threads to pay (``work`` >= ``PARALLEL_MIN_WORK``), and
+* the batch is big enough for threads to pay (``work`` >= ``PARALLEL_MIN_WORK``),
+* the parallel driver has at least two tasks (``prange`` iterations) to share: one task runs on
+  one thread anyway, and entering the parallel region costs up to milliseconds on a busy
+  machine (Stiefel(784, 8), one item: 20 ms instead of 0.1 ms with another process running), and
 * the calling thread's Numba thread count is above 1 (``numba.set_num_threads`` is per thread,
   ``NUMBA_NUM_THREADS`` sets the default): ``numba.set_num_threads(1)`` makes every kernel serial.
 
@@ -35,9 +38,10 @@ def _check_layer():
         _layer_safe = None
 
 
-def run(serial, parallel, work, *args):
-    """Call ``serial(*args)`` or ``parallel(*args)``; see the module docstring."""
-    if work < PARALLEL_MIN_WORK or numba.get_num_threads() < 2:
+def run(serial, parallel, work, tasks, *args):
+    """Call ``serial(*args)`` or ``parallel(*args)`` (whose ``prange`` has ``tasks``
+    iterations); see the module docstring."""
+    if work < PARALLEL_MIN_WORK or tasks < 2 or numba.get_num_threads() < 2:
         return serial(*args)
     if _layer_safe:
         return parallel(*args)

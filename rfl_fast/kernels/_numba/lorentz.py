@@ -149,26 +149,27 @@ def _transport_parallel(x, y, v, out):
 def lorentz_exp(x, v):
     """``cosh|v| x + sinh|v| v/|v|`` (Minkowski norm of v); (N, d+1)."""
     out = np.empty_like(x)
-    run(_exp_serial, _exp_parallel, 4 * x.size + 40 * x.shape[0], x, v, out)
+    run(_exp_serial, _exp_parallel, 4 * x.size + 40 * x.shape[0], x.shape[0], x, v, out)
     return out
 
 
 def lorentz_log(x, y):
     """``acosh(a) (y - a x)/sqrt(a^2 - 1)``, ``a = max(-<x,y>_L, 1)``; (N, d+1)."""
     out = np.empty_like(x)
-    run(_log_serial, _log_parallel, 4 * x.size + 40 * x.shape[0], x, y, out)
+    run(_log_serial, _log_parallel, 4 * x.size + 40 * x.shape[0], x.shape[0], x, y, out)
     return out
 
 
 def lorentz_dist(x, y):
     """``acosh(max(-<x,y>_L, 1))``; (N, d+1) -> (N,)."""
     out = np.empty(x.shape[0])
-    run(_dist_serial, _dist_parallel, 2 * x.size + 40 * x.shape[0], x, y, out)
+    run(_dist_serial, _dist_parallel, 2 * x.size + 40 * x.shape[0], x.shape[0], x, y, out)
     return out
 
 
 def lorentz_transport(x, y, v):
     """Parallel transport ``v + <y,v>_L/(1 - <x,y>_L) (x+y)``; (N, d+1)."""
     out = np.empty_like(x)
-    run(_transport_serial, _transport_parallel, 6 * x.size + 10 * x.shape[0], x, y, v, out)
+    run(_transport_serial, _transport_parallel, 6 * x.size + 10 * x.shape[0], x.shape[0],
+        x, y, v, out)
     return out

@@ -289,10 +289,15 @@ def _dist_parallel(x, y, out, nl):
         _dist_chunk(x, y, out, c * chunk, min(n_items, (c + 1) * chunk), nl)
 
 
+def _tasks(x):
+    """Tasks of the parallel drivers: chunks of ``CHUNK_LANES * LANES`` items."""
+    return -(-x.shape[0] // (CHUNK_LANES * LANES))
+
+
 def _sym(s, kind):
     out = np.empty_like(s)
     n = s.shape[-1]
-    run(_sym_serial, _sym_parallel, 30 * n ** 3 * s.shape[0], s, out, kind, LANES)
+    run(_sym_serial, _sym_parallel, 30 * n ** 3 * s.shape[0], _tasks(s), s, out, kind, LANES)
     return out
 
 
@@ -319,7 +324,7 @@ def sym_invsqrtm(s):
 def _spd(x, u, kind):
     out = np.empty_like(x)
     n = x.shape[-1]
-    run(_spd_serial, _spd_parallel, 70 * n ** 3 * x.shape[0], x, u, out, kind, LANES)
+    run(_spd_serial, _spd_parallel, 70 * n ** 3 * x.shape[0], _tasks(x), x, u, out, kind, LANES)
     return out
 
 
@@ -337,5 +342,5 @@ def spd_dist(x, y):
     """Affine-invariant distance ``|logm(x^-½ y x^-½)|_F``; (N, n, n) -> (N,)."""
     out = np.empty(x.shape[0])
     n = x.shape[-1]
-    run(_dist_serial, _dist_parallel, 50 * n ** 3 * x.shape[0], x, y, out, LANES)
+    run(_dist_serial, _dist_parallel, 50 * n ** 3 * x.shape[0], _tasks(x), x, y, out, LANES)
     return out

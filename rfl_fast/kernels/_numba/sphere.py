@@ -134,26 +134,26 @@ def _transport_parallel(x, y, v, out):
 def sphere_exp(x, u):
     """``cos|u| x + sin|u| u/|u|``; x, u: (N, d) -> (N, d)."""
     out = np.empty_like(x)
-    run(_exp_serial, _exp_parallel, 4 * x.size, x, u, out)
+    run(_exp_serial, _exp_parallel, 4 * x.size, x.shape[0], x, u, out)
     return out
 
 
 def sphere_log(x, y):
     """``atan2(|v|, <x,y>) v/|v|``, ``v = y - <x,y> x``; NaN at antipodal points; (N, d)."""
     out = np.empty_like(x)
-    run(_log_serial, _log_parallel, 6 * x.size, x, y, out)
+    run(_log_serial, _log_parallel, 6 * x.size, x.shape[0], x, y, out)
     return out
 
 
 def sphere_dist(x, y):
     """``2 asin(|x - y|/2)``; (N, d) -> (N,)."""
     out = np.empty(x.shape[0])
-    run(_dist_serial, _dist_parallel, 3 * x.size, x, y, out)
+    run(_dist_serial, _dist_parallel, 3 * x.size, x.shape[0], x, y, out)
     return out
 
 
 def sphere_transport(x, y, v):
     """Parallel transport ``v - <y,v>/(1+<x,y>) (x+y)``; (N, d)."""
     out = np.empty_like(x)
-    run(_transport_serial, _transport_parallel, 7 * x.size, x, y, v, out)
+    run(_transport_serial, _transport_parallel, 7 * x.size, x.shape[0], x, y, v, out)
     return out

@@ -361,43 +361,48 @@ def _work(x, factor):
     return factor * x.size * x.shape[-1]
 
 
+def _tasks(x):
+    """Tasks of the parallel drivers: chunks of ``CHUNK`` items."""
+    return -(-x.shape[0] // CHUNK)
+
+
 def stiefel_proj(x, u):
     """Tangent projection ``u - x sym(x'u)``; x, u: (N, n, p)."""
     out = np.empty_like(x)
-    run(_proj_serial, _proj_parallel, _work(x, 4), x, u, out)
+    run(_proj_serial, _proj_parallel, _work(x, 4), _tasks(x), x, u, out)
     return out
 
 
 def polar(a):
     """Polar factor ``a (a'a)^-½``; a: (N, n, p), n >= p; NaN for rank-deficient items."""
     out = np.empty_like(a)
-    run(_polar_serial, _polar_parallel, _work(a, 5), a, a, out, False)
+    run(_polar_serial, _polar_parallel, _work(a, 5), _tasks(a), a, a, out, False)
     return out
 
 
 def stiefel_retr_polar(x, u):
     """Polar retraction ``polar(x + u)``; (N, n, p)."""
     out = np.empty_like(x)
-    run(_polar_serial, _polar_parallel, _work(x, 5), x, u, out, True)
+    run(_polar_serial, _polar_parallel, _work(x, 5), _tasks(x), x, u, out, True)
     return out
 
 
 def stiefel_inv_retr_polar(x, y):
     """Inverse polar retraction ``y S - x``, ``(x'y) S + S (y'x) = 2I``; (N, n, p)."""
     out = np.empty_like(x)
-    run(_inv_polar_serial, _inv_polar_parallel, _work(x, 4), x, y, out)
+    run(_inv_polar_serial, _inv_polar_parallel, _work(x, 4), _tasks(x), x, y, out)
     return out
 
 
 def stiefel_retr_qr(x, u):
     """QR retraction ``qf(x + u)`` with a positive diagonal of R; (N, n, p)."""
     out = np.empty_like(x)
-    run(_retr_qr_serial, _retr_qr_parallel, _work(x, 8), x, u, out)
+    run(_retr_qr_serial, _retr_qr_parallel, _work(x, 8), _tasks(x), x, u, out)
     return out
 
 
 def stiefel_inv_retr_qr(x, y):
     """Inverse QR retraction ``y R - x``, R upper triangular, ``(x'y)R + R'(y'x) = 2I``."""
     out = np.empty_like(x)
-    run(_inv_qr_serial, _inv_qr_parallel, _work(x, 4), x, y, out)
+    run(_inv_qr_serial, _inv_qr_parallel, _work(x, 4), _tasks(x), x, y, out)
     return out
