@@ -195,7 +195,7 @@ def extra_baselines(repeats):
 
     x = kernel_inputs("sym_logm", np.random.default_rng(0), 1_000, 9)[0]
     t_loop = median_time(lambda a: [scipy.linalg.logm(m) for m in a], (x,), max(1, repeats // 3))
-    _, fn = kernels.resolve("sym_logm", "auto", 9)
+    _, fn = kernels.resolve("sym_logm", "auto", (1, 9, 9))
     t_fast = median_time(fn, (x,), repeats)
     print(f"\nsym_logm 1000 x 9x9: scipy.linalg.logm loop {t_loop * 1e3:.1f} ms, "
           f"auto backend {t_fast * 1e3:.3f} ms: {t_loop / t_fast:.0f}x")
@@ -269,7 +269,7 @@ def dispatch_overhead(repeats, number=100):
 
     rows = {}
     for method, kernel in (("retr", "stiefel_retr_polar"), ("proj", "stiefel_proj")):
-        name, fn = kernels.resolve(kernel, "auto", 5)
+        name, fn = kernels.resolve(kernel, "auto", (1, 784, 5))
         med = block_medians({"raw": block(fn, x[None], u[None]),
                              "public": block(getattr(M, method), x, u)}, repeats)
         raw, public = med["raw"] / number, med["public"] / number
@@ -288,6 +288,8 @@ def main(argv=None):
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--sweep", action="store_true",
                         help="every kernel over the registry's shape grid (see rfl_fast.sweep)")
+    parser.add_argument("--quick", action="store_true",
+                        help="with --sweep: the registry's sample of each grid (minutes)")
     parser.add_argument("--write-auto", action="store_true",
                         help="with --sweep: regenerate auto's per-shape table from the sweep")
     args = parser.parse_args(argv)
@@ -337,7 +339,7 @@ def _sweep(args):
     for k, v in info.items():
         print(f"{k}: {v}")
     names = [k for k in KERNELS if args.only in k]
-    rows = sweep.run_sweep(names, repeats=args.repeats or 3)
+    rows = sweep.run_sweep(names, repeats=args.repeats or 3, quick=args.quick)
     sweep.print_summary(rows)
     if args.json:
         with open(args.json, "w") as f:

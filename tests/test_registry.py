@@ -42,44 +42,51 @@ def test_sweep_grid_is_the_issue_grid():
 
 
 def test_auto_table_is_well_formed():
-    for name, bands in AUTO.items():
+    for name, points in AUTO.items():
         assert name in REGISTRY, name
-        uppers = [u for u, _ in bands]
-        assert uppers[-1] is None and all(u is not None for u in uppers[:-1])
-        assert uppers[:-1] == sorted(uppers[:-1])
-        for _, order in bands:
+        core = REGISTRY[name].args[0]
+        for shape, order in points:
+            assert len(shape) == 1 + core and min(shape) >= 1, (name, shape)
             assert "numpy" in order and set(order) <= set(_dispatch.BACKENDS), order
 
 
 @pytest.mark.parametrize("name", sorted(AUTO))
-def test_auto_follows_the_band_of_the_shape(name):
-    """At a size inside each band, auto resolves to that band's first available backend, and
-    the C++ fast lane is offered only where C++ is auto's choice."""
-    bands = AUTO[name]
-    lower = 1
-    for upper, order in bands:
-        size = lower if upper is None else upper
-        want = next(b for b in order if kernels.is_available(b))
-        got, _ = kernels.resolve(name, "auto", size)
-        assert got == want, (name, size, order)
-        lane = kernels.fast_lane(name, "auto", size)
+def test_auto_takes_the_order_of_the_nearest_point(name):
+    """At each table point, and at a shape a little off it, auto resolves to that point's first
+    available backend (declared fit for the size), and the C++ fast lane is offered only where
+    C++ is auto's choice."""
+    from rfl_fast.kernels.registry import handles
+
+    for shape, order in AUTO[name]:
+        want = next(b for b in order if kernels.is_available(b) and handles(name, b, shape[-1]))
+        nudged = (shape[0] + (shape[0] > 4),) + shape[1:]  # nearer to this point than to others
+        for s in (shape, nudged, shape[1:] if shape[0] == 1 else shape):
+            got, _ = kernels.resolve(name, "auto", s)
+            assert got == want, (name, s, order)
+        lane = kernels.fast_lane(name, "auto", shape)
         assert (lane is not None) == (want == "cpp" and REGISTRY[name].fast_lane)
-        lower = (upper or lower) + 1
+
+
+def test_auto_chooses_by_batch_as_well_as_by_size():
+    """Two points that differ only in their number of items may take different backends."""
+    points = {shape: order for shape, order in AUTO["stiefel_proj"]}
+    near = {_dispatch.auto_order("stiefel_proj", (b, 784, 64)) for b in (1, 16)}
+    assert near == {points[(1, 784, 64)], points[(16, 784, 64)]}
 
 
 def test_call_dispatches_on_the_shape(monkeypatch):
-    """``call`` passes the first argument's last dimension to the choice."""
+    """``call`` passes the first argument's shape to the choice."""
     seen = []
     orig = _dispatch.resolve
 
-    def spy(kernel, choice=None, size=None):
-        seen.append(size)
-        return orig(kernel, choice, size)
+    def spy(kernel, choice=None, shape=None):
+        seen.append(shape)
+        return orig(kernel, choice, shape)
 
     monkeypatch.setattr(_dispatch, "resolve", spy)
     x = np.eye(7)[None, :, :3]
     kernels.call("stiefel_proj", x, x)
-    assert seen[-1] == 3
+    assert seen[-1] == (1, 7, 3)
 
 
 def _imports(path):
@@ -106,22 +113,21 @@ def test_only_kernels_touch_the_compiled_module_and_the_dispatcher():
     assert not bad, bad
 
 
-def test_derive_auto_orders_backends_by_their_worst_ratio_per_size():
-    """The table derivation from sweep rows (times given, not measured): bands merge where the
-    order is the same, the boundary is the geometric mean of neighbouring sizes."""
+def test_derive_auto_orders_backends_by_their_time_per_point():
+    """The table derivation from sweep rows (times given, not measured): each point orders the
+    backends that agree with the reference fastest first, a disagreeing one last."""
     from rfl_fast.sweep import derive_auto
 
-    def row(p, cpp, numba, b=1):
+    def row(b, p, cpp, numba, numba_ok=True):
         return {"kernel": "stiefel_proj", "point": [b, 784, p], "auto": "cpp",
                 "times": {"cpp": cpp, "numba": numba, "numpy": 1.0},
-                "agree": {"cpp": True, "numba": True, "numpy": True}}
+                "agree": {"cpp": True, "numba": numba_ok, "numpy": True}}
 
-    rows = [row(4, 0.1, 0.5), row(4, 0.2, 0.5, b=16), row(8, 0.3, 0.5),
-            row(16, 2.0, 3.0), row(16, 0.8, 3.0, b=16), row(32, 2.0, 0.5)]
-    table = derive_auto(rows)["stiefel_proj"]
-    # p = 16: cpp loses at batch 1 (worst ratio 0.5), so numpy leads there
-    assert table == ((11, ("cpp", "numba", "numpy")), (22, ("numpy", "cpp", "numba")),
-                     (None, ("numba", "numpy", "cpp")))
+    rows = [row(1, 4, 0.1, 0.5), row(1, 16, 2.0, 3.0), row(16, 16, 0.8, 3.0),
+            row(1, 32, 2.0, 0.5, numba_ok=False)]
+    assert derive_auto(rows)["stiefel_proj"] == (
+        ((1, 784, 4), ("cpp", "numba", "numpy")), ((1, 784, 16), ("numpy", "cpp", "numba")),
+        ((16, 784, 16), ("cpp", "numpy", "numba")), ((1, 784, 32), ("numpy", "cpp", "numba")))
 
 
 def test_a_backend_beyond_its_declared_size_is_never_auto():
@@ -131,7 +137,8 @@ def test_a_backend_beyond_its_declared_size_is_never_auto():
     assert not handles("stiefel_inv_retr_polar", "numba", 33)
     assert handles("stiefel_inv_retr_polar", "cpp", 10_000)
     for size in (5, 64, 128):
-        assert _dispatch.resolve("stiefel_inv_retr_polar", "auto", size)[0] != "numba" or \
+        shape = (1, 784, size)
+        assert _dispatch.resolve("stiefel_inv_retr_polar", "auto", shape)[0] != "numba" or \
             size <= 32
 
 

@@ -23,11 +23,11 @@ __all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "b
            "compiled_version", "set_threads", "get_threads", "limit_blas_threads"]
 
 
-def resolve(name, backend=None, size=None):
+def resolve(name, backend=None, shape=None):
     """``(backend_name, fn)``: the raw kernel ``name`` (arrays of the kernel contract, no checks)
-    of ``backend`` (default: the choice in force; ``"auto"`` chooses at ``size``, the last
-    dimension of the first argument). For benchmarks and callers that validate themselves."""
-    return _dispatch.resolve(name, backend, size)
+    of ``backend`` (default: the choice in force; ``"auto"`` chooses for a first argument of
+    shape ``shape``, a tuple). For benchmarks and callers that validate themselves."""
+    return _dispatch.resolve(name, backend, shape)
 
 
 def compiled_version():
@@ -54,11 +54,11 @@ def describe_backends():
     return lines
 
 
-def fast_lane(name, backend=None, size=None):
+def fast_lane(name, backend=None, shape=None):
     """The C++ checked form of kernel ``name`` (``fn(a, b, core_shape)``: the result, or ``None``
-    when it does not take the arrays as they are) when C++ is the backend in force for it at
-    ``size`` (the last dimension of the first argument), else ``None``."""
-    return _dispatch.resolve_checked(name, backend, size)
+    when it does not take the arrays as they are) when C++ is the backend in force for it with a
+    first argument of shape ``shape``, else ``None``."""
+    return _dispatch.resolve_checked(name, backend, shape)
 
 
 def call(name, *arrays, backend=None):
@@ -70,7 +70,7 @@ def call(name, *arrays, backend=None):
     arrays; any other dtype (complex, float16, longdouble, ...) raises ``TypeError``.
     """
     core_ndims, _ = KERNELS[name]
-    _, fn = _dispatch.resolve(name, backend, arrays[0].shape[-1] if arrays[0].ndim else None)
+    _, fn = _dispatch.resolve(name, backend, arrays[0].shape)
     if len(arrays) == 2 and core_ndims[0] == core_ndims[1]:  # fast path: one item, each ready
         a, b = arrays
         if (a.ndim == core_ndims[0] and b.ndim == a.ndim and a.dtype is FLOAT64

@@ -7,14 +7,15 @@ attributes are kernels with the reference's names and calling convention. The ch
 strongest to weakest: the ``backend=`` argument of a call, the innermost
 ``with rfl_fast.backend(...)`` block (per thread/context), the environment variable
 ``RFL_FAST_BACKEND``, then ``"auto"``: the first installed backend of the kernel's order at the
-call's shape (``_auto_table.AUTO``, measured by the shape sweep), keyed on the last dimension of
-the first argument (p of a Stiefel matrix, n of a square matrix, d of a vector).
+call's shape (``_auto_table.AUTO``, measured by the shape sweep): the order measured at the sweep
+point nearest to the first argument's shape (number of items and core dimensions, compared on a
+log scale).
 """
 
-import bisect
 import contextlib
 import contextvars
 import importlib
+import math
 
 from .._validation import env_reader
 from ..errors import BackendUnavailableError
@@ -23,8 +24,8 @@ from ._threads import default_threads
 from .registry import KERNELS, REGISTRY, handles
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends", "load",
-           "resolve", "resolve_checked", "auto_order", "backend_kernels", "backend_error",
-           "set_threads", "get_threads"]
+           "resolve", "resolve_checked", "auto_order", "shape_key", "backend_kernels",
+           "backend_error", "set_threads", "get_threads"]
 
 BACKENDS = ("cpp", "numba", "numpy")
 _CHOICES = BACKENDS + ("auto",)
@@ -34,10 +35,13 @@ _MODULES = {
     "numpy": "rfl_fast.kernels.reference",
 }
 _ENV = "RFL_FAST_BACKEND"
-#: Order for a kernel or size the auto table does not list.
+#: Order for a kernel the auto table does not list.
 DEFAULT_ORDER = ("cpp", "numba", "numpy")
-# AUTO's bands as sorted upper bounds, for bisect: kernel -> (uppers, orders)
-_BANDS = {k: ([u for u, _ in bands[:-1]], [o for _, o in bands]) for k, bands in AUTO.items()}
+#: Resolved choices kept per (kernel, choice, shape); cleared when it grows past this.
+_CACHE_MAX = 4096
+# AUTO's points on a log scale: kernel -> ((log point, order), ...)
+_LOG_POINTS = {k: tuple((tuple(map(math.log, pt)), order) for pt, order in points)
+               for k, points in AUTO.items()}
 
 _current = contextvars.ContextVar("rfl_fast_backend", default=None)
 _modules = {}
@@ -119,31 +123,49 @@ def backend(name):
         _current.reset(token)
 
 
-def auto_order(kernel, size):
-    """``auto``'s backend order for ``kernel`` when the first argument's last dimension is
-    ``size`` (``None``: the order of the smallest sizes)."""
-    bands = _BANDS.get(kernel)
-    if bands is None:
+def shape_key(kernel, shape):
+    """``(items, *core)``: the number of items and the core dimensions of a first argument of
+    ``kernel`` with shape ``shape`` (the coordinates of the auto table's points)."""
+    k = KERNELS[kernel][0][0]
+    if len(shape) < k:
+        return None
+    return (max(1, math.prod(shape[: len(shape) - k])),) + tuple(shape[len(shape) - k:])
+
+
+def auto_order(kernel, shape):
+    """``auto``'s backend order for ``kernel`` when its first argument has shape ``shape``: the
+    order measured at the nearest sweep point (``None``: the first point's order)."""
+    points = _LOG_POINTS.get(kernel)
+    if points is None:
         return DEFAULT_ORDER
-    uppers, orders = bands
-    return orders[0 if size is None else bisect.bisect_left(uppers, size)]
+    key = None if shape is None else shape_key(kernel, shape)
+    if key is None or len(key) != len(points[0][0]) or min(key) < 1:
+        return points[0][1]
+    logs = tuple(map(math.log, key))
+    return min(points, key=lambda p: sum((a - b) ** 2 for a, b in zip(p[0], logs)))[1]
 
 
-def resolve(kernel, choice=None, size=None):
-    """``(backend_name, function)`` for ``kernel`` under ``choice`` (default: in force) at a
-    shape whose first argument ends in dimension ``size`` (see ``auto_order``)."""
+def _last_dim(shape):
+    return None if not shape else shape[-1]
+
+
+def resolve(kernel, choice=None, shape=None):
+    """``(backend_name, function)`` for ``kernel`` under ``choice`` (default: in force) when its
+    first argument has shape ``shape`` (see ``auto_order``)."""
     choice = get_backend() if choice is None else choice
-    key = (kernel, choice, size)
+    key = (kernel, choice, shape)
     hit = _resolved.get(key)
     if hit is not None:
         return hit
     _check_choice(choice, "backend")
-    order = auto_order(kernel, size) if choice == "auto" else (choice,)
+    order = auto_order(kernel, shape) if choice == "auto" else (choice,)
     if choice == "auto":
-        order = [b for b in order if handles(kernel, b, size)]
+        order = [b for b in order if handles(kernel, b, _last_dim(shape))]
     for name in order:
         fn = getattr(load(name), kernel, None) if load(name) is not None else None
         if callable(fn):
+            if len(_resolved) >= _CACHE_MAX:
+                _resolved.clear()
             _resolved[key] = (name, fn)
             return name, fn
     if choice == "auto":
@@ -152,18 +174,20 @@ def resolve(kernel, choice=None, size=None):
     raise BackendUnavailableError(f"backend {choice!r} has no kernel {kernel!r} ({reason})")
 
 
-def resolve_checked(kernel, choice=None, size=None):
+def resolve_checked(kernel, choice=None, shape=None):
     """The C++ fast lane ``_core.<kernel>_checked`` (see ``Manifold._compiled``) when the registry
     declares one and C++ is the backend ``resolve`` picks for ``kernel`` under ``choice`` at
-    ``size``, else ``None``."""
+    ``shape``, else ``None``."""
     choice = get_backend() if choice is None else choice
-    key = (kernel, choice, size)
+    key = (kernel, choice, shape)
     try:
         return _checked[key]
     except KeyError:
-        name, _ = resolve(kernel, choice, size)
+        name, _ = resolve(kernel, choice, shape)
         declared = name == "cpp" and REGISTRY[kernel].fast_lane
         fn = getattr(_modules["cpp"], kernel + "_checked") if declared else None
+        if len(_checked) >= _CACHE_MAX:
+            _checked.clear()
         _checked[key] = fn
         return fn
 

@@ -28,11 +28,17 @@ class Family:
 
     name: str
     grid: tuple             # ((n_items, n[, p]), ...)
+    quick: tuple            # a sample of ``grid`` that a sweep times in minutes
 
 
 def _stiefel_grid():
     return tuple((b, n, p) for b, n, p in product(
         (1, 16, 200), (50, 784, 3072), (1, 2, 3, 4, 5, 8, 10, 16, 32, 64, 128)) if p <= n)
+
+
+def _stiefel_quick():
+    return tuple((b, n, p) for b, n, p in _stiefel_grid()
+                 if (b, n) in ((1, 784), (16, 784), (200, 50), (16, 3072), (1, 50)))
 
 
 def _square_grid():
@@ -46,9 +52,9 @@ def _vector_grid():
 
 
 FAMILIES = {
-    "stiefel": Family("stiefel", _stiefel_grid()),
-    "square": Family("square", _square_grid()),
-    "vector": Family("vector", _vector_grid()),
+    "stiefel": Family("stiefel", _stiefel_grid(), _stiefel_quick()),
+    "square": Family("square", _square_grid(), tuple(p for p in _square_grid() if p[0] != 16)),
+    "vector": Family("vector", _vector_grid(), tuple(p for p in _vector_grid() if p[0] != 200)),
 }
 
 
@@ -111,6 +117,7 @@ def handles(name, backend, size):
     return limit is None or size is None or size <= limit
 
 
-def sweep_grid(name):
-    """The sweep's ``(n_items, *dims)`` points for kernel ``name``."""
-    return FAMILIES[REGISTRY[name].family].grid
+def sweep_grid(name, quick=False):
+    """The sweep's ``(n_items, *dims)`` points for kernel ``name`` (``quick``: the sample)."""
+    family = FAMILIES[REGISTRY[name].family]
+    return family.quick if quick else family.grid

@@ -146,7 +146,7 @@ class Manifold:
         checks and glue on one 784x5 Stiefel matrix."""
         if validation_enabled(self.validate):
             return None
-        fn = fast_lane(kernel, backend, self.shape[-1])
+        fn = fast_lane(kernel, backend, arrays[0].shape)
         return None if fn is None else fn(*arrays, self.shape)
 
     @staticmethod
