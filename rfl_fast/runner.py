@@ -278,112 +278,119 @@ def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
         f"{M!r}, {cfg['rounds']} rounds, algorithms "
         f"{', '.join(label for label, _ in plan.algorithms)}")
 
-    histories, models, per_alg = {}, {}, {}
-    status = "completed"
-    rounds = cfg["rounds"]
-    every = max(1, rounds // 10)
-    with InterruptGuard(notify=say) as guard:
-        for label, algorithm in plan.algorithms:
-            if guard.requested or status == "interrupted":
-                per_alg[label] = {"status": "not run", "rounds": 0}
-                continue
-            rows, last = [], {"x": x0}
-            bar = (tqdm(total=rounds, desc=f"{label:12s}", unit="round", leave=True,
-                        file=sys.stderr, dynamic_ncols=True) if tqdm is not None else None)
-            stopped = {"by": None}
+    try:
+        histories, models, per_alg = {}, {}, {}
+        status = "completed"
+        rounds = cfg["rounds"]
+        every = max(1, rounds // 10)
+        with InterruptGuard(notify=say) as guard:
+            for label, algorithm in plan.algorithms:
+                if guard.requested or status == "interrupted":
+                    per_alg[label] = {"status": "not run", "rounds": 0}
+                    continue
+                rows, last = [], {"x": x0}
+                bar = (tqdm(total=rounds, desc=f"{label:12s}", unit="round", leave=True,
+                            file=sys.stderr, dynamic_ncols=True) if tqdm is not None else None)
+                stopped = {"by": None}
 
-            def on_round(t, x, row, label=label, rows=rows, last=last, bar=bar,
-                         stopped=stopped):
-                rows.append(dict(row))
-                last["x"] = x
-                if bar is not None:
-                    bar.update(1)
-                    g = row.get("grad_norm", math.nan)
-                    if g == g:
-                        bar.set_postfix_str(f"grad {g:.2e}", refresh=False)
-                if verbose and (t % every == 0 or t == rounds):
-                    parts = [f"{k} {row[k]:.3e}" for k in ("grad_norm", "angle", "f_gap")
-                             if k in row and row[k] == row[k]]
-                    debug(f"{label} round {t}: " + ", ".join(parts))
-                if callback is not None and callback(label, t, x, row) is True:
-                    stopped["by"] = "callback"
-                    return True
-                if guard.requested:
-                    stopped["by"] = "Ctrl-C"
-                    return True
-                return False
+                def on_round(t, x, row, label=label, rows=rows, last=last, bar=bar,
+                             stopped=stopped):
+                    rows.append(dict(row))
+                    last["x"] = x
+                    if bar is not None:
+                        bar.update(1)
+                        g = row.get("grad_norm", math.nan)
+                        if g == g:
+                            bar.set_postfix_str(f"grad {g:.2e}", refresh=False)
+                    if verbose and (t % every == 0 or t == rounds):
+                        parts = [f"{k} {row[k]:.3e}" for k in ("grad_norm", "angle", "f_gap")
+                                 if k in row and row[k] == row[k]]
+                        debug(f"{label} round {t}: " + ", ".join(parts))
+                    if callback is not None and callback(label, t, x, row) is True:
+                        stopped["by"] = "callback"
+                        return True
+                    if guard.requested:
+                        stopped["by"] = "Ctrl-C"
+                        return True
+                    return False
 
-            w0 = time.perf_counter()
-            entry = {"algorithm": repr(algorithm)}
+                w0 = time.perf_counter()
+                entry = {"algorithm": repr(algorithm)}
+                try:
+                    res = run(problem, algorithm, rounds, participation=plan.participation, x0=x0,
+                              seed=cfg["seed"], metrics_every=cfg["metrics_every"],
+                              callback=on_round)
+                    h, x = res.history, res.x
+                    entry["status"] = "completed" if stopped["by"] is None else "interrupted"
+                except KeyboardInterrupt:
+                    h = _history_from_rows([_metrics_row0(problem, x0)] + rows,
+                                           meta={"algorithm": repr(algorithm),
+                                                 "rounds": len(rows), "seed": cfg["seed"],
+                                                 "reconstructed":
+                                                     "run stopped by KeyboardInterrupt"})
+                    x = last["x"]
+                    entry["status"] = "interrupted"
+                    entry["model"] = "the last server point (the algorithm's output step not run)"
+                    stopped["by"] = "KeyboardInterrupt"
+                except Exception as exc:  # a numerical failure of one algorithm: keep the others
+                    h = _history_from_rows([_metrics_row0(problem, x0)] + rows,
+                                           meta={"algorithm": repr(algorithm),
+                                                 "rounds": len(rows), "seed": cfg["seed"]})
+                    x = last["x"]
+                    entry["status"] = "failed"
+                    entry["error"] = f"{type(exc).__name__}: {exc}"
+                    print(f"rfl-fast run: {label} failed after {len(rows)} rounds: "
+                          f"{entry['error']}", file=sys.stderr)
+                    if verbose:
+                        traceback.print_exc()
+                finally:
+                    if bar is not None:
+                        bar.close()
+                entry["wall_s"] = time.perf_counter() - w0
+                if entry["status"] == "interrupted":
+                    status = "interrupted"
+                    entry["stopped_by"] = stopped["by"]
+                    say(f"{label}: interrupted after round {len(rows)} of {rounds}")
+                elif entry["status"] == "failed" and status == "completed":
+                    status = "failed"
+                entry["rounds"] = len(rows)
+                histories[label], models[label] = h, np.asarray(x)
+                files.append(atomic_write(os.path.join(out, f"history_{label}.csv"), h.to_csv))
+                files.append(atomic_write(os.path.join(out, f"history_{label}.json"), h.to_json))
+                files.append(_write_npy(os.path.join(out, f"model_{label}.npy"), x))
+                entry.update({m: _final(h, m) for m in ("grad_norm", "angle", "f_gap", "dist")})
+                entry["files"] = files[-3:]
+                per_alg[label] = entry
+
+        notes = []
+        plots = []
+        if cfg["plots"] and histories:
             try:
-                res = run(problem, algorithm, rounds, participation=plan.participation, x0=x0,
-                          seed=cfg["seed"], metrics_every=cfg["metrics_every"],
-                          callback=on_round)
-                h, x = res.history, res.x
-                entry["status"] = "completed" if stopped["by"] is None else "interrupted"
-            except KeyboardInterrupt:
-                h = _history_from_rows([_metrics_row0(problem, x0)] + rows,
-                                       meta={"algorithm": repr(algorithm),
-                                             "rounds": len(rows), "seed": cfg["seed"],
-                                             "reconstructed": "run stopped by KeyboardInterrupt"})
-                x = last["x"]
-                entry["status"] = "interrupted"
-                entry["model"] = "the last server point (the algorithm's output step not run)"
-                stopped["by"] = "KeyboardInterrupt"
-            except Exception as exc:  # a numerical failure of one algorithm: keep the others
-                h = _history_from_rows([_metrics_row0(problem, x0)] + rows,
-                                       meta={"algorithm": repr(algorithm),
-                                             "rounds": len(rows), "seed": cfg["seed"]})
-                x = last["x"]
-                entry["status"] = "failed"
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-                print(f"rfl-fast run: {label} failed after {len(rows)} rounds: "
-                      f"{entry['error']}", file=sys.stderr)
-                if verbose:
-                    traceback.print_exc()
-            finally:
-                if bar is not None:
-                    bar.close()
-            entry["wall_s"] = time.perf_counter() - w0
-            if entry["status"] == "interrupted":
-                status = "interrupted"
-                entry["stopped_by"] = stopped["by"]
-                say(f"{label}: interrupted after round {len(rows)} of {rounds}")
-            elif entry["status"] == "failed" and status == "completed":
-                status = "failed"
-            entry["rounds"] = len(rows)
-            histories[label], models[label] = h, np.asarray(x)
-            files.append(atomic_write(os.path.join(out, f"history_{label}.csv"), h.to_csv))
-            files.append(atomic_write(os.path.join(out, f"history_{label}.json"), h.to_json))
-            files.append(_write_npy(os.path.join(out, f"model_{label}.npy"), x))
-            entry.update({m: _final(h, m) for m in ("grad_norm", "angle", "f_gap", "dist")})
-            entry["files"] = files[-3:]
-            per_alg[label] = entry
+                from .plotting import plot_metrics
 
-    notes = []
-    plots = []
-    if cfg["plots"] and histories:
-        try:
-            from .plotting import plot_metrics
-
-            title = (f"{cfg['problem']['type']} on {cfg['data']['source']} "
-                     f"({problem.n_clients} clients)")
-            plots = plot_metrics(histories, out, cfg["plots"], title=title, prefix="plot_")
-        except ImportError as exc:
-            notes.append(f"plots skipped: {exc}")
-            say(f"plots skipped: {exc}")
-    files += plots
-    summary = {"name": cfg["name"], "status": status, "rounds_requested": rounds,
-               "algorithms": per_alg, "plots": plots, "notes": notes, **meta}
-    files.append(_write_json(os.path.join(out, "summary.json"), summary))
-    resolved["status"] = status
-    if status != "completed":
-        resolved["status_detail"] = {k: v["status"] for k, v in per_alg.items()}
-    _write_json(os.path.join(out, "config_resolved.json"), resolved)
-    say(summary_table(histories))
-    say(f"{status}: results in {out}{os.sep}")
-    return RunOutcome(out=out, status=status, histories=histories, models=models,
-                      summary=summary, files=files)
+                title = (f"{cfg['problem']['type']} on {cfg['data']['source']} "
+                         f"({problem.n_clients} clients)")
+                plots = plot_metrics(histories, out, cfg["plots"], title=title, prefix="plot_")
+            except ImportError as exc:
+                notes.append(f"plots skipped: {exc}")
+                say(f"plots skipped: {exc}")
+        files += plots
+        summary = {"name": cfg["name"], "status": status, "rounds_requested": rounds,
+                   "algorithms": per_alg, "plots": plots, "notes": notes, **meta}
+        files.append(_write_json(os.path.join(out, "summary.json"), summary))
+        resolved["status"] = status
+        if status != "completed":
+            resolved["status_detail"] = {k: v["status"] for k, v in per_alg.items()}
+        _write_json(os.path.join(out, "config_resolved.json"), resolved)
+        say(summary_table(histories))
+        say(f"{status}: results in {out}{os.sep}")
+        return RunOutcome(out=out, status=status, histories=histories, models=models,
+                          summary=summary, files=files)
+    except BaseException as exc:  # any failure outside one algorithm's run: say so on disk
+        resolved["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        resolved["error"] = f"{type(exc).__name__}: {exc}"
+        _write_json(os.path.join(out, "config_resolved.json"), resolved)
+        raise
 
 
 def _version():

@@ -10,6 +10,8 @@ Two data forms:
 Internally points are matrices (k, d, r); ``SpherePCA`` maps its vectors (k, d) to r = 1.
 """
 
+import math
+
 import numpy as np
 import scipy.linalg.blas
 
@@ -55,6 +57,18 @@ def check_covariances(A, name="A"):
     return np.ascontiguousarray(0.5 * (a + _t(a)))
 
 
+
+def _check_no_overflow(flat, sizes, name):
+    """Refuse samples whose covariance ``z'z`` could overflow float64 (one client's sum of
+    squares of an entry bounded by ``rows * max|z|^2``): every product and metric would be
+    inf/NaN. flat: (sum of rows, d)."""
+    big = float(np.abs(flat).max()) if flat.size else 0.0
+    limit = math.sqrt(np.finfo(np.float64).max / max(1, int(np.max(sizes))))
+    if not big <= limit:
+        raise ValueError(f"{name}: entries up to {big:.3g} make a client's covariance z'z "
+                         f"overflow float64 (at most {limit:.3g} for {int(np.max(sizes))} rows); "
+                         f"rescale the data (e.g. data.normalize = 'standardize')")
+
 class QuadraticProblem(Problem):
     """Base of ``SpherePCA`` and ``KPCA`` (private): see the module docstring."""
 
@@ -71,6 +85,7 @@ class QuadraticProblem(Problem):
         self.r = r
         self._c = 1.0
         super().__init__(np.diff(offsets), weighting)
+        _check_no_overflow(flat, self.sizes, name)
         n, d = self.n_clients, self.d
         if gram is None:
             gram = d <= self.sizes.mean() and n * d * d * 8 <= GRAM_BYTES_LIMIT
