@@ -12,7 +12,9 @@
 
 import importlib.util
 import json
+import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -391,7 +393,18 @@ def federation(request):
                     "test needs flower-superlink, flower-supernode and flwr")
     from rfl_fast.flower.local import LocalFederation, _alive, _descendants
 
-    fed = LocalFederation(4)
+    # started with no folder holding Flower's scripts on PATH, as from a venv that is not
+    # activated: Flower's own `flower-superexec` must still be found
+    scripts = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "")
+    os.environ["PATH"] = os.pathsep.join(
+        p for p in path.split(os.pathsep)
+        if not os.path.exists(os.path.join(p, "flower-superexec")))
+    try:
+        fed = LocalFederation(4)
+    finally:
+        os.environ["PATH"] = path
+    assert fed.env["PATH"].split(os.pathsep)[0] == scripts
     started = []
 
     def stop():

@@ -40,9 +40,14 @@ def free_port():
 
 
 def flower_env(flwr_home):
-    """Environment for Flower processes: ``FLWR_HOME``, no telemetry, no update check, and
-    this rfl_fast importable (its parent folder first on ``PYTHONPATH``)."""
+    """Environment for Flower processes: ``FLWR_HOME``, no telemetry, no update check, this
+    rfl_fast importable (its parent folder first on ``PYTHONPATH``) and this Python's scripts
+    folder first on ``PATH`` (Flower starts ``flower-superexec`` by name: the venv's must be found
+    even when the venv is not activated)."""
     env = dict(os.environ)
+    scripts = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join([scripts] + [p for p in env.get("PATH", "").split(os.pathsep)
+                                               if p and p != scripts])
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in
                                                   env.get("PYTHONPATH", "").split(os.pathsep)
