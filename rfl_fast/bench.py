@@ -20,9 +20,7 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -31,6 +29,7 @@ import rfl_fast as rf
 from . import kernels
 from .kernels import reference as ref
 from .kernels.testing import kernel_inputs
+from .timing import WARMUP_S, agree, block_medians, median_time
 
 # (kernel, (N, n, p)) at the papers' shapes; vectors use (N, d)
 FULL_CASES = [
@@ -58,53 +57,6 @@ SMOKE_CASES = [(k, (3, 6, 2) if k.startswith(("stiefel", "polar")) else (3, 4))
                for k in dict.fromkeys(k for k, _ in FULL_CASES)]
 # memory-bound: a few flops per byte, so the copy bandwidth bounds them
 MEMORY_BOUND = ("stiefel_", "polar", "sphere_", "lorentz_")
-
-
-#: Timed back-to-back calls per block (``block_medians``), after WARMUP_S seconds of untimed
-#: calls. Without the warm-up a route pays for the one before it or for idleness: OpenBLAS
-#: workers keep spinning ~0.1 s after a threaded call (so do Numba's OpenMP workers) and take
-#: the core of a compiled kernel's second thread, and on this 2-core VM any pause leaves the
-#: CPUs slow for tens of milliseconds (the fused clipped sum: ~2.2 ms back to back, ~4 ms in
-#: short bursts after 0.15 s idle). A training loop calls one route back to back, which is what
-#: the blocks measure.
-BLOCK_CALLS = 3
-WARMUP_S = 0.1
-
-
-def block_medians(calls, repeats, once=(), warmup_s=WARMUP_S):
-    """``{key: median seconds per call}`` of ``calls`` (``{key: (fn, args)}``) timed as a loop
-    that calls one route back to back: each repeat runs every entry as a block of ``warmup_s``
-    seconds of untimed calls (at least one) and :data:`BLOCK_CALLS` timed ones, the entries
-    alternating block by block, so drifting load or clock speed hits every entry alike. Keys in
-    ``once`` (slow baselines): no warm-up, one timed call per block, in at most
-    ``max(3, repeats // 2)`` repeats."""
-    times = {key: [] for key in calls}
-    for _ in range(repeats):
-        for key, (fn, args) in calls.items():
-            slow = key in once
-            if slow and len(times[key]) >= max(3, repeats // 2):
-                continue
-            if not slow:
-                t_end = time.perf_counter() + warmup_s
-                while True:
-                    fn(*args)
-                    if time.perf_counter() >= t_end:
-                        break
-            for _ in range(1 if slow else BLOCK_CALLS):
-                t0 = time.perf_counter()
-                fn(*args)
-                times[key].append(time.perf_counter() - t0)
-    return {key: statistics.median(v) for key, v in times.items()}
-
-
-def median_time(fn, args, repeats):
-    fn(*args)  # warm-up (and JIT compile / cache load)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def copy_bandwidth(n_bytes=256 * 2**20, repeats=5):
@@ -139,11 +91,6 @@ def machine():
     if kernels.is_available("cpp"):
         info["cpp_threads"] = rf.get_threads()
     return info
-
-
-def agree(got, want):
-    scale = max(1.0, float(np.nanmax(np.abs(want))))
-    return bool(np.allclose(got, want, rtol=0, atol=1e-9 * scale, equal_nan=True))
 
 
 def run(cases, repeats, bandwidth, warmup_s=WARMUP_S):

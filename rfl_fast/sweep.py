@@ -4,10 +4,10 @@
     rfl-fast bench --sweep --only stiefel_proj --json sweep.json
     rfl-fast bench --sweep --write-auto             # also regenerate kernels/_auto_table.py
 
-At each grid point the backends are timed side by side in one process (``bench.block_medians``:
-blocks of back-to-back calls, the backends alternating, medians). A backend whose first call
-takes more than :data:`GIVE_UP` times the reference's (and over 0.2 s) is timed by that one
-call. ``auto`` is reported as the time of the backend it chooses at that shape (raw kernels on
+At each grid point the backends are timed side by side in one process
+(``timing.block_medians``: blocks of back-to-back calls, the backends alternating, medians). A
+backend whose first call takes more than :data:`GIVE_UP` times the reference's (and over 0.2 s)
+is timed by that one call. ``auto`` is reported as the time of the backend it chooses at that shape (raw kernels on
 both sides, so dispatch overhead is not in the ratio; ``bench`` measures that separately).
 """
 
@@ -19,6 +19,7 @@ import numpy as np
 from . import kernels
 from .kernels.registry import handles, sweep_grid
 from .kernels.testing import kernel_inputs
+from .timing import agree, block_medians
 
 __all__ = ["run_sweep", "derive_auto", "write_auto_table", "print_summary"]
 
@@ -49,8 +50,6 @@ def _first_call(fn, args):
 def time_point(name, point, backends, repeats):
     """``{"kernel", "point", "times": {backend: s}, "agree": {backend: bool}}`` at one point;
     backends not declared fit for the shape (``registry.handles``) are not timed."""
-    from .bench import agree, block_medians
-
     backends = [b for b in backends if handles(name, b, _size(name, point))]
     args = _inputs(name, point)
     fns = {b: kernels.resolve(name, b)[1] for b in backends}

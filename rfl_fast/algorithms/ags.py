@@ -40,9 +40,9 @@ import numpy as np
 from numpy.polynomial.legendre import leggauss
 
 from .._validation import check_choice, check_int, check_positive
-from ..federation._checks import transport_name
-from ..federation.participation import Bernoulli, Full, Uniform
-from ..federation.schedules import as_schedule
+from ._checks import transport_name
+from .participation import Bernoulli, Full, Uniform
+from .schedules import as_schedule
 from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
 
 __all__ = ["RFedAGS", "AGSState", "reweighted_weights"]

@@ -55,9 +55,9 @@ and upload arrays into ``array_kinds``.
 import numpy as np
 
 from .._validation import check_choice, check_int, check_positive
-from ..federation._checks import inverse_pair
-from ..federation.consensus import karcher_mean, tangent_mean
-from ..federation.schedules import as_schedule
+from ._checks import inverse_pair
+from .consensus import karcher_mean, tangent_mean
+from .schedules import as_schedule
 
 __all__ = ["FederatedAlgorithm", "check_problem", "stacked", "participant_weights"]
 

@@ -82,10 +82,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .._validation import check_choice, check_int, check_positive
-from ..federation._checks import has_method, inverse_pair, transport_name
-from ..federation.consensus import tangent_mean
-from ..federation.participation import Full, Uniform
-from ..federation.schedules import as_schedule
+from ._checks import has_method, inverse_pair, transport_name
+from .consensus import tangent_mean
+from .participation import Full, Uniform
+from .schedules import as_schedule
 from ..privacy import accounting as _acc
 from ..privacy.clipping import clip_factors
 from .base import FederatedAlgorithm, check_problem, stacked

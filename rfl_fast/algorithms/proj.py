@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_int, check_positive
-from ..federation._checks import has_method
-from ..federation.schedules import as_schedule
+from ._checks import has_method
+from .schedules import as_schedule
 from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
 
 __all__ = ["RFedProj", "ProjState"]

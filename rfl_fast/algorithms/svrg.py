@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_choice
-from ..federation._checks import transport_name
+from ._checks import transport_name
 from .base import _RetractionBased, check_problem, participant_weights, stacked
 
 __all__ = ["RFedSVRG", "SVRGState"]

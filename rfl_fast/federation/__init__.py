@@ -1,18 +1,19 @@
-"""Federated layer: the round engine, participation models, step schedules and consensus.
+"""Federated layer: the round engine, its history, checkpoints, arrival checks and faults.
 
 ``run(problem, algorithm, rounds, participation=Full(), ...) -> Result`` drives any algorithm
-of :mod:`rfl_fast.algorithms` (see :mod:`rfl_fast.algorithms.base` for the protocol).
+of :mod:`rfl_fast.algorithms` (see :mod:`rfl_fast.algorithms.base` for the protocol). The
+algorithms' building blocks (participation models, step schedules, consensus) live with them in
+:mod:`rfl_fast.algorithms` and are re-exported here, where users import them.
 """
 
+from ..algorithms.consensus import KarcherResult, karcher_mean, tangent_mean
+from ..algorithms.participation import Bernoulli, Full, Participation, Uniform
+from ..algorithms.schedules import Constant, Decaying, Schedule
 from .arrival import check_upload
-from .checkpoint import resume
-from .consensus import KarcherResult, karcher_mean, tangent_mean
 from .context import ClientContext, ClientRandom, ServerContext, client_rng
-from .engine import Result, run
+from .engine import Result, resume, run
 from .faults import Faults
 from .history import History
-from .participation import Bernoulli, Full, Participation, Uniform
-from .schedules import Constant, Decaying, Schedule
 
 __all__ = [
     "run", "resume", "Result", "History", "Faults", "check_upload",

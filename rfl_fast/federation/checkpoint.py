@@ -1,4 +1,4 @@
-"""Checkpoints of a federated run, and :func:`resume`.
+"""Checkpoints of a federated run (continued by :func:`rfl_fast.federation.resume`).
 
 ``run(..., checkpoint=path, checkpoint_every=N)`` writes the full state of the run after every
 ``N``-th round and after the last one; :func:`resume` continues from it bit-identically (the
@@ -42,7 +42,7 @@ import numpy as np
 from .._files import atomic_write
 from ..errors import CheckpointError
 
-__all__ = ["save", "load", "resume", "FORMAT_VERSION", "CheckpointError"]
+__all__ = ["save", "load", "FORMAT_VERSION", "CheckpointError"]
 
 FORMAT_VERSION = 1
 
@@ -225,52 +225,3 @@ def state_payload(*, round, seed, rounds, metrics, metrics_every, algorithm, par
             "history": {"columns": {c: np.asarray(v) for c, v in history._cols.items()},
                         "meta": history.meta},
             "prng": prng.bit_generator.state, "srng": srng.bit_generator.state}
-
-
-def resume(path, problem, rounds=None, *, callback=None, checkpoint=None,
-           checkpoint_every=None, algorithm=None, **run_kwargs):
-    """Continue the run checkpointed at ``path`` on ``problem``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A checkpoint written by ``run(..., checkpoint=path)``.
-    problem : Problem
-        The same problem (data are not stored in the checkpoint).
-    rounds : int, optional
-        Total number of rounds (default: the original run's). Algorithms that read the total
-        when the run starts (PriRFed's noise calibration, RFedSVRG's global option 2) keep
-        their original set-up.
-    callback : callable, optional
-        As in :func:`~rfl_fast.federation.run`.
-    checkpoint : str or os.PathLike, optional
-        Where to keep checkpointing (default: ``path``).
-    checkpoint_every : int, optional
-        Default: 1.
-    algorithm : FederatedAlgorithm, optional
-        Use this algorithm object instead of the stored one (needed for algorithm classes
-        outside ``rfl_fast``; it must be the run's specialized algorithm,
-        ``Result.algorithm``).
-    **run_kwargs
-        ``faults``, ``client_deadline``, ``check_uploads`` as in ``run``.
-
-    Returns
-    -------
-    Result
-        As if the run had not been interrupted (``history`` holds every round from 0).
-    """
-    from .engine import run
-
-    trusted = {"rfl_fast"}
-    if algorithm is not None:
-        trusted.add(type(algorithm).__module__)
-    payload = load(path, trusted=trusted)
-    if algorithm is not None:
-        payload["algorithm"] = algorithm
-    total = payload["rounds"] if rounds is None else rounds
-    return run(problem, payload["algorithm"], total, payload["participation"],
-               x0=payload["x0"], seed=payload["seed"], metrics=payload["metrics"],
-               metrics_every=payload["metrics_every"], callback=callback,
-               checkpoint=path if checkpoint is None else checkpoint,
-               checkpoint_every=1 if checkpoint_every is None else checkpoint_every,
-               _resume=payload, **run_kwargs)

@@ -45,17 +45,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import checkpoint as _ckpt
-from ..kernels import limit_blas_threads
 from .._validation import check_int, check_positive
-from ._checks import check_point_arg
+from ..algorithms._checks import check_point_arg
+from ..algorithms.participation import Full, as_participation
+from ..kernels import limit_blas_threads
+from . import checkpoint as _ckpt
 from .arrival import check_upload, kinds_of
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
                       ServerContext, resolve_seed, stream)
 from .history import BASE_COLUMNS, History
-from .participation import Full, as_participation
 
-__all__ = ["run", "Result"]
+__all__ = ["run", "resume", "Result"]
 
 
 @dataclass(frozen=True)
@@ -474,3 +474,50 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
     return Result(x=algorithm.output(problem, state), history=hist._freeze(),
                   algorithm=algorithm, seed=seed, rounds=done, participation=participation,
                   x0=x0, state=state, client_state=cstore)
+
+
+def resume(path, problem, rounds=None, *, callback=None, checkpoint=None,
+           checkpoint_every=None, algorithm=None, **run_kwargs):
+    """Continue the run checkpointed at ``path`` on ``problem``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A checkpoint written by ``run(..., checkpoint=path)``.
+    problem : Problem
+        The same problem (data are not stored in the checkpoint).
+    rounds : int, optional
+        Total number of rounds (default: the original run's). Algorithms that read the total
+        when the run starts (PriRFed's noise calibration, RFedSVRG's global option 2) keep
+        their original set-up.
+    callback : callable, optional
+        As in :func:`~rfl_fast.federation.run`.
+    checkpoint : str or os.PathLike, optional
+        Where to keep checkpointing (default: ``path``).
+    checkpoint_every : int, optional
+        Default: 1.
+    algorithm : FederatedAlgorithm, optional
+        Use this algorithm object instead of the stored one (needed for algorithm classes
+        outside ``rfl_fast``; it must be the run's specialized algorithm,
+        ``Result.algorithm``).
+    **run_kwargs
+        ``faults``, ``client_deadline``, ``check_uploads`` as in ``run``.
+
+    Returns
+    -------
+    Result
+        As if the run had not been interrupted (``history`` holds every round from 0).
+    """
+    trusted = {"rfl_fast"}
+    if algorithm is not None:
+        trusted.add(type(algorithm).__module__)
+    payload = _ckpt.load(path, trusted=trusted)
+    if algorithm is not None:
+        payload["algorithm"] = algorithm
+    total = payload["rounds"] if rounds is None else rounds
+    return run(problem, payload["algorithm"], total, payload["participation"],
+               x0=payload["x0"], seed=payload["seed"], metrics=payload["metrics"],
+               metrics_every=payload["metrics_every"], callback=callback,
+               checkpoint=path if checkpoint is None else checkpoint,
+               checkpoint_every=1 if checkpoint_every is None else checkpoint_every,
+               _resume=payload, **run_kwargs)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._files import atomic_write
-from ..federation._checks import check_point_arg
+from ..algorithms._checks import check_point_arg
 from ..federation.engine import first_message
 from ..federation.context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER,
                                   ServerContext, resolve_seed, stream)

@@ -29,7 +29,8 @@ from . import _dispatch
 from ._dispatch import get_threads
 
 __all__ = ["pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps_kernel", "compiled_available",
-           "BLOCK_BYTES", "row_norms", "clipped_pca_rows"]
+           "BLOCK_BYTES", "row_norms", "clipped_pca_rows", "CLIPPED_PCA_ORDER",
+           "clipped_pca_route", "clipped_pca_sum"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
@@ -151,3 +152,48 @@ def pca_local_steps_kernel(backend=None):
     choice = _dispatch.get_backend() if backend is None else backend
     core = _dispatch.load("cpp")
     return None if choice == "numpy" else getattr(core, "pca_local_steps", None)
+
+
+#: Order of the routes of :func:`clipped_pca_sum` under ``"auto"``, from side-by-side
+#: measurements at m = 6000, d = 784, r = 5 (``rfl-fast bench --only clipped``): the one-pass C++
+#: kernel beat the Numba kernel and the NumPy closed form.
+CLIPPED_PCA_ORDER = ("cpp", "numba", "numpy")
+
+
+def _numba_clipped():
+    """The Numba one-pass kernel's module, or ``None`` when Numba is missing."""
+    try:
+        from ._numba import clipped
+    except ImportError:
+        return None
+    return clipped
+
+
+def clipped_pca_route(backend=None):
+    """``"cpp"``, ``"numba"`` or ``"numpy"``: the route :func:`clipped_pca_sum` takes under
+    ``backend`` (``None``: the choice in force; ``"cpp"`` falls back to the order when the
+    extension is missing; ``"numba"`` raises ``ImportError`` when Numba is)."""
+    choice = _dispatch.get_backend() if backend is None else backend
+    if choice not in ("auto", "cpp", "numba", "numpy"):
+        raise ValueError(f"backend: expected 'auto', 'cpp', 'numba' or 'numpy', got {backend!r}")
+    if choice == "numba":
+        from ._numba import clipped  # noqa: F401  (ImportError when Numba is missing)
+    order = (choice,) if choice in ("numpy", "numba") else CLIPPED_PCA_ORDER
+    for route in order:
+        if (route == "numpy" or (route == "cpp" and compiled_available())
+                or (route == "numba" and _numba_clipped() is not None)):
+            return route
+    return "numpy"
+
+
+def clipped_pca_sum(Z, Xt, tau, c, route):
+    """``St`` (r, d) of the clipped one-pass sum of one client's rows ``Z`` (m, d) at ``Xt``
+    (r, d) (module docstring) by ``route`` (:func:`clipped_pca_route`). C-contiguous float64."""
+    if route == "cpp":
+        St, _ = pca_grad_sum(Z, np.array([0, Z.shape[0]], dtype=np.int64),
+                             np.zeros(1, dtype=np.int64), Xt[None], tau, c, True, backend="cpp")
+        return St[0]
+    if route == "numba":
+        return _numba_clipped().pca_clipped_sum_t(Z, Xt, tau, c)
+    return pca_grad_sum_reference(Z, np.array([0, Z.shape[0]]), [0], Xt[None], tau, c,
+                                  True)[0][0]

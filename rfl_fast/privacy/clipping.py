@@ -13,8 +13,8 @@ Three ways to get ``S``:
 * ``clipped_sum_pca(Z, X, tau, c)`` for PCA-type losses (sphere PCA ``-(z'x)^2``, kPCA
   ``-|X'z|^2``), whose per-sample Riemannian gradient ``g_j = -c (I - XX') z_j (z_j'X)`` is rank
   one with the closed-form norm ``|c| |(I - XX')z_j| |X'z_j|``; the sum is
-  ``-c (I - XX') Z' diag(w) Z X`` and no per-sample matrix is formed (NumPy, or a one-pass Numba
-  kernel in ``_fused``);
+  ``-c (I - XX') Z' diag(w) Z X`` and no per-sample matrix is formed (one-pass C++ or Numba
+  kernels, or blocked NumPy: ``kernels.fused.clipped_pca_sum``);
 * ``clipped_sum_frechet(M, x, Y, tau, weights)`` for Frechet-type losses ``a_j dist^2(x, y_j)``
   (SPD Karcher mean, hyperbolic structured prediction): ``g_j = -2 a_j Log_x(y_j)`` with norm
   ``2 |a_j| dist(x, y_j)`` from the manifold's batched ``log``/``dist`` kernels.
@@ -25,7 +25,6 @@ The federated engine's private local step is then
 
 import numpy as np
 
-from ..kernels import get_backend
 from .._validation import as_array
 from ..kernels import fused
 
@@ -172,38 +171,6 @@ def pca_sample_rgrads(Z, X, c=1.0):
     return G[..., 0] if X.ndim == 1 else G
 
 
-#: Order of the compiled routes of ``clipped_sum_pca`` under ``"auto"``, from side-by-side
-#: measurements at m = 6000, d = 784, r = 5 (``rfl-fast bench --only clipped``): the one-pass C++
-#: kernel beat the Numba kernel and the NumPy closed form.
-PCA_AUTO_ORDER = ("cpp", "numba", "numpy")
-
-
-def _pca_route(backend):
-    """``"cpp"``, ``"numba"`` or ``"numpy"``: the route of ``clipped_sum_pca``."""
-    choice = get_backend() if backend is None else backend
-    if choice not in ("auto", "cpp", "numba", "numpy"):
-        raise ValueError(f"backend: expected 'auto', 'cpp', 'numba' or 'numpy', got {backend!r}")
-    if choice == "numpy":
-        return "numpy"
-    if choice == "cpp" and fused.compiled_available():
-        return "cpp"
-    if choice == "numba":
-        from . import _fused  # noqa: F401  (ImportError when Numba is missing)
-        return "numba"
-    for route in PCA_AUTO_ORDER:
-        if route == "cpp" and fused.compiled_available():
-            return "cpp"
-        if route == "numba":
-            try:
-                from . import _fused  # noqa: F401
-            except ImportError:
-                continue
-            return "numba"
-        if route == "numpy":
-            return "numpy"
-    return "numpy"
-
-
 def clipped_sum_pca(Z, X, tau, c=1.0, *, backend=None):
     """Fused ``sum_j clip_tau(g_j)`` for ``g_j = -c (I - XX') z_j (z_j'X)``, never materialized.
 
@@ -228,10 +195,10 @@ def clipped_sum_pca(Z, X, tau, c=1.0, *, backend=None):
         Scale of the per-sample gradient.
     backend : {None, "auto", "cpp", "numba", "numpy"}
         ``None`` follows ``rfl_fast.backend`` / ``RFL_FAST_BACKEND``. ``"cpp"``: the one-pass
-        C++ kernel (``kernels.fused``); ``"numba"``: the one-pass Numba kernel (``_fused``);
-        ``"numpy"``: blocked NumPy (``kernels.fused.clipped_pca_rows``); ``"auto"`` takes the
-        first available in :data:`PCA_AUTO_ORDER` (``"cpp"`` falls back to it when the
-        extension is missing). All three compute the same per-sample terms.
+        C++ kernel; ``"numba"``: the one-pass Numba kernel; ``"numpy"``: blocked NumPy;
+        ``"auto"`` takes the first available in ``kernels.fused.CLIPPED_PCA_ORDER`` (``"cpp"``
+        falls back to it when the extension is missing). All three compute the same
+        per-sample terms (``kernels.fused.clipped_pca_sum``).
 
     Returns
     -------
@@ -243,24 +210,12 @@ def clipped_sum_pca(Z, X, tau, c=1.0, *, backend=None):
     ValueError
         ``Z`` holds NaN or inf (named by the check).
     """
-    route = _pca_route(backend)
+    route = fused.clipped_pca_route(backend)
     # the one-pass kernels read Z once; a separate finiteness pass would double their cost, so
     # Z is checked through the result, non-finite exactly when some z_j is (X finite)
     Z, X, X2 = _pca_args(Z, X, check_z=route == "numpy")
     tau, c = _check_tau(tau), _check_c(c)
-    if route == "cpp":
-        Xt = np.ascontiguousarray(X2.T, dtype=np.float64)[None]
-        St, _ = fused.pca_grad_sum(Z, np.array([0, Z.shape[0]], dtype=np.int64),
-                                   np.zeros(1, dtype=np.int64), Xt, tau, c, True,
-                                   backend="cpp")
-        S = St[0].T
-    elif route == "numba":
-        from ._fused import pca_clipped_sum_t
-
-        S = pca_clipped_sum_t(Z, np.ascontiguousarray(X2.T, dtype=np.float64), tau, c).T
-    else:
-        S = fused.pca_grad_sum_reference(Z, np.array([0, Z.shape[0]]), [0], X2.T[None], tau, c,
-                                         True)[0][0].T
+    S = fused.clipped_pca_sum(Z, np.ascontiguousarray(X2.T, dtype=np.float64), tau, c, route).T
     if not np.isfinite(S).all():
         as_array(Z, "Z")  # names the NaN / inf
         raise ValueError("Z: the clipped sum is not finite")  # pragma: no cover (defensive)

@@ -24,7 +24,7 @@ import numba
 import numpy as np
 from numba import njit, prange  # noqa: F401 (prange used in _pca_parallel)
 
-from ..kernels._numba._runtime import run
+from ._runtime import run
 
 __all__ = ["pca_clipped_sum_t"]
 
@@ -128,5 +128,5 @@ def pca_clipped_sum_t(Z, Xt, tau, c):
     Z : (m, d) C-contiguous float64; Xt : (r, d) C-contiguous float64 with orthonormal rows.
     """
     work = 3 * Z.shape[0] * Z.shape[1] * Xt.shape[0]
-    return run(_pca_serial, _pca_parallel, work, Z, Xt, float(tau), abs(float(c)),
-               numba.get_num_threads())
+    nth = numba.get_num_threads()
+    return run(_pca_serial, _pca_parallel, work, nth, Z, Xt, float(tau), abs(float(c)), nth)

@@ -1,0 +1,107 @@
+"""Participation models: which clients take part in a round.
+
+Each model draws from the engine's participation stream (see :mod:`.context`) and returns
+the sorted ids of the participants. ``recipients`` says how many clients receive the round's
+first broadcast, which the engine counts as downloaded: the participants for ``Full`` and
+``Uniform`` (the server picks them), all ``n`` clients for ``Bernoulli`` (the server does not
+know in advance who will answer).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import check_int
+
+__all__ = ["Participation", "Full", "Uniform", "Bernoulli", "as_participation"]
+
+
+class Participation:
+    """Base class. Subclasses implement ``sample(rng, n)`` and may override ``validate``."""
+
+    def validate(self, n):
+        """Raise ``ValueError`` if the model cannot be used with ``n`` clients."""
+
+    def sample(self, rng, n):
+        """Sorted participant ids, ndarray of int64, shape (k,) with ``0 <= k <= n``."""
+        raise NotImplementedError
+
+    def recipients(self, n, k):
+        """Number of clients that receive the round's first broadcast."""
+        return k
+
+
+@dataclass(frozen=True)
+class Full(Participation):
+    """Every client takes part in every round."""
+
+    def sample(self, rng, n):
+        return np.arange(n, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Uniform(Participation):
+    """``k`` of the ``n`` clients, uniformly without replacement (seed 001, Alg. 1 line 2)."""
+
+    k: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "k", check_int(self.k, "Uniform: k", min_value=1))
+
+    def validate(self, n):
+        if self.k > n:
+            raise ValueError(f"Uniform: k={self.k} clients per round requested but the problem "
+                             f"has only n={n} clients (need 1 <= k <= n)")
+
+    def sample(self, rng, n):
+        return np.sort(rng.choice(n, self.k, replace=False)).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Bernoulli(Participation):
+    """Client ``i`` answers independently with probability ``p_i`` (unknown to the server).
+
+    Parameters
+    ----------
+    p : float or array_like, shape (n,)
+        Answer probabilities in ``[0, 1]``. Rounds where nobody answers happen; the engine
+        then keeps the server state unchanged.
+    """
+
+    p: object
+
+    def __post_init__(self):
+        p = np.array(self.p, dtype=np.float64)
+        if p.ndim > 1 or not np.isfinite(p).all() or (p < 0).any() or (p > 1).any():
+            raise ValueError(f"Bernoulli: p must be a probability in [0, 1] or a vector of them, "
+                             f"got {self.p!r}")
+        p.setflags(write=False)
+        object.__setattr__(self, "p", p)
+
+    def __repr__(self):
+        return f"Bernoulli(p={self.p.tolist() if self.p.ndim else float(self.p)})"
+
+    def validate(self, n):
+        if self.p.ndim == 1 and self.p.size != n:
+            raise ValueError(f"Bernoulli: p has {self.p.size} entries but the problem has "
+                             f"n={n} clients")
+
+    def probabilities(self, n):
+        """``p_i`` for every client: shape (n,)."""
+        return np.broadcast_to(self.p, (n,))
+
+    def sample(self, rng, n):
+        return np.flatnonzero(rng.random(n) < self.probabilities(n)).astype(np.int64)
+
+    def recipients(self, n, k):
+        return n
+
+
+def as_participation(p):
+    """``p`` if it is a participation model; ``None`` means ``Full()``."""
+    if p is None:
+        return Full()
+    if not isinstance(p, Participation):
+        raise TypeError(f"participation: expected Full(), Uniform(k) or Bernoulli(p), "
+                        f"got {type(p).__name__}")
+    return p

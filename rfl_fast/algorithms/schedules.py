@@ -1,0 +1,66 @@
+"""Step-size schedules: ``schedule(t) -> float`` for round ``t`` (0-based).
+
+Algorithms accept a plain number (a fixed step) or a schedule wherever they take a step size.
+"""
+
+from dataclasses import dataclass
+
+from .._validation import check_int, check_positive
+
+__all__ = ["Schedule", "Constant", "Decaying", "as_schedule"]
+
+
+class Schedule:
+    """Base class: a callable ``t -> step`` with ``t`` the round index (0-based)."""
+
+    def __call__(self, t):
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Constant(Schedule):
+    """The fixed step ``value`` (> 0)."""
+
+    value: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "value", check_positive(self.value, "step"))
+
+    def __call__(self, t):
+        return self.value
+
+
+@dataclass(frozen=True)
+class Decaying(Schedule):
+    """Seed 003's decaying rule: ``a_0`` at ``t = 0``, then ``a_t = a_0 / (beta + c_t)**power``
+    with ``c_t = floor(t / dec)`` (``c_t`` grows by one every ``dec`` rounds).
+
+    ``power = 1`` is the rule of the experiments (seed 003, section "decaying step sizes");
+    ``power`` in ``(1/2, 1]`` is the family of its Theorem 3.
+    """
+
+    a0: float
+    beta: float = 1.0
+    dec: int = 1
+    power: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "a0", check_positive(self.a0, "Decaying: a0"))
+        object.__setattr__(self, "beta", check_positive(self.beta, "Decaying: beta"))
+        object.__setattr__(self, "dec", check_int(self.dec, "Decaying: dec", min_value=1))
+        object.__setattr__(self, "power", check_positive(self.power, "Decaying: power"))
+
+    def __call__(self, t):
+        if t == 0:
+            return self.a0
+        return self.a0 / (self.beta + t // self.dec) ** self.power
+
+
+def as_schedule(step, name="step"):
+    """``step`` as a :class:`Schedule`: a number becomes ``Constant(step)`` (checked > 0)."""
+    if isinstance(step, Schedule):
+        return step
+    try:
+        return Constant(step)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace("step", name, 1)) from None
