@@ -8,8 +8,8 @@ The metrics here are subclasses of geomstats' own (``SPDAffineMetric``, ``Hyperb
 not override is geomstats' own. ``spd_matrices(n)``, ``hyperboloid(dim)`` and
 ``hypersphere(dim)`` return geomstats spaces equipped with them::
 
+    from rfl_fast.interop.geomstats import spd_matrices   # first: it imports geomstats
     from geomstats.learning.frechet_mean import FrechetMean
-    from rfl_fast.interop.geomstats import spd_matrices
 
     space = spd_matrices(3)
     points = space.random_point(10)
@@ -23,8 +23,9 @@ Dimensions follow geomstats: ``hypersphere(dim)`` is S^dim in R^(dim+1) (``rf.Sp
 Supported versions: geomstats 2.8 imports ``numpy.trapz``, which NumPy 2.4 removed (it is
 ``numpy.trapezoid`` since NumPy 2.0). When NumPy has no ``trapz``, this module imports geomstats
 with ``numpy.trapz = numpy.trapezoid`` set for the duration of that import only (geomstats binds
-the function at import) and removes it again: NumPy is left as it was. Tested with geomstats
-2.8.0 on NumPy 2.4.
+the function at import) and removes it again: NumPy is left as it was. So on NumPy >= 2.4
+import this module before anything from geomstats (a plain ``import geomstats`` fails there).
+Tested with geomstats 2.8.0 on NumPy 2.4.
 """
 
 import contextlib
