@@ -75,7 +75,13 @@ __all__ = ["HyperboloidMetric", "HypersphereMetric", "SPDAffineMetric", "hyperbo
 class _Maps:
     """The maps shared by the three metrics: geomstats' argument order (tangent vector or
     point first, base point last) mapped to ours (base point first). ``self._rfl`` is the
-    rfl_fast manifold, ``self.backend`` the kernel backend (None: the one in force)."""
+    rfl_fast manifold (from the subclass's ``_manifold_of(space)``), ``self.backend`` the kernel
+    backend (None: the one in force)."""
+
+    def __init__(self, space, backend=None):
+        super().__init__(space)
+        self._rfl = self._manifold_of(space)
+        self.backend = backend
 
     def exp(self, tangent_vec, base_point):
         return self._rfl.exp(base_point, tangent_vec, backend=self.backend)
@@ -112,30 +118,27 @@ class SPDAffineMetric(_Maps, _gs_spd.SPDAffineMetric):
     """geomstats' affine-invariant SPD metric computed by :class:`rfl_fast.SPD`; points
     ``(..., n, n)``. ``backend``: kernel backend (default: the one in force)."""
 
-    def __init__(self, space, backend=None):
-        super().__init__(space)
-        self._rfl = _manifolds.SPD(space.n)
-        self.backend = backend
+    @staticmethod
+    def _manifold_of(space):
+        return _manifolds.SPD(space.n)
 
 
 class HyperboloidMetric(_Maps, _gs_hyperboloid.HyperboloidMetric):
     """geomstats' hyperboloid metric computed by :class:`rfl_fast.Lorentz`; points
     ``(..., dim + 1)``."""
 
-    def __init__(self, space, backend=None):
-        super().__init__(space)
-        self._rfl = _manifolds.Lorentz(space.dim)
-        self.backend = backend
+    @staticmethod
+    def _manifold_of(space):
+        return _manifolds.Lorentz(space.dim)
 
 
 class HypersphereMetric(_Maps, _gs_hypersphere.HypersphereMetric):
     """geomstats' hypersphere metric computed by :class:`rfl_fast.Sphere`; points
     ``(..., dim + 1)``."""
 
-    def __init__(self, space, backend=None):
-        super().__init__(space)
-        self._rfl = _manifolds.Sphere(space.dim + 1)
-        self.backend = backend
+    @staticmethod
+    def _manifold_of(space):
+        return _manifolds.Sphere(space.dim + 1)
 
 
 def spd_matrices(n, *, backend=None):
