@@ -6,10 +6,14 @@ call of ``rfl_fast.interop.pymanopt`` and of ``pymanopt.manifolds``, and their r
 wall time of whole pymanopt solves (TrustRegions and ConjugateGradient on PCA on St(784, 5)
 and St(1000, 20), TrustRegions on the SPD log-det problem) both ways, with the iteration counts
 and seconds per iteration. BLAS runs on one thread for both sides unless ``--blas-threads``
-says otherwise. Timings are medians of ``--repeats`` samples taken alternately
+says otherwise; ``--backend`` forces our kernels' backend (on a 2-core machine under load ~10,
+Numba's two-thread parallel regions took ~18 ms per call whatever the size, so the ``auto``
+choice of Numba for St(784, 10) and St(1000, 20) lost to pymanopt there; ``--backend cpp`` or
+``NUMBA_NUM_THREADS=1`` avoided it). Timings are medians of ``--repeats`` samples taken alternately
 (ours, theirs, ours, ...) so a load change on a shared machine hits both sides alike.
 
-    python benchmarks/interop.py [--repeats 7] [--quick] [--blas-threads 1] [--json PATH]
+    python benchmarks/interop.py [--repeats 7] [--quick] [--blas-threads 1] [--backend B]
+                                  [--json PATH]
 """
 
 import argparse
@@ -72,7 +76,7 @@ def operations(repeats, quick):
         ours, theirs = rp.SPD(n), pm.SymmetricPositiveDefinite(n)
         x, y = ours.random_point(), ours.random_point()
         g = rng.standard_normal((n, n))
-        u = 0.1 * ours.projection(x, g)
+        u = 0.5 * ours.random_tangent_vector(x)  # norm 0.5 in the affine-invariant metric
         for name, a, b in [
             ("exp", lambda: ours.exp(x, u), lambda: theirs.exp(x, u)),
             ("log", lambda: ours.log(x, y), lambda: theirs.log(x, y)),
@@ -175,9 +179,18 @@ def main(argv=None):
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="BLAS threads for both sides (default 1: on a shared machine "
                              "spinning BLAS workers distort the small operations)")
+    parser.add_argument("--backend", default=None,
+                        help="kernel backend for our side (default: the one in force, 'auto')")
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
+
+    import rfl_fast as rf
     threadpool_limits(args.blas_threads)
+    with rf.backend(args.backend or rf.get_backend()):
+        return _report(args)
+
+
+def _report(args):
     ops = operations(args.repeats, args.quick)
     print(f"{'operation':48s} {'ours us':>10s} {'pymanopt us':>12s} {'speed-up':>9s}")
     for name, a, b, r in ops:
