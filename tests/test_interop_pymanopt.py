@@ -286,6 +286,14 @@ def test_adapter_maps_are_our_manifolds_methods():
     assert adapter.inner_product(x, u, u) == pytest.approx(np.sum(u * u))
 
 
+def test_pair_mean_is_the_geodesic_midpoint():
+    manifold = rp.SPD(3, rng=0)
+    a, b = manifold.random_point(), manifold.random_point()
+    mid = manifold.pair_mean(a, b)
+    assert manifold.dist(a, mid) == pytest.approx(manifold.dist(a, b) / 2, rel=1e-10)
+    assert manifold.dist(mid, b) == pytest.approx(manifold.dist(a, b) / 2, rel=1e-10)
+
+
 def test_random_points_follow_numpy_seed_or_rng():
     manifold = rp.SPD(3)
     np.random.seed(0)

@@ -154,6 +154,10 @@ class Adapter(_PymanoptManifold):
     def log(self, point_a, point_b):
         return self.manifold.log(point_a, point_b, backend=self.backend)
 
+    def pair_mean(self, point_a, point_b):
+        """The geodesic midpoint ``Exp_a(Log_a(b) / 2)`` (where Exp and Log exist)."""
+        return self.exp(point_a, 0.5 * self.log(point_a, point_b))
+
     def transport(self, point_a, point_b, tangent_vector_a):
         return self.manifold.transport(point_a, point_b, tangent_vector_a,
                                        self.transport_method, backend=self.backend)
