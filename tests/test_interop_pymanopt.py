@@ -311,6 +311,9 @@ def test_random_points_follow_numpy_seed_or_rng():
 def test_wrap_and_bad_arguments_are_named():
     wrapped = rp.wrap(rf.Stiefel(5, 2), retraction="qr")
     assert isinstance(wrapped, rp.Stiefel) and wrapped.retraction_method == "qr"
+    checked = rp.wrap(rf.Sphere(3, validate=True))
+    with pytest.raises(rf.errors.NotOnManifoldError, match="x: not a point"):
+        checked.retraction(np.array([2.0, 0.0, 0.0]), np.zeros(3))
     assert isinstance(rp.wrap(rf.Lorentz(2)), rp.Lorentz)
     assert rp.wrap(rf.Lorentz(2)).dim == 2
     with pytest.raises(ValueError, match="retraction"):

@@ -8,9 +8,9 @@ the compiled kernels the backend in force chooses (``"auto"``, or ``backend=`` h
 gradient and Hessian conversions (``euclidean_to_riemannian_gradient`` and ``..._hessian``, the
 latter for trust regions) are written out per manifold from our projections.
 
-========================  ===================================  =====================================
+========================  ===================================  ====================================
 adapter                   points                               options (first is the default)
-========================  ===================================  =====================================
+========================  ===================================  ====================================
 ``Stiefel(n, p)``         ``(n, p)``, ``X'X = I``              retraction polar, qr, cayley, exp
 ``Sphere(d)``             ``(d,)``, unit norm                  retraction exp, projection;
                                                                transport parallel, projection
@@ -18,7 +18,7 @@ adapter                   points                               options (first is
                                                                transport parallel, projection
 ``Euclidean(*shape)``     ``shape``                            --
 ``Lorentz(d)``            ``(d + 1,)``, hyperboloid model      transport parallel, projection
-========================  ===================================  =====================================
+========================  ===================================  ====================================
 
 pymanopt has no hyperboloid model (only the Poincare ball, ``pymanopt.manifolds.PoincareBall``);
 ``Lorentz`` is a plain pymanopt ``Manifold`` with the Minkowski metric, its Hessian conversion
@@ -50,7 +50,7 @@ import numpy as np
 
 try:
     from pymanopt.manifolds.manifold import Manifold as _PymanoptManifold
-except ImportError as exc:  # pragma: no cover - exercised only without pymanopt
+except ImportError as exc:  # tests/test_interop_missing.py
     raise ImportError("rfl_fast.interop.pymanopt needs pymanopt (>= 2.2): "
                       "pip install 'rfl_fast[interop]' (or pip install pymanopt)") from exc
 
@@ -294,4 +294,6 @@ def wrap(manifold, **options):
     if make is None:
         raise TypeError(f"manifold: expected one of {[c.__name__ for c in _ADAPTERS]} "
                         f"from rfl_fast.manifolds, got {type(manifold).__name__}")
-    return make(manifold, options)
+    adapter = make(manifold, options)
+    adapter.manifold = manifold  # the instance itself: keeps its settings (validate=...)
+    return adapter
