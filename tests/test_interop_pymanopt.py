@@ -217,6 +217,51 @@ def test_lorentz_linear_cost_reaches_the_closed_form(solver):
                                rtol=1e-12)
 
 
+def test_hyperbolic_frechet_mean_matches_pymanopt_poincare_ball():
+    # the same problem in the two models: min sum_i d(x, a_i)^2 / 2 on our hyperboloid and on
+    # pymanopt's Poincare ball; the minimizers must correspond under to_poincare. Steepest
+    # descent only: the ball has no transport (ConjugateGradient) and no Hessian conversion
+    # of this cost here; both runs stop on the line search's minimal step
+    solver = "SteepestDescent"
+    d = 2
+    anchors = rf.Lorentz(d).random_point(5, rng=13)
+    balls = rp.to_poincare(anchors)
+    lorentz = rf.Lorentz(d)
+
+    def cost_h(x):
+        return 0.5 * np.sum(lorentz.dist(x, anchors) ** 2)
+
+    def egrad_h(x):  # d/dx acosh(-<x, a>_L) = -J a / sinh(d)
+        c = anchors[:, 0] * x[0] - anchors[:, 1:] @ x[1:]
+        dist = lorentz.dist(x, anchors)
+        ja = np.concatenate([-anchors[:, :1], anchors[:, 1:]], axis=1)
+        return -np.sum((dist / np.sqrt(c**2 - 1.0))[:, None] * ja, axis=0)
+
+    def cost_b(b):
+        return 0.5 * np.sum(_ball_dist(b, balls) ** 2)
+
+    def egrad_b(b):  # d = acosh(1 + delta), delta = 2|b-a|^2 / ((1-|b|^2)(1-|a|^2))
+        diff, nb, na = b - balls, 1.0 - b @ b, 1.0 - np.sum(balls**2, axis=1)
+        sq = np.sum(diff**2, axis=1)
+        z = 1.0 + 2.0 * sq / (nb * na)
+        ddelta = (2.0 / na)[:, None] * (2.0 * diff / nb + (2.0 * sq / nb**2)[:, None] * b)
+        return np.sum((np.arccosh(z) / np.sqrt(z**2 - 1.0))[:, None] * ddelta, axis=0)
+
+    x0 = lorentz.origin
+    ours = _solve(rp.Lorentz(d), solver, cost_h, egrad_h, x0=x0)
+    theirs = _solve(pymanopt.manifolds.PoincareBall(d), solver, cost_b, egrad_b,
+                    x0=rp.to_poincare(x0))
+    np.testing.assert_allclose(rp.to_poincare(ours.point), theirs.point, atol=1e-6)
+    assert ours.cost == pytest.approx(theirs.cost, rel=1e-9)
+    np.testing.assert_allclose(np.sum(lorentz.log(ours.point, anchors), axis=0), 0.0, atol=1e-4)
+
+
+def _ball_dist(b, a):
+    """Poincare-ball distance between ``b`` (d,) and the rows of ``a`` (k, d)."""
+    sq = np.sum((b - a) ** 2, axis=1)
+    return np.arccosh(1.0 + 2.0 * sq / ((1.0 - b @ b) * (1.0 - np.sum(a**2, axis=1))))
+
+
 # ---------------------------------------------------------------------- conversions
 
 
