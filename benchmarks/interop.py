@@ -4,7 +4,9 @@ Per operation (retraction, projection, gradient conversion; SPD Exp/Log/dist) at
 (St(100, 5), St(784, 5), St(784, 10), St(1000, 20); SPD 9 x 9 and 64 x 64): microseconds per
 call of ``rfl_fast.interop.pymanopt`` and of ``pymanopt.manifolds``, and their ratio. Then the
 wall time of whole pymanopt solves (TrustRegions and ConjugateGradient on PCA on St(784, 5)
-and St(1000, 20), TrustRegions on the SPD log-det problem) both ways, with the iteration counts
+and St(1000, 20), of a dense covariance and of a diagonal one, where the O(np) cost leaves the
+manifold's operations and pymanopt's overhead as the solve's time; TrustRegions on the SPD
+log-det problem) both ways, with the iteration counts
 and seconds per iteration. BLAS runs on one thread for both sides unless ``--blas-threads``
 says otherwise; ``--backend`` forces our kernels' backend (on a 2-core machine under load ~10,
 Numba's two-thread parallel regions took ~18 ms per call whatever the size, so the ``auto``
@@ -109,6 +111,26 @@ def _pca_problem(manifold, a):
     return pymanopt.Problem(manifold, cost, euclidean_gradient=egrad, euclidean_hessian=ehess)
 
 
+def _diagonal_pca_problem(manifold, w):
+    """PCA of ``diag(w)``: cost and gradients in O(np), so the manifold's operations and
+    pymanopt's own overhead dominate the solve."""
+    import pymanopt
+
+    @pymanopt.function.numpy(manifold)
+    def cost(x):
+        return -np.sum(w[:, None] * x * x)
+
+    @pymanopt.function.numpy(manifold)
+    def egrad(x):
+        return -2.0 * w[:, None] * x
+
+    @pymanopt.function.numpy(manifold)
+    def ehess(x, u):
+        return -2.0 * w[:, None] * u
+
+    return pymanopt.Problem(manifold, cost, euclidean_gradient=egrad, euclidean_hessian=ehess)
+
+
 def _logdet_problem(manifold, s):
     import pymanopt
 
@@ -144,10 +166,15 @@ def solves(repeats, quick):
         z = rng.standard_normal((2 * n, n)) * np.linspace(3.0, 0.5, n)
         a = z.T @ z / (2 * n)
         x0 = rf.Stiefel(n, p).random_point(rng=2)
+        w = np.linspace(3.0, 0.5, n) ** 2
         for solver in (TrustRegions, ConjugateGradient):
             cases.append((f"{solver.__name__} PCA St({n},{p}) polar",
                           _pca_problem(rp.Stiefel(n, p), a),
                           _pca_problem(pm.Stiefel(n, p, retraction="polar"), a), solver, x0))
+            cases.append((f"{solver.__name__} diag PCA St({n},{p}) polar",
+                          _diagonal_pca_problem(rp.Stiefel(n, p), w),
+                          _diagonal_pca_problem(pm.Stiefel(n, p, retraction="polar"), w),
+                          solver, x0))
     for n in ((9,) if quick else (9, 64)):
         z = rng.standard_normal((4 * n, n))
         s = z.T @ z / (4 * n)
@@ -196,10 +223,10 @@ def _report(args):
     for name, a, b, r in ops:
         print(f"{name:48s} {a:10.1f} {b:12.1f} {r:8.1f}x")
     sol = solves(max(3, args.repeats // 2), args.quick)
-    print(f"\n{'solve':36s} {'ours s':>8s} {'pymanopt s':>10s} {'speed-up':>9s} "
+    print(f"\n{'solve':42s} {'ours s':>8s} {'pymanopt s':>10s} {'speed-up':>9s} "
           f"{'iters':>11s} {'ms/iter ours, theirs':>22s}")
     for name, a, b, r, ia, ib in sol:
-        print(f"{name:36s} {a:8.3f} {b:10.3f} {r:8.2f}x {ia:5d},{ib:5d} "
+        print(f"{name:42s} {a:8.3f} {b:10.3f} {r:8.2f}x {ia:5d},{ib:5d} "
               f"{1e3 * a / max(ia, 1):10.2f},{1e3 * b / max(ib, 1):10.2f}")
     if args.json:
         with open(args.json, "w") as f:
