@@ -215,7 +215,9 @@ class SPD(Adapter):
         """``tr(X^-1 sym(U) X^-1 sym(V))``: trust regions' residuals near the optimum are
         rounding noise with an antisymmetric part as large as the rest, where the unsymmetrized
         form can give ``<r, r> < 0`` (and a NaN norm)."""
-        return super().inner_product(point, _sym(tangent_vector_a), _sym(tangent_vector_b))
+        a = _sym(tangent_vector_a)
+        b = a if tangent_vector_b is tangent_vector_a else _sym(tangent_vector_b)
+        return super().inner_product(point, a, b)
 
     def euclidean_to_riemannian_hessian(self, point, euclidean_gradient, euclidean_hessian,
                                         tangent_vector):
