@@ -25,7 +25,8 @@ SOLVERS = {
 
 
 def _solve(manifold, solver, cost, egrad, ehess=None, x0=None, seed=0):
-    """Run ``solver`` on ``manifold`` with the numpy backend; returns pymanopt's result."""
+    """Run ``solver`` on ``manifold`` (pymanopt's numpy backend: the hand-written gradients
+    and Hessians given); returns pymanopt's result."""
     functions = {"euclidean_gradient": pymanopt.function.numpy(manifold)(egrad)}
     if ehess is not None:
         functions["euclidean_hessian"] = pymanopt.function.numpy(manifold)(ehess)
