@@ -8,10 +8,8 @@ and St(1000, 20), of a dense covariance and of a diagonal one, where the O(np) c
 manifold's operations and pymanopt's overhead as the solve's time; TrustRegions on the SPD
 log-det problem) both ways, with the iteration counts
 and seconds per iteration. BLAS runs on one thread for both sides unless ``--blas-threads``
-says otherwise; ``--backend`` forces our kernels' backend (on a 2-core machine under load ~10,
-Numba's two-thread parallel regions took ~18 ms per call whatever the size, so the ``auto``
-choice of Numba for St(784, 10) and St(1000, 20) lost to pymanopt there; ``--backend cpp`` or
-``NUMBA_NUM_THREADS=1`` avoided it). Timings are medians of ``--repeats`` samples taken alternately
+says otherwise; ``--backend`` forces our kernels' backend (default: ``auto``). Timings are
+medians of ``--repeats`` samples taken alternately
 (ours, theirs, ours, ...) so a load change on a shared machine hits both sides alike.
 
     python benchmarks/interop.py [--repeats 7] [--quick] [--blas-threads 1] [--backend B]
