@@ -3,14 +3,15 @@
 Per operation (retraction, projection, gradient conversion; SPD Exp/Log/dist) at a few shapes
 (St(100, 5), St(784, 5), St(784, 10), St(1000, 20); SPD 9 x 9 and 64 x 64): microseconds per
 call of ``rfl_fast.interop.pymanopt`` and of ``pymanopt.manifolds``, and their ratio. Then the
-wall time of whole pymanopt solves (TrustRegions and ConjugateGradient on PCA on St(784, 5)
-and St(1000, 20), of a dense covariance and of a diagonal one, where the O(np) cost leaves the
-manifold's operations and pymanopt's overhead as the solve's time; TrustRegions on the SPD
-log-det problem) both ways, with the iteration counts
-and seconds per iteration. BLAS runs on one thread for both sides unless ``--blas-threads``
-says otherwise; ``--backend`` forces our kernels' backend (default: ``auto``). Timings are
-medians of ``--repeats`` samples taken alternately
-(ours, theirs, ours, ...) so a load change on a shared machine hits both sides alike.
+wall time of whole pymanopt solves both ways, with the iteration counts and seconds per
+iteration: TrustRegions and ConjugateGradient on PCA on St(784, 5) and St(1000, 20), of a dense
+covariance and of a diagonal one (whose O(np) cost leaves the manifold's operations and
+pymanopt's overhead as the solve's time), and TrustRegions on the SPD log-det problem.
+
+BLAS runs on one thread for both sides unless ``--blas-threads`` says otherwise; ``--backend``
+forces our kernels' backend (default: ``auto``). Timings are medians of ``--repeats`` samples
+taken alternately (ours, theirs, ours, ...) so a load change on a shared machine hits both
+sides alike.
 
     python benchmarks/interop.py [--repeats 7] [--quick] [--blas-threads 1] [--backend B]
                                   [--json PATH]
