@@ -62,7 +62,7 @@ class SPD(Manifold):
         """``tr(X^-1 U X^-1 V)``; returns (...)."""
         x = self._point(x)
         a = np.linalg.solve(x, self._array(u, "u"))
-        b = np.linalg.solve(x, self._array(v, "v"))
+        b = a if v is u else np.linalg.solve(x, self._array(v, "v"))  # |u|^2: one solve
         return np.sum(a * _t(b), axis=(-2, -1))
 
     def proj(self, x, u):
