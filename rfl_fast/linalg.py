@@ -6,6 +6,7 @@ Each takes ``(..., n, n)`` (or ``(..., n, p)`` for ``polar``) and an optional ``
 
 import numpy as np
 
+from ._typing import ArrayLike, FloatArray
 from ._validation import as_array, check_core_shape
 from .errors import NoSolutionError
 from .kernels import call
@@ -30,7 +31,7 @@ def _positive(out, name, what):
     return out
 
 
-def sym_expm(s, *, backend=None):
+def sym_expm(s: ArrayLike, *, backend: str | None = None) -> FloatArray:
     """``expm(s)`` of symmetric ``s``: (..., n, n) -> (..., n, n).
 
     Raises ``NoSolutionError`` naming ``s`` when ``expm(s)`` overflows the dtype (an eigenvalue
@@ -46,22 +47,22 @@ def sym_expm(s, *, backend=None):
     return out
 
 
-def sym_logm(s, *, backend=None):
+def sym_logm(s: ArrayLike, *, backend: str | None = None) -> FloatArray:
     """``logm(s)`` of SPD ``s``: (..., n, n) -> (..., n, n)."""
     return _positive(call("sym_logm", _symmetric(s), backend=backend), "s", "sym_logm")
 
 
-def sym_sqrtm(s, *, backend=None):
+def sym_sqrtm(s: ArrayLike, *, backend: str | None = None) -> FloatArray:
     """Symmetric square root of SPD ``s``: (..., n, n) -> (..., n, n)."""
     return _positive(call("sym_sqrtm", _symmetric(s), backend=backend), "s", "sym_sqrtm")
 
 
-def sym_invsqrtm(s, *, backend=None):
+def sym_invsqrtm(s: ArrayLike, *, backend: str | None = None) -> FloatArray:
     """``s^(-1/2)`` of SPD ``s``: (..., n, n) -> (..., n, n)."""
     return _positive(call("sym_invsqrtm", _symmetric(s), backend=backend), "s", "sym_invsqrtm")
 
 
-def polar(a, *, backend=None):
+def polar(a: ArrayLike, *, backend: str | None = None) -> FloatArray:
     """Orthonormal polar factor ``a (a'a)^(-1/2)`` of full-rank ``a``: (..., n, p), n >= p."""
     a = as_array(a, "a", min_ndim=2)
     if a.shape[-2] < a.shape[-1]:

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import fast_lane
 from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
 from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
@@ -68,13 +69,13 @@ class Manifold:
     inverse_retractions = ()
     transports = ()
 
-    def __init__(self, shape, dim, *, validate=None):
+    def __init__(self, shape: tuple[int, ...], dim: int, *, validate: bool | None = None) -> None:
         self.shape = tuple(int(s) for s in shape)
         self.dim = int(dim)
         self.validate = validate
 
     @property
-    def core_ndim(self):
+    def core_ndim(self) -> int:
         """Number of trailing axes that hold one point."""
         return len(self.shape)
 
@@ -171,13 +172,15 @@ class Manifold:
 
     # ------------------------------------------------------------------ checks
 
-    def check_point(self, x, *, atol=None):
+    def check_point(self, x: ArrayLike, *,
+                    atol: float | None = None) -> tuple[bool | np.bool_, str]:
         """Return ``(ok, reason)``: whether every item of ``x`` lies on the manifold."""
         arr = self._array(x, "x")
         atol = _default_atol(arr.dtype) if atol is None else atol
         return self._check_point(arr, atol)
 
-    def check_tangent(self, x, u, *, atol=None):
+    def check_tangent(self, x: ArrayLike, u: ArrayLike, *,
+                      atol: float | None = None) -> tuple[bool | np.bool_, str]:
         """Return ``(ok, reason)``: whether every item of ``u`` is tangent at ``x``."""
         xa, ua = self._array(x, "x"), self._array(u, "u")
         atol = _default_atol(np.result_type(xa, ua)) if atol is None else atol
@@ -186,21 +189,23 @@ class Manifold:
             return ok, reason
         return self._check_tangent(xa, ua, atol)
 
-    def is_point(self, x, *, atol=None):
+    def is_point(self, x: ArrayLike, *, atol: float | None = None) -> bool | np.bool_:
         """Whether every item of ``x`` lies on the manifold (within ``atol``)."""
         return self.check_point(x, atol=atol)[0]
 
-    def is_tangent(self, x, u, *, atol=None):
+    def is_tangent(self, x: ArrayLike, u: ArrayLike, *,
+                   atol: float | None = None) -> bool | np.bool_:
         """Whether every item of ``u`` lies in the tangent space at ``x`` (within ``atol``)."""
         return self.check_tangent(x, u, atol=atol)[0]
 
-    def assert_point(self, x, name="x", *, atol=None):
+    def assert_point(self, x: ArrayLike, name: str = 'x', *, atol: float | None = None) -> None:
         """Raise ``NotOnManifoldError`` naming ``name`` with the reason if ``x`` is off."""
         ok, reason = self.check_point(x, atol=atol)
         if not ok:
             raise NotOnManifoldError(f"{name}: not a point of {self!r}: {reason}")
 
-    def assert_tangent(self, x, u, name="u", *, atol=None):
+    def assert_tangent(self, x: ArrayLike, u: ArrayLike, name: str = 'u', *,
+                       atol: float | None = None) -> None:
         """Raise ``NotOnManifoldError`` naming ``name`` if ``u`` is not tangent at ``x``."""
         ok, reason = self.check_tangent(x, u, atol=atol)
         if not ok:
@@ -216,77 +221,83 @@ class Manifold:
 
     # ------------------------------------------------------------------ metric
 
-    def inner(self, x, u, v):
+    def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
         """Riemannian inner product ``<u, v>_x``; returns shape (...)."""
         x = self._point(x)
         return self._sum_core(self._array(u, "u") * self._array(v, "v"))
 
-    def norm(self, x, u):
+    def norm(self, x: ArrayLike, u: ArrayLike) -> Real:
         """Riemannian norm ``|u|_x``; returns shape (...)."""
         return np.sqrt(np.maximum(self.inner(x, u, u), 0.0))
 
-    def dist(self, x, y):
+    def dist(self, x: ArrayLike, y: ArrayLike) -> Real:
         """Geodesic distance; returns shape (...)."""
         self._missing("dist")
 
     # ------------------------------------------------------------------ tangent vectors
 
-    def proj(self, x, u):
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
         """Orthogonal projection of an ambient ``u`` onto the tangent space at ``x``."""
         self._missing("proj")
 
-    def egrad2rgrad(self, x, g):
+    def egrad2rgrad(self, x: ArrayLike, g: ArrayLike) -> FloatArray:
         """Riemannian gradient from the Euclidean gradient ``g`` of a function at ``x``."""
         return self.proj(x, g)
 
-    def zero_vector(self, x):
+    def zero_vector(self, x: ArrayLike) -> FloatArray:
         """The zero tangent vector at ``x``."""
         return np.zeros_like(self._point(x))
 
     # ------------------------------------------------------------------ maps
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
         """Retraction ``R_x(u)``; ``method`` one of ``retractions``."""
         self._missing("retr")
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
         """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``."""
         self._missing("inv_retr")
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """Riemannian exponential ``Exp_x(u)``."""
         self._missing("exp")
 
-    def log(self, x, y, *, backend=None):
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """Riemannian logarithm ``Log_x(y)`` (inverse of ``exp`` inside the injectivity radius)."""
         self._missing("log")
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
         """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``."""
         self._missing("transport")
 
-    def retr_transp(self, x, u, v, method=None, transport=None, *, backend=None):
+    def retr_transp(self, x: ArrayLike, u: ArrayLike, v: ArrayLike, method: str | None = None,
+                    transport: str | None = None, *,
+                    backend: str | None = None) -> tuple[FloatArray, FloatArray]:
         """``(y, T_{x->y} v)`` with ``y = R_x(u)``; fast backends may fuse the two."""
         y = self.retr(x, u, method, backend=backend)
         return y, self.transport(x, y, v, transport, backend=backend)
 
-    def project(self, z):
+    def project(self, z: ArrayLike) -> FloatArray:
         """Nearest point ``P_M(z)`` on the manifold (embedded compact manifolds only)."""
         self._missing("project")
 
     # ------------------------------------------------------------------ random
 
-    def random_point(self, *batch, rng=None):
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
         """A random point, or a stack of shape ``batch + shape``."""
         self._missing("random_point")
 
-    def random_tangent(self, x, *, rng=None):
+    def random_tangent(self, x: ArrayLike, *, rng: RNGLike = None) -> FloatArray:
         """A random tangent vector at each point of ``x``, of unit norm."""
         u = self.tangent_gaussian(x, 1.0, rng=rng)
         n = self.norm(x, u)
         return u / np.where(n > 0, n, 1.0)[(...,) + (None,) * self.core_ndim]
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
         """Gaussian ``N_x(0, sigma^2)`` on the tangent space at ``x``, isotropic in the metric.
 
         ``sigma`` is a scalar or broadcasts against the batch axes of ``x``.

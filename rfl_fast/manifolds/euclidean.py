@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from .base import Manifold, as_rng
 
 __all__ = ["Euclidean"]
@@ -20,50 +21,54 @@ class Euclidean(Manifold):
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
 
-    def __init__(self, *shape, validate=None):
+    def __init__(self, *shape: tuple[int, ...], validate: bool | None = None) -> None:
         if not shape or any(int(s) < 1 for s in shape):
             raise ValueError(f"shape: expected positive sizes, got {shape}")
         super().__init__(shape, int(np.prod(shape)), validate=validate)
 
-    def proj(self, x, u):
-        """Identity; u: (..., *shape)."""
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
+        """Identity; u: ``(..., *shape)``."""
         self._point(x)
         return self._array(u, "u")
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
         """``x + u``."""
         self._option(method, self.retractions, "retraction")
         return self.exp(x, u)
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
         """``y - x``."""
         self._option(method, self.inverse_retractions, "inverse retraction")
         return self.log(x, y)
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         x = self._point(x)
         return x + self._vector(x, u)
 
-    def log(self, x, y, *, backend=None):
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         return self._point(y, "y") - self._point(x)
 
-    def dist(self, x, y):
+    def dist(self, x: ArrayLike, y: ArrayLike) -> Real:
         return np.sqrt(self._sum_core(self.log(x, y) ** 2))
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
         """Identity (parallel transport of flat space)."""
         self._option(method, self.transports, "transport")
         self._point(x)
         self._point(y, "y")
         return np.array(self._array(v, "v"))
 
-    def project(self, z):
+    def project(self, z: ArrayLike) -> FloatArray:
         return np.array(self._array(z, "z"))
 
-    def random_point(self, *batch, rng=None):
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
         return as_rng(rng).standard_normal(tuple(batch) + self.shape)
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
         x = self._point(x)
         g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
         return g.astype(x.dtype, copy=False)

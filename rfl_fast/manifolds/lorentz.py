@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import call
 from .base import Manifold, as_rng
 
@@ -37,7 +38,7 @@ class Lorentz(Manifold):
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
 
-    def __init__(self, d, *, validate=None):
+    def __init__(self, d: int, *, validate: bool | None = None) -> None:
         d = int(d)
         if d < 1:
             raise ValueError(f"Lorentz: need d >= 1 (H^d in R^(d+1)), got d={d}")
@@ -47,7 +48,7 @@ class Lorentz(Manifold):
         return (self.dim,)
 
     @property
-    def origin(self):
+    def origin(self) -> FloatArray:
         """The point ``(1, 0, ..., 0)``."""
         o = np.zeros(self.shape)
         o[0] = 1.0
@@ -59,12 +60,12 @@ class Lorentz(Manifold):
             return False, "x0 <= 0 (the lower sheet of the hyperboloid)"
         return gap <= atol, f"|<x,x>_L + 1| / x0^2 = {gap:.3g} > atol {atol:g}"
 
-    def inner(self, x, u, v):
+    def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
         """Minkowski product ``<u, v>_L``; returns (...)."""
         self._point(x)
         return _ldot(self._array(u, "u"), self._array(v, "v"))[..., 0]
 
-    def norm(self, x, u):
+    def norm(self, x: ArrayLike, u: ArrayLike) -> Real:
         """``|u|_x`` for tangent ``u``, in a cancellation-free form: with ``<x,u>_L = 0``,
         ``|u|^2 = (|u_r|^2 + |x_r|^2 |u_r - (u_r.x^)x^|^2) / x0^2`` (``r``: spatial part,
         ``x^ = x_r/|x_r|``), a sum of non-negative terms; returns (...)."""
@@ -78,27 +79,29 @@ class Lorentz(Manifold):
         sq = np.sum(ur * ur, -1) + nx2[..., 0] * np.sum(perp * perp, -1)
         return np.sqrt(sq) / x[..., 0]
 
-    def proj(self, x, u):
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
         """``u + <x,u>_L x``."""
         x = self._point(x)
         u = self._array(u, "u")
         return u + _ldot(x, u) * x
 
-    def egrad2rgrad(self, x, g):
+    def egrad2rgrad(self, x: ArrayLike, g: ArrayLike) -> FloatArray:
         """``proj(x, J g)`` with ``J = diag(-1, 1, ..., 1)``."""
         g = self._array(g, "g").copy()
         g[..., 0] = -g[..., 0]
         return self.proj(x, g)
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
         self._option(method, self.retractions, "retraction")
         return self.exp(x, u, backend=backend)
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
         self._option(method, self.inverse_retractions, "inverse retraction")
         return self.log(x, y, backend=backend)
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``cosh|u| x + sinh|u| u/|u|``.
 
         The coordinates grow like ``e^|u|``: a step whose result overflows the dtype (float64:
@@ -119,7 +122,7 @@ class Lorentz(Manifold):
         return self._solved(out, "exp", f"u (|u| too large: the point overflows {out.dtype}, or "
                             "cosh|u| x0 > 1e8 z0: too ill-conditioned, < 8 correct digits)")
 
-    def log(self, x, y, *, backend=None):
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see
         :meth:`dist`)."""
         x, y = self._point(x), self._point(y, "y")
@@ -136,7 +139,7 @@ class Lorentz(Manifold):
             out[near] = (scale * (d - h * xb[near])).astype(out.dtype)
         return out
 
-    def dist(self, x, y, *, backend=None):
+    def dist(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> Real:
         """``acosh(-<x,y>_L)``; for nearby points (distance below ~1e-2) the cancellation-free
         ``2 asinh(|x - y|_L / 2)`` (``acosh`` near 1 loses half the digits: ``dist(x, x)``
         would be ~``sqrt(eps) x0`` instead of 0)."""
@@ -155,7 +158,8 @@ class Lorentz(Manifold):
         a = -_ldot(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))[..., 0]
         return a - 1.0 < 0.5 * _NEAR**2
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             self._point(x)
@@ -163,13 +167,14 @@ class Lorentz(Manifold):
         x, y = self._point(x), self._point(y, "y")
         return call("lorentz_transport", x, y, self._vector(x, v, "v"), backend=backend)
 
-    def random_point(self, *batch, rng=None):
-        """``Exp_o(v)`` at the origin with v standard Gaussian in T_o: (*batch, d+1)."""
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
+        """``Exp_o(v)`` at the origin with v standard Gaussian in T_o: ``(*batch, d+1)``."""
         v = np.zeros(tuple(batch) + self.shape)
         v[..., 1:] = as_rng(rng).standard_normal(tuple(batch) + (self.dim,))
         return call("lorentz_exp", np.broadcast_to(self.origin, v.shape), v)
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
         """Isotropic Gaussian at the origin, parallel-transported to ``x`` (an isometry)."""
         x = self._point(x)
         v = np.zeros(x.shape)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import call
 from .base import Manifold, as_rng
 
@@ -30,7 +31,7 @@ class SPD(Manifold):
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
 
-    def __init__(self, n, *, validate=None):
+    def __init__(self, n: int, *, validate: bool | None = None) -> None:
         n = int(n)
         if n < 1:
             raise ValueError(f"SPD: need n >= 1, got n={n}")
@@ -58,24 +59,25 @@ class SPD(Manifold):
         return self._solved(out, what, f"{name} (not positive definite, or X^-1 Y too "
                                        f"ill-conditioned for float64)")
 
-    def inner(self, x, u, v):
+    def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
         """``tr(X^-1 U X^-1 V)``; returns (...)."""
         x = self._point(x)
         a = np.linalg.solve(x, self._array(u, "u"))
         b = np.linalg.solve(x, self._array(v, "v"))
         return np.sum(a * _t(b), axis=(-2, -1))
 
-    def proj(self, x, u):
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
         """``sym(U)``; the tangent space is all symmetric matrices."""
         self._point(x)
         return _sym(self._array(u, "u"))
 
-    def egrad2rgrad(self, x, g):
+    def egrad2rgrad(self, x: ArrayLike, g: ArrayLike) -> FloatArray:
         """``X sym(G) X``."""
         x = self._point(x)
         return x @ _sym(self._array(g, "g")) @ x
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
         method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u, backend=backend)
@@ -83,11 +85,12 @@ class SPD(Manifold):
         u = self._vector(x, u)
         return _sym(x + u + 0.5 * u @ np.linalg.solve(x, u))
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
         self._option(method, self.inverse_retractions, "inverse retraction")
         return self.log(x, y, backend=backend)
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         out = self._compiled("spd_exp", backend, x, u)
         if out is not None:
             return out
@@ -95,14 +98,14 @@ class SPD(Manifold):
         out = call("spd_exp", x, self._vector(x, u), backend=backend)
         return self._spd_solved(out, "exp", "x")
 
-    def log(self, x, y, *, backend=None):
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         out = self._compiled("spd_log", backend, x, y)
         if out is not None:
             return out
         out = call("spd_log", self._point(x), self._point(y, "y"), backend=backend)
         return self._spd_solved(out, "log", "x or y")
 
-    def dist(self, x, y, *, backend=None):
+    def dist(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> Real:
         out = self._compiled("spd_dist", backend, x, y)
         if out is not None:
             return out
@@ -111,7 +114,8 @@ class SPD(Manifold):
                                                                  "or X^-1 Y too ill-conditioned "
                                                                  "for float64)")[..., 0, 0]
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             self._point(x)
@@ -123,13 +127,14 @@ class SPD(Manifold):
         e = c @ call("sym_sqrtm", _sym(ci @ y @ ci), backend=backend) @ ci
         return self._spd_solved(_sym(e @ v @ _t(e)), "transport", "x or y")
 
-    def random_point(self, *batch, rng=None):
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
         """``expm(S)`` with S symmetric Gaussian (entries of variance 1/2 off-diagonal):
-        (*batch, n, n)."""
+        ``(*batch, n, n)``."""
         s = as_rng(rng).standard_normal(tuple(batch) + self.shape)
         return call("sym_expm", _sym(s))
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
         """``X^½ S X^½``, S symmetric with ``S_kk ~ N(0, s^2)``, ``S_kl ~ N(0, s^2/2)``."""
         x = self._point(x)
         g = as_rng(rng).standard_normal(x.shape)

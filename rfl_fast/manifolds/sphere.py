@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import call
 from .base import Manifold, as_rng
 
@@ -42,7 +43,7 @@ class Sphere(Manifold):
     inverse_retractions = ("exp", "projection")
     transports = ("parallel", "projection")
 
-    def __init__(self, d, *, validate=None):
+    def __init__(self, d: int, *, validate: bool | None = None) -> None:
         if int(d) < 2:
             raise ValueError(f"d: expected d >= 2 (points of S^(d-1) in R^d), got {d}")
         super().__init__((d,), int(d) - 1, validate=validate)
@@ -54,19 +55,21 @@ class Sphere(Manifold):
         gap = np.max(np.abs(np.linalg.norm(x, axis=-1) - 1.0), initial=0.0)
         return gap <= atol, f"| |x| - 1 | = {gap:.3g} > atol {atol:g}"
 
-    def proj(self, x, u):
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
         """``u - <x,u> x``; x, u: (..., d)."""
         x = self._point(x)
         u = self._array(u, "u")
         return u - _dot(x, u) * x
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
         method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u, backend=backend)
         return self.project(self._point(x) + self._vector(x, u))
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         if method == "exp":
             return self.log(x, y, backend=backend)
@@ -77,7 +80,7 @@ class Sphere(Manifold):
                              "got points at 90 degrees or more from x")
         return y / c - x
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``cos|u| x + sin|u| u/|u|``; any step size (huge steps wrap around the circle)."""
         out = self._compiled("sphere_exp", backend, x, u)
         if out is not None:
@@ -85,7 +88,7 @@ class Sphere(Manifold):
         x = self._point(x)
         return call("sphere_exp", x, self._vector(x, u), backend=backend)
 
-    def log(self, x, y, *, backend=None):
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``Log_x(y)``, of norm ``dist(x, y) <= pi``. Nearly antipodal ``y`` is answered (the
         direction is that of ``y - <x,y> x``, conditioned like ``1/|y - <x,y> x|``); exactly
         antipodal ``y`` raises ``NoSolutionError`` (every direction is a minimizing geodesic).
@@ -96,10 +99,11 @@ class Sphere(Manifold):
         out = call("sphere_log", self._point(x), self._point(y, "y"), backend=backend)
         return self._solved(out, "log", "y (antipodal to x: the logarithm is not unique)")
 
-    def dist(self, x, y, *, backend=None):
+    def dist(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> Real:
         return call("sphere_dist", self._point(x), self._point(y, "y"), backend=backend)
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             return self.proj(y, v)
@@ -117,7 +121,7 @@ class Sphere(Manifold):
             out[near] = _transport_by_log(xb[near], yb[near], vb[near]).astype(out.dtype)
         return self._solved(out, "transport", "y (antipodal to x: no unique geodesic)")
 
-    def project(self, z):
+    def project(self, z: ArrayLike) -> FloatArray:
         """``z / |z|``; z: (..., d) nonzero."""
         z = self._array(z, "z")
         with np.errstate(over="ignore", under="ignore"):
@@ -132,12 +136,13 @@ class Sphere(Manifold):
             n = np.linalg.norm(z, axis=-1, keepdims=True)
         return z / n
 
-    def random_point(self, *batch, rng=None):
-        """Uniform on the sphere: (*batch, d)."""
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
+        """Uniform on the sphere: ``(*batch, d)``."""
         z = as_rng(rng).standard_normal(tuple(batch) + self.shape)
         return z / np.linalg.norm(z, axis=-1, keepdims=True)
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
         x = self._point(x)
         g = as_rng(rng).standard_normal(x.shape)
         return self.proj(x, (self._sigma(sigma) * g).astype(x.dtype, copy=False))

@@ -3,6 +3,7 @@
 import numpy as np
 import scipy.linalg
 
+from .._typing import ArrayLike, FloatArray, RNGLike
 from ..kernels import call
 from .base import Manifold, as_rng
 
@@ -29,7 +30,7 @@ class Stiefel(Manifold):
     inverse_retractions = ("polar", "qr")
     transports = ("projection",)
 
-    def __init__(self, n, p, *, validate=None):
+    def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)
         if not n >= p >= 1:
             raise ValueError(f"Stiefel: need n >= p >= 1; values supplied were n={n}, p={p}")
@@ -39,7 +40,7 @@ class Stiefel(Manifold):
         gap = np.max(np.abs(_t(x) @ x - np.eye(self.shape[1])), initial=0.0)
         return gap <= atol, f"|X'X - I|_max = {gap:.3g} > atol {atol:g}"
 
-    def proj(self, x, u, *, backend=None):
+    def proj(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``U - X sym(X'U)``; x, u: (..., n, p)."""
         out = self._compiled("stiefel_proj", backend, x, u)
         if out is not None:
@@ -47,10 +48,11 @@ class Stiefel(Manifold):
         x, u = self._point_vector(x, u, tangent=False)
         return call("stiefel_proj", x, u, backend=backend)
 
-    def egrad2rgrad(self, x, g, *, backend=None):
+    def egrad2rgrad(self, x: ArrayLike, g: ArrayLike, *, backend: str | None = None) -> FloatArray:
         return self.proj(x, g, backend=backend)
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
         """Retraction ``R_X(U)``; x, u: (..., n, p).
 
         For a tangent ``U``, ``(X+U)'(X+U) = I + U'U``, so ``X + U`` has full rank for every
@@ -94,7 +96,8 @@ class Stiefel(Manifold):
             q[bad] = np.nan
         return q
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
         """Exact inverse of the polar (``(X'Y)S + S(Y'X) = 2I``) or QR retraction.
 
         Near-singular ``X'Y`` (``Y`` almost 90 degrees from ``X`` in some direction) gives
@@ -121,7 +124,7 @@ class Stiefel(Manifold):
         inner = np.eye(k) - 0.5 * (_t(b) @ a)
         return x + a @ np.linalg.solve(inner, _t(b) @ x)
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """Edelman's geodesic ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
         ``A = X'U``, ``S = U'U``."""
         x = self._point(x)
@@ -135,18 +138,19 @@ class Stiefel(Manifold):
         out = np.concatenate([x, u], -1) @ e @ scipy.linalg.expm(-a)
         return out.astype(np.result_type(x, u), copy=False)
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
         """Projection transport ``P_Y(V)``."""
         self._option(method, self.transports, "transport")
         self._point(x)
         return self.proj(y, v, backend=backend)
 
-    def project(self, z, *, backend=None):
+    def project(self, z: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """Nearest point ``P_M(Z)``: the polar factor of Z, (..., n, p) of full rank."""
         out = call("polar", self._array(z, "z"), backend=backend)
         return self._solved(out, "project", "z (rank deficient: the polar factor is not unique)")
 
-    def principal_angles(self, x, y):
+    def principal_angles(self, x: ArrayLike, y: ArrayLike) -> FloatArray:
         """Principal angles between ``span(X)`` and ``span(Y)``: (..., p), ascending.
 
         ``atan2(sin, cos)`` from the singular values of ``X'Y`` (cosines) and of
@@ -158,17 +162,18 @@ class Stiefel(Manifold):
         sin = np.linalg.svd(y - x @ xty, compute_uv=False)[..., ::-1]  # ascending
         return np.arctan2(np.clip(sin, 0.0, 1.0), np.clip(cos, 0.0, 1.0))
 
-    def dist_subspace(self, x, y):
+    def dist_subspace(self, x: ArrayLike, y: ArrayLike) -> FloatArray:
         """Grassmann distance ``|principal angles|_2`` between the spans; (...)."""
         return np.linalg.norm(self.principal_angles(x, y), axis=-1)
 
-    def random_point(self, *batch, rng=None):
-        """Haar-distributed points: (*batch, n, p)."""
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
+        """Haar-distributed points: ``(*batch, n, p)``."""
         q, r = np.linalg.qr(as_rng(rng).standard_normal(tuple(batch) + self.shape))
         d = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
         return q * np.where(d == 0, 1.0, d)[..., None, :]
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
         x = self._point(x)
         g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
         return self.proj(x, g.astype(x.dtype, copy=False))
