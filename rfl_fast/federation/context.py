@@ -134,7 +134,7 @@ class ClientRandom:
         return np.array([self.generator(j).random() for j in range(self.idx.size)])
 
     def standard_normal(self, shape):
-        """Standard normal draws: shape (k, *shape)."""
+        """Standard normal draws: shape ``(k, *shape)``."""
         shape = tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
         out = np.empty((self.idx.size,) + shape)
         for j in range(self.idx.size):

@@ -14,7 +14,7 @@ at most ``2 tau``) and *add/remove-one* (one sample added or removed; it moves b
 ``tau``). Epsilons under different relations are not directly comparable: by group privacy an
 add/remove ``(eps, delta)`` guarantee implies a replace-one ``(2 eps, (1 + e^eps) delta)`` one.
 
-The mechanism being accounted (one client, one round; SPEC.md section 3, seed 002):
+The mechanism being accounted (one client, one round; seed 002):
 
 * DP-RSGD: ``K`` steps, each releases ``(1/b) sum_{p in B} clip_tau(grad f_p(x)) + N_x(0, sigma^2)``
   with ``|B| = b`` of the client's ``N`` samples. Multiplying by ``b``, each step is a Gaussian
