@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))                        # docs/_ext (none yet) and this folder
+sys.path.insert(0, str(HERE.parent / "tools"))
 
 import rfl_fast  # noqa: E402  (the installed package, or the checkout's with the extension built)
+from doc_coverage import PUBLIC_MODULES  # noqa: E402  (the public modules, in reading order)
 
 project = "rfl_fast"
 author = "The rfl_fast developers"
@@ -42,20 +43,6 @@ numpydoc_xref_param_type = False
 html_theme = "alabaster"
 html_title = f"rfl_fast {release}"
 
-#: The public modules documented in the API reference, in reading order.
-PUBLIC_MODULES = {
-    "rfl_fast": "Top level: backends, threads, C++ headers (manifolds: rfl_fast.manifolds)",
-    "rfl_fast.manifolds": "Manifolds",
-    "rfl_fast.linalg": "Symmetric matrix functions",
-    "rfl_fast.problems": "Federated problems",
-    "rfl_fast.algorithms": "Federated algorithms",
-    "rfl_fast.federation": "Federated engine: run, participation, consensus, schedules",
-    "rfl_fast.privacy": "Differential privacy and accounting",
-    "rfl_fast.data": "Data sets, generators and partitioners",
-    "rfl_fast.estimators": "scikit-learn estimators",
-    "rfl_fast.experiments": "The papers' experiments E1..E8",
-    "rfl_fast.errors": "Errors",
-}
 
 
 #: Subpackages listed in ``rfl_fast.__all__`` that have their own page, and the manifold
