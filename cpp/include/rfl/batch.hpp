@@ -109,51 +109,59 @@ inline void stiefel_retr_polar(const double* x, const double* u, double* out, st
     });
 }
 
+namespace detail {
+
+using ItemFn = void (*)(const double*, const double*, double*, int, int, double*);
+
+template <ItemFn F>
+void stiefel_map(const double* x, const double* b, double* out, std::ptrdiff_t N, int n, int p,
+                 int threads) {
+    const std::size_t item = static_cast<std::size_t>(n) * p;
+    run2(x, b, out, N, item, item, stiefel::work_size(n, p), threads,
+         [n, p](const double* xi, const double* bi, double* oi, double* w) {
+             F(xi, bi, oi, n, p, w);
+         });
+}
+
+}  // namespace detail
+
 inline void stiefel_inv_retr_polar(const double* x, const double* y, double* out,
                                    std::ptrdiff_t N, int n, int p, int threads) {
-    const std::size_t item = static_cast<std::size_t>(n) * p;
-    detail::run2(x, y, out, N, item, item, stiefel::work_size(n, p), threads,
-                 [n, p](const double* a, const double* b, double* o, double* w) {
-                     stiefel::inv_retr_polar<0>(a, b, o, n, p, w);
-                 });
+    detail::stiefel_map<stiefel::inv_retr_polar<0>>(x, y, out, N, n, p, threads);
 }
 
 inline void stiefel_proj(const double* x, const double* u, double* out, std::ptrdiff_t N, int n,
                          int p, int threads) {
-    const std::size_t item = static_cast<std::size_t>(n) * p;
-    detail::run2(x, u, out, N, item, item, stiefel::work_size(n, p), threads,
-                 [n, p](const double* a, const double* b, double* o, double* w) {
-                     stiefel::proj<0>(a, b, o, n, p, w);
-                 });
+    detail::stiefel_map<stiefel::proj<0>>(x, u, out, N, n, p, threads);
 }
 
 inline void stiefel_retr_qr(const double* x, const double* u, double* out, std::ptrdiff_t N,
                             int n, int p, int threads) {
-    const std::size_t item = static_cast<std::size_t>(n) * p;
-    detail::run2(x, u, out, N, item, item, stiefel::work_size(n, p), threads,
-                 [n, p](const double* a, const double* b, double* o, double* w) {
-                     stiefel::retr_qr<0>(a, b, o, n, p, w);
-                 });
+    detail::stiefel_map<stiefel::retr_qr<0>>(x, u, out, N, n, p, threads);
 }
 
 // ---- SPD(n), affine-invariant metric: N items of n x n
 
+namespace detail {
+
+template <void (*F)(const double*, const double*, double*, int, double*)>
+void spd_map(const double* x, const double* b, double* out, std::ptrdiff_t N, int n,
+             int threads) {
+    const std::size_t item = static_cast<std::size_t>(n) * n;
+    run2(x, b, out, N, item, item, spd::spd_work(n), threads,
+         [n](const double* xi, const double* bi, double* oi, double* w) { F(xi, bi, oi, n, w); });
+}
+
+}  // namespace detail
+
 inline void spd_exp(const double* x, const double* u, double* out, std::ptrdiff_t N, int n,
                     int threads) {
-    const std::size_t item = static_cast<std::size_t>(n) * n;
-    detail::run2(x, u, out, N, item, item, spd::spd_work(n), threads,
-                 [n](const double* a, const double* b, double* o, double* w) {
-                     spd::spd_exp(a, b, o, n, w);
-                 });
+    detail::spd_map<spd::spd_exp>(x, u, out, N, n, threads);
 }
 
 inline void spd_log(const double* x, const double* y, double* out, std::ptrdiff_t N, int n,
                     int threads) {
-    const std::size_t item = static_cast<std::size_t>(n) * n;
-    detail::run2(x, y, out, N, item, item, spd::spd_work(n), threads,
-                 [n](const double* a, const double* b, double* o, double* w) {
-                     spd::spd_log(a, b, o, n, w);
-                 });
+    detail::spd_map<spd::spd_log>(x, y, out, N, n, threads);
 }
 
 // out: N doubles
