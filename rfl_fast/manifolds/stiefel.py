@@ -41,7 +41,23 @@ class Stiefel(Manifold):
         return gap <= atol, f"|X'X - I|_max = {gap:.3g} > atol {atol:g}"
 
     def proj(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
-        """``U - X sym(X'U)``; x, u: (..., n, p)."""
+        """``U - X sym(X'U)``; x, u: (..., n, p).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, p)
+            Ambient vector(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The tangent part of ``u`` at ``x``.
+        """
         out = self._compiled("stiefel_proj", backend, x, u)
         if out is not None:
             return out
@@ -49,6 +65,23 @@ class Stiefel(Manifold):
         return call("stiefel_proj", x, u, backend=backend)
 
     def egrad2rgrad(self, x: ArrayLike, g: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """Riemannian gradient from the Euclidean gradient ``g`` of a function at ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        g : array_like, shape (..., n, p)
+            Euclidean gradient(s) at ``x``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The Riemannian gradient(s).
+        """
         return self.proj(x, g, backend=backend)
 
     def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
@@ -61,6 +94,23 @@ class Stiefel(Manifold):
         ``X + U`` numerically rank deficient (only for a non-tangent ``U``) raises
         ``NoSolutionError`` for both (the polar factor / the Q factor is then not unique),
         whatever the backend.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, p)
+            Tangent vector(s) at ``x``.
+        method : str, optional
+            One of ``'polar'``, ``'qr'``, ``'cayley'``, ``'exp'``; default ``'polar'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The retracted point(s) ``R_x(u)``.
         """
         if method is None or method == "polar":
             out = self._compiled("stiefel_retr_polar", backend, x, u)
@@ -104,6 +154,23 @@ class Stiefel(Manifold):
         the exact, huge inverse (relative accuracy ~ ``cond(X'Y) eps``); numerically
         singular ``X'Y`` (no unique solution: a zero eigenvalue, or a vanishing leading
         minor for QR) raises ``NoSolutionError``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, p)
+            Second point(s).
+        method : str, optional
+            One of ``'polar'``, ``'qr'``; default ``'polar'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
         """
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         out = self._compiled(f"stiefel_inv_retr_{method}", backend, x, y)
@@ -126,7 +193,23 @@ class Stiefel(Manifold):
 
     def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """Edelman's geodesic ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
-        ``A = X'U``, ``S = U'U``."""
+        ``A = X'U``, ``S = U'U``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, p)
+            Tangent vector(s) at ``x``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The point(s) ``Exp_x(u)``.
+        """
         x = self._point(x)
         u = self._vector(x, u)
         p = self.shape[1]
@@ -140,13 +223,47 @@ class Stiefel(Manifold):
 
     def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
                   backend: str | None = None) -> FloatArray:
-        """Projection transport ``P_Y(V)``."""
+        """Projection transport ``P_Y(V)``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, p)
+            Second point(s).
+        v : array_like, shape (..., n, p)
+            Tangent vector(s) at ``x`` to transport.
+        method : str, optional
+            One of ``'projection'``; default ``'projection'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            ``v`` transported to the tangent space at ``y``.
+        """
         self._option(method, self.transports, "transport")
         self._point(x)
         return self.proj(y, v, backend=backend)
 
     def project(self, z: ArrayLike, *, backend: str | None = None) -> FloatArray:
-        """Nearest point ``P_M(Z)``: the polar factor of Z, (..., n, p) of full rank."""
+        """Nearest point ``P_M(Z)``: the polar factor of Z, (..., n, p) of full rank.
+
+        Parameters
+        ----------
+        z : array_like, shape (..., n, p)
+            Ambient point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The nearest point(s) on the manifold.
+        """
         out = call("polar", self._array(z, "z"), backend=backend)
         return self._solved(out, "project", "z (rank deficient: the polar factor is not unique)")
 
@@ -155,6 +272,18 @@ class Stiefel(Manifold):
 
         ``atan2(sin, cos)`` from the singular values of ``X'Y`` (cosines) and of
         ``Y - X X'Y`` (sines), accurate for tiny angles where ``arccos`` alone loses them.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, p)
+            Second point(s).
+
+        Returns
+        -------
+        ndarray, shape (..., p)
+            The angles in radians, ascending.
         """
         x, y = self._point(x), self._point(y, "y")
         xty = _t(x) @ y
@@ -163,17 +292,59 @@ class Stiefel(Manifold):
         return np.arctan2(np.clip(sin, 0.0, 1.0), np.clip(cos, 0.0, 1.0))
 
     def dist_subspace(self, x: ArrayLike, y: ArrayLike) -> FloatArray:
-        """Grassmann distance ``|principal angles|_2`` between the spans; (...)."""
+        """Grassmann distance ``|principal angles|_2`` between the spans; (...).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, p)
+            Second point(s).
+
+        Returns
+        -------
+        ndarray, shape (...)
+            The norm of the principal angles.
+        """
         return np.linalg.norm(self.principal_angles(x, y), axis=-1)
 
     def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
-        """Haar-distributed points: ``(*batch, n, p)``."""
+        """Haar-distributed points: ``(*batch, n, p)``.
+
+        Parameters
+        ----------
+        *batch : int
+            Batch shape; none gives a single point.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, n, p)``
+            The point(s).
+        """
         q, r = np.linalg.qr(as_rng(rng).standard_normal(tuple(batch) + self.shape))
         d = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
         return q * np.where(d == 0, 1.0, d)[..., None, :]
 
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:
+        """Gaussian ``N_x(0, sigma^2)`` on the tangent space at ``x``, isotropic in the metric.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        sigma : float or array_like
+            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            Tangent vector(s) at ``x``.
+        """
         x = self._point(x)
         g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
         return self.proj(x, g.astype(x.dtype, copy=False))
