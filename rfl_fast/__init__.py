@@ -103,7 +103,13 @@ def _thread_settings():
 
 
 def show_config(file=None):
-    """Print versions, backends (with the kernels each provides) and thread settings."""
+    """Print versions, backends (with the kernels each provides) and thread settings.
+
+    Parameters
+    ----------
+    file : file-like, optional
+        Where to print; ``sys.stdout`` by default.
+    """
     from .kernels import describe_backends
 
     import numpy

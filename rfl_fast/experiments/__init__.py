@@ -78,6 +78,15 @@ def _normalize_id(exp_id):
 def get_experiment(exp_id):
     """The module of experiment ``exp_id`` (``"E1"`` .. ``"E8"``, case-insensitive).
 
+    Parameters
+    ----------
+    exp_id : str
+
+    Returns
+    -------
+    module
+        With ``run(small=False, seed=0, out=None) -> dict``.
+
     Raises
     ------
     ValueError
@@ -143,6 +152,18 @@ def run_experiment(exp_id, small=False, seed=0, out=None, progress=None):
 
 
 def expected_seconds(exp_id, small=False):
-    """Measured run time of ``exp_id`` (seconds, 2-core machine, seed 0), or ``None``."""
+    """Measured run time of ``exp_id`` (seconds, 2-core machine, seed 0), or ``None``.
+
+    Parameters
+    ----------
+    exp_id : str
+        ``"E1"`` .. ``"E8"`` (case-insensitive).
+    small : bool
+        The fast version's time instead of the full one.
+
+    Returns
+    -------
+    float or None
+    """
     t = getattr(get_experiment(exp_id), "EXPECTED_S", None)
     return None if t is None else t[0 if small else 1]

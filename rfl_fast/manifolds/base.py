@@ -51,6 +51,16 @@ def _default_atol(dtype):
 class Manifold:
     """Base class: subclasses set ``shape``, ``dim``, the option tuples and implement methods.
 
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of one point.
+    dim : int
+        Intrinsic dimension.
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
+
     Attributes
     ----------
     shape : tuple of int

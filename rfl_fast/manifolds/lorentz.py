@@ -32,6 +32,14 @@ class Lorentz(Manifold):
 
     Retraction: ``"exp"`` (the geodesic; inverse ``log``). Transports: ``"parallel"``
     (``v + <y,v>_L/(1 - <x,y>_L) (x+y)``, default) and ``"projection"``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the hyperbolic space, ``d >= 1`` (points in R^(d+1)).
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
     """
 
     retractions = ("exp",)

@@ -25,6 +25,14 @@ class SPD(Manifold):
     (``X + U + U X^-1 U / 2``, no closed-form inverse). Transports: ``"parallel"``
     (``E V E'``, ``E = X^½ (X^-½ Y X^-½)^½ X^-½``, default) and ``"projection"``
     (``sym(V)``, the identity on tangent vectors).
+
+    Parameters
+    ----------
+    n : int
+        Matrix size, ``n >= 1``.
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
     """
 
     retractions = ("exp", "second_order")

@@ -37,6 +37,14 @@ class Sphere(Manifold):
     Retractions: ``"exp"`` (geodesic, default) and ``"projection"`` (``(x+u)/|x+u|``, with its
     exact inverse ``y/<x,y> - x``). Transports: ``"parallel"`` (along the geodesic, default)
     and ``"projection"``.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension, ``d >= 2`` (the sphere ``S^(d-1)``).
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
     """
 
     retractions = ("exp", "projection")

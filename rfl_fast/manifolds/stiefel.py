@@ -24,6 +24,14 @@ class Stiefel(Manifold):
     Retractions: ``"polar"`` (default, ``P_M(X + U)``), ``"qr"`` (``qf(X + U)`` with a
     positive diagonal of R), ``"cayley"`` and ``"exp"`` (Edelman's geodesic). Exact inverses
     exist for ``"polar"`` and ``"qr"``. Transport: ``"projection"`` (``P_Y V``).
+
+    Parameters
+    ----------
+    n, p : int
+        ``n >= p >= 1``.
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
     """
 
     retractions = ("polar", "qr", "cayley", "exp")

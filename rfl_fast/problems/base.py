@@ -141,23 +141,85 @@ class Problem:
     # ---------------------------------------------------------------- per client, batched
 
     def loss(self, idx, x):
-        """``f_i(x_j)`` for clients ``idx`` (k,) at points ``x`` ``(k, *shape)`` -> (k,)."""
+        """``f_i(x_j)`` for clients ``idx`` (k,) at points ``x`` ``(k, *shape)`` -> (k,).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+            ``f_i(x_j)`` per listed client.
+        """
         raise NotImplementedError
 
     def egrad(self, idx, x, batch=None):
         """Euclidean gradient of ``f_i`` (mean over the client's samples, or over the sample
-        indices ``batch`` (k, b) when given) at ``x`` ``(k, *shape)`` -> ``(k, *shape)``."""
+        indices ``batch`` (k, b) when given) at ``x`` ``(k, *shape)`` -> ``(k, *shape)``.
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Euclidean gradients.
+        """
         raise NotImplementedError
 
     def rgrad(self, idx, x, batch=None):
-        """Riemannian gradient of ``f_i`` at ``x`` ``(k, *shape)`` -> ``(k, *shape)``."""
+        """Riemannian gradient of ``f_i`` at ``x`` ``(k, *shape)`` -> ``(k, *shape)``.
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Riemannian gradients (tangent at each ``x_j``).
+        """
         return self.manifold.egrad2rgrad(x, self.egrad(idx, x, batch))
 
     def local_steps(self, idx, x, step, steps, retraction):
         """Optional fused route for full-gradient local steps ``x <- R_x(-step grad f_i(x))``
         of clients ``idx`` (k,) from the point ``x`` ``(*shape)``: the last iterates
-        ``(k, *shape)``, equal to stepping through :meth:`rgrad` and ``manifold.retr``, or ``None`` when the
-        problem has no such route (the caller then steps itself)."""
+        ``(k, *shape)``, equal to stepping through :meth:`rgrad` and ``manifold.retr``, or
+        ``None`` when the problem has no such route (the caller then steps itself).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(*shape)``
+            The starting point (the server's model), the same for every client.
+        step : float
+            Step size.
+        steps : int
+            Number of local steps.
+        retraction : str
+            The manifold's retraction to step with.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)`` or None
+            The last iterates, or ``None`` without a fused route.
+        """
         return None
 
     def sample_rgrads(self, i, x):
@@ -165,6 +227,18 @@ class Problem:
         ``(m_i, *shape)``.
 
         Materialized: the reference for the fused clipped sums of the privacy module.
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(m_i, *shape)``
+            One tangent vector at ``x`` per sample.
         """
         raise NotImplementedError
 
@@ -230,13 +304,34 @@ class Problem:
     # ---------------------------------------------------------------- global
 
     def f(self, x):
-        """Global objective ``sum_i w_i f_i(x)`` at one point ``x`` ``(*shape)`` -> float."""
+        """Global objective ``sum_i w_i f_i(x)`` at one point ``x`` ``(*shape)`` -> float.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         idx = np.arange(self.n_clients)
         xs = np.broadcast_to(x, (self.n_clients,) + self.manifold.shape)
         return float(self.weights @ self.loss(idx, xs))
 
     def grad(self, x):
-        """Global Riemannian gradient ``sum_i w_i grad f_i(x)`` at one point -> ``(*shape)``."""
+        """Global Riemannian gradient ``sum_i w_i grad f_i(x)`` at one point -> ``(*shape)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         idx = np.arange(self.n_clients)
         xs = np.broadcast_to(x, (self.n_clients,) + self.manifold.shape)
         return np.tensordot(self.weights, self.rgrad(idx, xs), axes=1)
@@ -253,17 +348,47 @@ class Problem:
         return self._f_star
 
     def grad_norm(self, x):
-        """``|grad f(x)|_x`` at one point ``x`` ``(*shape)`` -> float."""
+        """``|grad f(x)|_x`` at one point ``x`` ``(*shape)`` -> float.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         return float(self.manifold.norm(x, self.grad(x)))
 
     def dist_to_solution(self, x):
         """Distance from ``x`` to the solution set (geodesic distance to ``x*`` by default;
-        subclasses account for symmetries such as ``x* ~ -x*``)."""
+        subclasses account for symmetries such as ``x* ~ -x*``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return float(self.manifold.dist(self._point(x), self.solution()))
 
     def feasibility(self, x):
-        """Distance of ``x`` from the manifold constraint (0 where it does not apply)."""
+        """Distance of ``x`` from the manifold constraint (0 where it does not apply).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return 0.0
 
     def metrics(self, x):
@@ -272,6 +397,15 @@ class Problem:
         Keys: ``grad_norm`` (``|grad f(x)|_x``), ``f_gap`` (``f(x) - f*``), ``dist``
         (``dist_to_solution``), ``feasibility`` and, where they apply, ``angle`` (sum of
         principal angles to ``x*``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        dict of str to float
         """
         x = self._point(x)
         return {"grad_norm": self.grad_norm(x),
