@@ -61,7 +61,7 @@ def _callables():
                     owner = getattr(member, "__module__", "") or ""
                     if attr.startswith("_") or not owner.startswith("rfl_fast"):
                         continue
-                    if inspect.isfunction(member):
+                    if inspect.isfunction(member) or inspect.ismethod(member):  # + classmethods
                         add(f"{modname}.{name}.{attr}", member)
             elif callable(obj):
                 add(f"{modname}.{name}", obj)
