@@ -31,14 +31,16 @@ def compile_flags():
 
 
 class build_py_with_headers(build_py):
-    """Copy ``cpp/include`` into the package as ``rfl_fast/include`` (see ``get_include()``)."""
+    """Copy ``cpp/include``, ``cpp/cmake`` and ``cpp/pkgconfig`` into the package as
+    ``rfl_fast/include`` etc. (see ``get_include()``, ``get_cmake_dir()``, ``get_pkgconfig_dir()``)."""
 
     def run(self):
         super().run()
-        target = Path(self.build_lib) / "rfl_fast" / "include"
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(HEADERS, target)
+        for name in ("include", "cmake", "pkgconfig"):
+            target = Path(self.build_lib) / "rfl_fast" / name
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(HERE / "cpp" / name, target)
 
 
 ext = Pybind11Extension(
@@ -53,6 +55,6 @@ ext = Pybind11Extension(
 
 setup(
     ext_modules=[ext],
-    package_data={"rfl_fast": ["_core.pyi"]},  # typed stub of the extension
+    package_data={"rfl_fast": ["_core.pyi", "py.typed"]},  # typed stub, PEP 561 marker
     cmdclass={"build_ext": build_ext, "build_py": build_py_with_headers},
 )

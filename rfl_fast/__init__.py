@@ -25,7 +25,7 @@ __all__ = [
     "Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz",
     "linalg", "errors", "backend", "get_backend", "available_backends", "set_threads",
     "get_threads",
-    "show_config", "get_include", "__version__",
+    "show_config", "get_include", "get_cmake_dir", "get_pkgconfig_dir", "__version__",
     # subpackages, imported on first use (``rf.federation.run``, ``rf.problems.KPCA``, ...)
     "problems", "algorithms", "federation", "privacy", "data", "experiments", "estimators",
 ]
@@ -43,13 +43,47 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def get_include():
-    """Folder holding the C++ headers (``#include <rfl/stiefel.hpp>``) for other C++ projects."""
+def _shipped_dir(name):
+    """``rfl_fast/<name>`` in an installed wheel, else ``cpp/<name>`` of a source checkout."""
     here = os.path.dirname(os.path.abspath(__file__))
-    installed = os.path.join(here, "include")
+    installed = os.path.join(here, name)
     if os.path.isdir(installed):
         return installed
-    return os.path.join(os.path.dirname(here), "cpp", "include")  # source checkout
+    return os.path.join(os.path.dirname(here), "cpp", name)
+
+
+def get_include() -> str:
+    """Folder holding the C++ headers (``#include <rfl/stiefel.hpp>``) for other C++ projects.
+
+    Returns
+    -------
+    str
+        Absolute path; pass it as ``-I`` (``examples/cpp_extension/`` shows a pybind11 build).
+    """
+    return _shipped_dir("include")
+
+
+def get_cmake_dir() -> str:
+    """Folder holding ``rfl_fastConfig.cmake`` (also ``python -m rfl_fast --cmake-dir``).
+
+    Returns
+    -------
+    str
+        Absolute path; pass it as ``-Drfl_fast_DIR=...`` to CMake, then
+        ``find_package(rfl_fast CONFIG REQUIRED)`` and link ``rfl_fast::headers``.
+    """
+    return _shipped_dir("cmake")
+
+
+def get_pkgconfig_dir() -> str:
+    """Folder holding ``rfl_fast.pc`` (also ``python -m rfl_fast --pkgconfig-dir``).
+
+    Returns
+    -------
+    str
+        Absolute path; add it to ``PKG_CONFIG_PATH``, then ``pkg-config --cflags rfl_fast``.
+    """
+    return _shipped_dir("pkgconfig")
 
 
 def _thread_settings():
@@ -69,7 +103,13 @@ def _thread_settings():
 
 
 def show_config(file=None):
-    """Print versions, backends (with the kernels each provides) and thread settings."""
+    """Print versions, backends (with the kernels each provides) and thread settings.
+
+    Parameters
+    ----------
+    file : file-like, optional
+        Where to print; ``sys.stdout`` by default.
+    """
     from .kernels import describe_backends
 
     import numpy

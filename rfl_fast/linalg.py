@@ -6,6 +6,7 @@ Each takes ``(..., n, n)`` (or ``(..., n, p)`` for ``polar``) and an optional ``
 
 import numpy as np
 
+from ._typing import ArrayLike, FloatArray
 from ._validation import as_array, check_core_shape
 from .errors import NoSolutionError
 from .kernels import call
@@ -30,11 +31,29 @@ def _positive(out, name, what):
     return out
 
 
-def sym_expm(s, *, backend=None):
+def sym_expm(s: ArrayLike, *, backend: str | None = None) -> FloatArray:
     """``expm(s)`` of symmetric ``s``: (..., n, n) -> (..., n, n).
 
     Raises ``NoSolutionError`` naming ``s`` when ``expm(s)`` overflows the dtype (an eigenvalue
     of ``s`` above ~709.78 for float64, ~88.72 for float32) instead of returning inf/NaN.
+
+    Parameters
+    ----------
+    s : array_like, shape (..., n, n)
+        Symmetric matrices (symmetric to 1e-10 relative, 1e-5 for float32, else ``ValueError``).
+    backend : str, optional
+        ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+        (:func:`rfl_fast.backend`).
+
+    Returns
+    -------
+    ndarray, shape (..., n, n)
+        ``expm(s)``, symmetric.
+
+    Raises
+    ------
+    rfl_fast.errors.NoSolutionError
+        ``expm(s)`` overflows the dtype.
     """
     s = _symmetric(s)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -46,23 +65,99 @@ def sym_expm(s, *, backend=None):
     return out
 
 
-def sym_logm(s, *, backend=None):
-    """``logm(s)`` of SPD ``s``: (..., n, n) -> (..., n, n)."""
+def sym_logm(s: ArrayLike, *, backend: str | None = None) -> FloatArray:
+    """``logm(s)`` of SPD ``s``: (..., n, n) -> (..., n, n).
+
+    Parameters
+    ----------
+    s : array_like, shape (..., n, n)
+        SPD matrices (symmetric to 1e-10 relative, 1e-5 for float32, else ``ValueError``).
+    backend : str, optional
+        ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+        (:func:`rfl_fast.backend`).
+
+    Returns
+    -------
+    ndarray, shape (..., n, n)
+        ``logm(s)``, symmetric.
+
+    Raises
+    ------
+    rfl_fast.errors.NoSolutionError
+        An eigenvalue of ``s`` is <= 0 (not positive definite).
+    """
     return _positive(call("sym_logm", _symmetric(s), backend=backend), "s", "sym_logm")
 
 
-def sym_sqrtm(s, *, backend=None):
-    """Symmetric square root of SPD ``s``: (..., n, n) -> (..., n, n)."""
+def sym_sqrtm(s: ArrayLike, *, backend: str | None = None) -> FloatArray:
+    """Symmetric square root of SPD ``s``: (..., n, n) -> (..., n, n).
+
+    Parameters
+    ----------
+    s : array_like, shape (..., n, n)
+        SPD matrices (symmetric to 1e-10 relative, 1e-5 for float32, else ``ValueError``).
+    backend : str, optional
+        ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+        (:func:`rfl_fast.backend`).
+
+    Returns
+    -------
+    ndarray, shape (..., n, n)
+        ``s^(1/2)``, SPD.
+
+    Raises
+    ------
+    rfl_fast.errors.NoSolutionError
+        An eigenvalue of ``s`` is <= 0 (not positive definite).
+    """
     return _positive(call("sym_sqrtm", _symmetric(s), backend=backend), "s", "sym_sqrtm")
 
 
-def sym_invsqrtm(s, *, backend=None):
-    """``s^(-1/2)`` of SPD ``s``: (..., n, n) -> (..., n, n)."""
+def sym_invsqrtm(s: ArrayLike, *, backend: str | None = None) -> FloatArray:
+    """``s^(-1/2)`` of SPD ``s``: (..., n, n) -> (..., n, n).
+
+    Parameters
+    ----------
+    s : array_like, shape (..., n, n)
+        SPD matrices (symmetric to 1e-10 relative, 1e-5 for float32, else ``ValueError``).
+    backend : str, optional
+        ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+        (:func:`rfl_fast.backend`).
+
+    Returns
+    -------
+    ndarray, shape (..., n, n)
+        ``s^(-1/2)``, SPD.
+
+    Raises
+    ------
+    rfl_fast.errors.NoSolutionError
+        An eigenvalue of ``s`` is <= 0 (not positive definite).
+    """
     return _positive(call("sym_invsqrtm", _symmetric(s), backend=backend), "s", "sym_invsqrtm")
 
 
-def polar(a, *, backend=None):
-    """Orthonormal polar factor ``a (a'a)^(-1/2)`` of full-rank ``a``: (..., n, p), n >= p."""
+def polar(a: ArrayLike, *, backend: str | None = None) -> FloatArray:
+    """Orthonormal polar factor ``a (a'a)^(-1/2)`` of full-rank ``a``: (..., n, p), n >= p.
+
+    Parameters
+    ----------
+    a : array_like, shape (..., n, p)
+        Full-rank matrices, ``n >= p``.
+    backend : str, optional
+        ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+        (:func:`rfl_fast.backend`).
+
+    Returns
+    -------
+    ndarray, shape (..., n, p)
+        The nearest matrices with orthonormal columns.
+
+    Raises
+    ------
+    rfl_fast.errors.NoSolutionError
+        ``a`` is rank deficient (the polar factor is not unique).
+    """
     a = as_array(a, "a", min_ndim=2)
     if a.shape[-2] < a.shape[-1]:
         raise ValueError(f"a: expected shape (..., n, p) with n >= p, got {a.shape}")

@@ -25,8 +25,10 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "rfl/batch.hpp"
 #include "rfl/lorentz.hpp"
 #include "rfl/pca.hpp"
 #include "rfl/spd.hpp"
@@ -189,52 +191,12 @@ void check_same(const Arr& a, const Arr& b, const char* kernel, const char* an, 
 // Threads of the batch loops: _core.set_threads (rfl_fast.set_threads, RFL_FAST_THREADS).
 std::atomic<int> g_threads{1};
 
-// Input bytes per argument in one chunk of a batch (three arrays' chunks stay in a 1 MB L2),
-// and the least input a thread must get before one more is started (a thread costs ~20-40 us).
-constexpr std::size_t kChunkBytes = 256 * 1024;
-constexpr std::size_t kMinBytesPerThread = 512 * 1024;
-
-// Runs body(i0, i1) over the batch [0, N) in chunks of whole groups of 8 items (the lockstep
-// group of the Stiefel and SPD kernels) and about kChunkBytes of each input (`item_bytes`: one
-// item of one input). The chunks are fixed by the data, not by the thread count, so results never
-// depend on it; up to g_threads threads claim them in turn (a thread on a busy core simply takes
-// fewer). body returns false to stop: the chunks not yet started are skipped and the result is
-// false. An exception in a worker (std::bad_alloc) is rethrown here after every thread joined.
+// The batch loop of the headers (rfl/batch.hpp: fixed chunks, so results never depend on the
+// thread count) on up to g_threads threads.
 template <class Body>
 bool for_chunks(py::ssize_t N, std::size_t item_bytes, std::size_t inputs, Body&& body) {
-    const py::ssize_t grain =
-        static_cast<py::ssize_t>(std::max<std::size_t>(1, kChunkBytes / (8 * item_bytes)) * 8);
-    const py::ssize_t chunks = (N + grain - 1) / grain;
-    const std::size_t bytes = static_cast<std::size_t>(N) * item_bytes * inputs;
-    const py::ssize_t T = std::max<py::ssize_t>(1, std::min<py::ssize_t>(
-        {static_cast<py::ssize_t>(g_threads.load()), chunks,
-         static_cast<py::ssize_t>(bytes / kMinBytesPerThread)}));
-    if (T == 1) {
-        for (py::ssize_t i = 0; i < N; i += grain)
-            if (!body(i, std::min(N, i + grain))) return false;
-        return true;
-    }
-    std::atomic<py::ssize_t> next{0};
-    std::atomic<bool> go{true};
-    std::exception_ptr error;
-    std::mutex error_lock;
-    auto worker = [&] {
-        try {
-            for (py::ssize_t c; go.load(std::memory_order_relaxed) &&
-                                (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
-                if (!body(c * grain, std::min(N, (c + 1) * grain))) go = false;
-        } catch (...) {
-            go = false;
-            std::lock_guard<std::mutex> hold(error_lock);
-            error = std::current_exception();
-        }
-    };
-    std::vector<std::thread> pool;
-    for (py::ssize_t t = 1; t < T; ++t) pool.emplace_back(worker);
-    worker();
-    for (auto& th : pool) th.join();
-    if (error) std::rethrow_exception(error);
-    return go.load();
+    return rfl::batch::for_chunks(N, item_bytes, inputs, g_threads.load(),
+                                  std::forward<Body>(body));
 }
 
 // A batch loop on raw pointers: N items of core shape `core` from a and b into o.

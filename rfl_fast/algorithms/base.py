@@ -106,62 +106,290 @@ class FederatedAlgorithm:
 
     # ------------------------------------------------------------------ set-up
     def validate(self, problem):
-        """Raise a clear error if this algorithm cannot run on ``problem`` (before any work)."""
+        """Raise a clear error if this algorithm cannot run on ``problem`` (before any work).
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        """
 
     def init_server(self, problem, x0, ctx):
-        """The server state at round 0 from the initial point ``x0``."""
+        """The server state at round 0 from the initial point ``x0``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        x0 : ndarray, shape ``(*manifold.shape)``
+            The initial point.
+        ctx : rfl_fast.federation.ServerContext
+            The round, the number of rounds and the server's random stream.
+
+        Returns
+        -------
+        dataclass
+            The server state at round 0.
+        """
         raise NotImplementedError
 
     def init_clients(self, problem, x0):
-        """Persistent client states for all n clients: dict of arrays with leading axis n."""
+        """Persistent client states for all n clients: dict of arrays with leading axis n.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        x0 : ndarray, shape ``(*manifold.shape)``
+            The initial point.
+
+        Returns
+        -------
+        dict of str to ndarray
+            Persistent states of all n clients, each array with leading axis n (empty by
+            default).
+        """
         return {}
 
     # ------------------------------------------------------------------ deployment
     def client_settings(self, i):
         """Per-client settings the server fixed for the run (e.g. PriRFed's noise ``sigma_i``
         and batch size), sent to client ``i`` of a deployment: dict of str to int, float or
-        str. Default: none."""
+        str. Default: none.
+
+        Parameters
+        ----------
+        i : int
+            The client's index.
+
+        Returns
+        -------
+        dict of str to int, float or str
+            The settings (empty by default).
+        """
         return {}
 
     def for_client(self, settings):
         """The algorithm as one client of a deployment runs it, given the
         :meth:`client_settings` the server sent (on the client's one-client problem).
-        Default: ``self``."""
+        Default: ``self``.
+
+        Parameters
+        ----------
+        settings : dict of str to int, float or str
+            What :meth:`client_settings` returned on the server.
+
+        Returns
+        -------
+        FederatedAlgorithm
+            The algorithm a client runs (``self`` by default).
+        """
         return self
 
     # ------------------------------------------------------------------ prepare exchange
     def prepare_message(self, problem, state, ctx):
+        """The server's message of the prepare exchange (``has_prepare``).
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        state : dataclass
+            The server state (e.g. :class:`PointState`).
+        ctx : rfl_fast.federation.ServerContext
+            The round, the number of rounds and the server's random stream.
+
+        Returns
+        -------
+        dict of str to ndarray
+            The first exchange's message.
+        """
         raise NotImplementedError
 
     def client_prepare(self, problem, idx, msg, cstate, ctx):
+        """The participants' part of the prepare exchange: returns ``(upload, cstate, memo)``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            The server's message (the same for every recipient).
+        cstate : dict of str to ndarray
+            The participants' persistent states, each array with leading axis k.
+        ctx : rfl_fast.federation.ClientContext
+            The round and the participants' random streams.
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            Leading axis k.
+        cstate : dict of str to ndarray
+            Updated persistent states.
+        memo : dict
+            Kept for the main exchange of this round.
+        """
         raise NotImplementedError
 
     def server_prepare(self, problem, state, idx, upload, ctx):
+        """The server's part of the prepare exchange: returns ``(state, msg)``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        state : dataclass
+            The server state (e.g. :class:`PointState`).
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        upload : dict of str to ndarray
+            The participants' uploads, each array with leading axis k.
+        ctx : rfl_fast.federation.ServerContext
+            The round, the number of rounds and the server's random stream.
+
+        Returns
+        -------
+        state : dataclass
+            The new server state.
+        msg : dict of str to ndarray
+            The main exchange's message.
+        """
         raise NotImplementedError
 
     # ------------------------------------------------------------------ main exchange
     def broadcast(self, problem, state, ctx):
-        """The message the server sends the round's recipients (dict of arrays)."""
+        """The message the server sends the round's recipients (dict of arrays).
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        state : dataclass
+            The server state (e.g. :class:`PointState`).
+        ctx : rfl_fast.federation.ServerContext
+            The round, the number of rounds and the server's random stream.
+
+        Returns
+        -------
+        dict of str to ndarray
+            The message to the round's recipients.
+        """
         raise NotImplementedError
 
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
-        """Local work of the participants: returns ``(upload, cstate, memo)``."""
+        """Local work of the participants: returns ``(upload, cstate, memo)``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            The server's message (the same for every recipient).
+        cstate : dict of str to ndarray
+            The participants' persistent states, each array with leading axis k.
+        memo : dict
+            What the participants remembered earlier in this round (never sent).
+        ctx : rfl_fast.federation.ClientContext
+            The round and the participants' random streams.
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            Leading axis k (counted as ``bytes_up``).
+        cstate : dict of str to ndarray
+            Updated persistent states.
+        memo : dict
+            Kept for ``client_finalize``.
+        """
         raise NotImplementedError
 
     def server_update(self, problem, state, idx, upload, ctx):
-        """Aggregate: returns ``(state, finalize_message_or_None)``."""
+        """Aggregate: returns ``(state, finalize_message_or_None)``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        state : dataclass
+            The server state (e.g. :class:`PointState`).
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        upload : dict of str to ndarray
+            The participants' uploads, each array with leading axis k.
+        ctx : rfl_fast.federation.ServerContext
+            The round, the number of rounds and the server's random stream.
+
+        Returns
+        -------
+        state : dataclass
+            The new server state.
+        fmsg : dict of str to ndarray or None
+            The notification for ``client_finalize`` (``has_finalize``), else ``None``.
+        """
         raise NotImplementedError
 
     def client_finalize(self, problem, idx, msg, cstate, memo, ctx):
+        """The participants' reaction to the server's notification (``has_finalize``).
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            The server's message (the same for every recipient).
+        cstate : dict of str to ndarray
+            The participants' persistent states, each array with leading axis k.
+        memo : dict
+            What the participants remembered earlier in this round (never sent).
+        ctx : rfl_fast.federation.ClientContext
+            The round and the participants' random streams.
+
+        Returns
+        -------
+        dict of str to ndarray
+            The participants' updated persistent states.
+        """
         return cstate
 
     # ------------------------------------------------------------------ points
     def point(self, problem, state):
-        """The server's current model (where the per-round metrics are evaluated)."""
+        """The server's current model (where the per-round metrics are evaluated).
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        state : dataclass
+            The server state (e.g. :class:`PointState`).
+
+        Returns
+        -------
+        ndarray, shape ``(*manifold.shape)``
+            The server's current model.
+        """
         return state.x
 
     def output(self, problem, state):
-        """The algorithm's output after the last round (default: the current model)."""
+        """The algorithm's output after the last round (default: the current model).
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        state : dataclass
+            The server state (e.g. :class:`PointState`).
+
+        Returns
+        -------
+        ndarray, shape ``(*manifold.shape)``
+            The final answer.
+        """
         return self.point(problem, state)
 
     # ------------------------------------------------------------------ mini-batches

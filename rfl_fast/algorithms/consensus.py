@@ -48,7 +48,7 @@ def tangent_mean(M, x, points, weights=None, beta=1.0, retraction=None):
     M : Manifold
     x : ndarray, shape M.shape
         The server point ``x_t`` whose tangent space holds the average.
-    points : ndarray, shape (k, *M.shape)
+    points : ndarray, shape ``(k, *M.shape)``
         The clients' points.
     weights : array_like, shape (k,), optional
         Non-negative weights, normalized to sum to one (default ``1/k``).
@@ -109,7 +109,7 @@ def karcher_mean(M, points, x0, weights=None, tol=1e-6, max_iter=10000, step=0.5
     Parameters
     ----------
     M : Manifold
-    points : ndarray, shape (k, *M.shape)
+    points : ndarray, shape ``(k, *M.shape)``
     x0 : ndarray, shape M.shape
         Starting point (the server's current point in the federated consensus).
     weights : array_like, shape (k,), optional

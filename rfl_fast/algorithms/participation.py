@@ -20,14 +20,46 @@ class Participation:
     """Base class. Subclasses implement ``sample(rng, n)`` and may override ``validate``."""
 
     def validate(self, n):
-        """Raise ``ValueError`` if the model cannot be used with ``n`` clients."""
+        """Raise ``ValueError`` if the model cannot be used with ``n`` clients.
+
+        Parameters
+        ----------
+        n : int
+            Number of clients of the problem.
+        """
 
     def sample(self, rng, n):
-        """Sorted participant ids, ndarray of int64, shape (k,) with ``0 <= k <= n``."""
+        """Sorted participant ids of one round.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The engine's participation stream.
+        n : int
+            Number of clients.
+
+        Returns
+        -------
+        ndarray of int64, shape (k,)
+            ``0 <= k <= n`` distinct ids, ascending.
+        """
         raise NotImplementedError
 
     def recipients(self, n, k):
-        """Number of clients that receive the round's first broadcast."""
+        """Number of clients that receive the round's first broadcast.
+
+        Parameters
+        ----------
+        n : int
+            Number of clients.
+        k : int
+            Number of participants drawn by :meth:`sample`.
+
+        Returns
+        -------
+        int
+            ``k`` when the server picks the participants, ``n`` when it cannot know them.
+        """
         return k
 
 
@@ -41,7 +73,13 @@ class Full(Participation):
 
 @dataclass(frozen=True)
 class Uniform(Participation):
-    """``k`` of the ``n`` clients, uniformly without replacement (seed 001, Alg. 1 line 2)."""
+    """``k`` of the ``n`` clients, uniformly without replacement (seed 001, Alg. 1 line 2).
+
+    Parameters
+    ----------
+    k : int
+        Participants per round, ``1 <= k <= n``.
+    """
 
     k: int
 
@@ -87,7 +125,17 @@ class Bernoulli(Participation):
                              f"n={n} clients")
 
     def probabilities(self, n):
-        """``p_i`` for every client: shape (n,)."""
+        """``p_i`` for every client.
+
+        Parameters
+        ----------
+        n : int
+            Number of clients.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+        """
         return np.broadcast_to(self.p, (n,))
 
     def sample(self, rng, n):

@@ -17,8 +17,8 @@ Round ``t`` (seed 002, Algorithm PriRFed):
      ``eta = clip_tau(grad f_il(x)) - T_{xs->x}(clip_tau(grad f_il(xs)) - g) + e``,
      ``x <- Exp_x(-a eta)``; the last point is the next snapshot. Output option 1: the last
      point ``x_{K,m}``; option 2: uniform over ``{x_{k+1,j}}``, ``j = 0..m-1``, ``k = 0..K-1``.
-     Reading: the seed's slide writes ``Gamma(clip_tau(grad f_l(xs) - g))``; SPEC.md section
-     3 and the privacy analysis (``rfl_fast.privacy.accounting``) read it as
+     Reading: the seed's slide writes ``Gamma(clip_tau(grad f_l(xs) - g))``; the project's
+     restatement and the privacy analysis (``rfl_fast.privacy.accounting``) read it as
      ``T(clip_tau(grad f_l(xs)) - g)`` (per-sample clipping, Utpala et al.'s DP-SVRG), used
      here.
 

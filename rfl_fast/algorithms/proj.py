@@ -1,5 +1,5 @@
 """RFedProj: projection-based federated learning on compact submanifolds with client-drift
-correction (Zhang, Hu, So, Johansson, NeurIPS 2024; seed 000, Algorithm 1; SPEC.md section 3).
+correction (Zhang, Hu, So, Johansson, NeurIPS 2024; seed 000, Algorithm 1).
 
 Round ``r`` with server variable ``xhat_r`` (in the ambient space, not on M):
 

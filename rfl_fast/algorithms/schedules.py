@@ -19,7 +19,13 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Constant(Schedule):
-    """The fixed step ``value`` (> 0)."""
+    """The fixed step ``value``.
+
+    Parameters
+    ----------
+    value : float
+        The step, > 0.
+    """
 
     value: float
 
@@ -37,6 +43,17 @@ class Decaying(Schedule):
 
     ``power = 1`` is the rule of the experiments (seed 003, section "decaying step sizes");
     ``power`` in ``(1/2, 1]`` is the family of its Theorem 3.
+
+    Parameters
+    ----------
+    a0 : float
+        First step, > 0.
+    beta : float
+        Offset, > 0.
+    dec : int
+        Rounds per decay stage, >= 1.
+    power : float
+        Exponent, > 0.
     """
 
     a0: float

@@ -69,12 +69,32 @@ def _splits(split):
 
 
 def mnist_files(split="all"):
-    """Names of the MNIST IDX files of a split (each may also be gzipped, ``name + ".gz"``)."""
+    """Names of the MNIST IDX files of a split (each may also be gzipped, ``name + ".gz"``).
+
+    Parameters
+    ----------
+    split : {"all", "train", "test"}
+
+    Returns
+    -------
+    list of str
+        File names of the MNIST IDX files, in reading order.
+    """
     return [f for s in _splits(split) for f in _MNIST[s]]
 
 
 def cifar10_files(split="all"):
-    """Names of the CIFAR-10 python batch files of a split."""
+    """Names of the CIFAR-10 python batch files of a split.
+
+    Parameters
+    ----------
+    split : {"all", "train", "test"}
+
+    Returns
+    -------
+    list of str
+        File names of the CIFAR-10 python batch files, in reading order.
+    """
     return [f for s in _splits(split) for f in _CIFAR[s]]
 
 

@@ -117,21 +117,76 @@ def load_sklearn(name, *, normalize="standardize", dtype=np.float64):
 
 
 def load_iris(*, normalize="standardize", dtype=np.float64):
-    """Iris, ``X`` shape (150, 4), 3 classes. See :func:`load_sklearn`."""
+    """Iris (scikit-learn's copy; nothing is downloaded). See :func:`load_sklearn`.
+
+    Parameters
+    ----------
+    normalize : {"standardize", "center", "unit", "none"}
+        See :func:`normalize_features`.
+    dtype : numpy float dtype
+        ``float64`` (default) or ``float32``.
+
+    Returns
+    -------
+    X : ndarray, shape (150, 4)
+    y : ndarray of int64, shape (150,)
+        Class labels, 3 classes.
+    """
     return load_sklearn("iris", normalize=normalize, dtype=dtype)
 
 
 def load_wine(*, normalize="standardize", dtype=np.float64):
-    """Wine, ``X`` shape (178, 13), 3 classes. See :func:`load_sklearn`."""
+    """Wine (scikit-learn's copy; nothing is downloaded). See :func:`load_sklearn`.
+
+    Parameters
+    ----------
+    normalize : {"standardize", "center", "unit", "none"}
+        See :func:`normalize_features`.
+    dtype : numpy float dtype
+        ``float64`` (default) or ``float32``.
+
+    Returns
+    -------
+    X : ndarray, shape (178, 13)
+    y : ndarray of int64, shape (178,)
+        Class labels, 3 classes.
+    """
     return load_sklearn("wine", normalize=normalize, dtype=dtype)
 
 
 def load_breast_cancer(*, normalize="standardize", dtype=np.float64):
-    """Breast cancer (Wisconsin diagnostic), ``X`` shape (569, 30), 2 classes.
-    See :func:`load_sklearn`."""
+    """Breast cancer (Wisconsin diagnostic; scikit-learn's copy). See :func:`load_sklearn`.
+
+    Parameters
+    ----------
+    normalize : {"standardize", "center", "unit", "none"}
+        See :func:`normalize_features`.
+    dtype : numpy float dtype
+        ``float64`` (default) or ``float32``.
+
+    Returns
+    -------
+    X : ndarray, shape (569, 30)
+    y : ndarray of int64, shape (569,)
+        Class labels, 2 classes.
+    """
     return load_sklearn("breast_cancer", normalize=normalize, dtype=dtype)
 
 
 def load_digits(*, normalize="standardize", dtype=np.float64):
-    """Digits (8x8 images), ``X`` shape (1797, 64), 10 classes. See :func:`load_sklearn`."""
+    """Digits (8x8 images; scikit-learn's copy). See :func:`load_sklearn`.
+
+    Parameters
+    ----------
+    normalize : {"standardize", "center", "unit", "none"}
+        See :func:`normalize_features`.
+    dtype : numpy float dtype
+        ``float64`` (default) or ``float32``.
+
+    Returns
+    -------
+    X : ndarray, shape (1797, 64)
+    y : ndarray of int64, shape (1797,)
+        Class labels, 10 classes.
+    """
     return load_sklearn("digits", normalize=normalize, dtype=dtype)

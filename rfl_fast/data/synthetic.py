@@ -1,4 +1,4 @@
-"""Seeded synthetic data generators of the source papers (SPEC.md section 4).
+"""Seeded synthetic data generators of the source papers (seeds 000-004).
 
 Every generator takes ``rng`` (None, an int seed or a ``numpy.random.Generator``); the same
 seed gives bit-identical output. All outputs are float64 and C-contiguous, with the client

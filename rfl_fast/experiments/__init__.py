@@ -1,4 +1,5 @@
-"""Reproductions of the papers' experiments (SPEC.md section 5), one module per experiment.
+"""Reproductions of the source papers' experiments E1..E8, one module per experiment (the
+papers: :data:`PAPERS`, which experiment reproduces which: :data:`SOURCES`).
 
 Every experiment module exposes ``run(small=False, seed=0, out=None) -> dict``:
 
@@ -31,8 +32,8 @@ experiment whose module is missing is a clear error at call time, never an impor
 
 import importlib
 
-__all__ = ["EXPERIMENTS", "run_experiment", "get_experiment", "available_experiments",
-           "expected_seconds"]
+__all__ = ["EXPERIMENTS", "PAPERS", "SOURCES", "run_experiment", "get_experiment",
+           "available_experiments", "expected_seconds"]
 
 #: Experiment id -> module of :mod:`rfl_fast.experiments` (imported lazily).
 EXPERIMENTS = {
@@ -45,6 +46,23 @@ EXPERIMENTS = {
     "E7": "e7",   # 002: differential privacy (PriRFed)
     "E8": "e8",   # 000 poster: kPCA comparisons and the effect of batch size (RFedProj)
 }
+
+#: The five source papers, keyed by the number the code cites them with ("seed 001").
+PAPERS = {
+    "000": "Zhang, Hu, So, Johansson: Nonconvex Federated Learning on Compact Smooth "
+           "Submanifolds With Heterogeneous Data (NeurIPS 2024, poster)",
+    "001": "Li, Ma: Federated Learning on Riemannian Manifolds",
+    "002": "Huang, Huang, Jawanpuria, Mishra: Federated Learning on Riemannian Manifolds with "
+           "Differential Privacy (talk, 2024)",
+    "003": "Huang, Huang, Jawanpuria, Mishra: Riemannian Federated Learning via Averaging "
+           "Gradient Streams with Partial Participation (talk, 2025)",
+    "004": "Xiao, Yan, Wang: Riemannian SVRG Using Barzilai-Borwein Method as Second-Order "
+           "Approximation for Federated Learning (Symmetry 16(9):1101, 2024)",
+}
+
+#: Experiment id -> the papers (keys of :data:`PAPERS`) whose results it reproduces.
+SOURCES = {"E1": ("001",), "E2": ("001",), "E3": ("001", "004"), "E4": ("004",),
+           "E5": ("003",), "E6": ("003",), "E7": ("002",), "E8": ("000",)}
 
 
 def _normalize_id(exp_id):
@@ -59,6 +77,15 @@ def _normalize_id(exp_id):
 
 def get_experiment(exp_id):
     """The module of experiment ``exp_id`` (``"E1"`` .. ``"E8"``, case-insensitive).
+
+    Parameters
+    ----------
+    exp_id : str
+
+    Returns
+    -------
+    module
+        With ``run(small=False, seed=0, out=None) -> dict``.
 
     Raises
     ------
@@ -125,6 +152,18 @@ def run_experiment(exp_id, small=False, seed=0, out=None, progress=None):
 
 
 def expected_seconds(exp_id, small=False):
-    """Measured run time of ``exp_id`` (seconds, 2-core machine, seed 0), or ``None``."""
+    """Measured run time of ``exp_id`` (seconds, 2-core machine, seed 0), or ``None``.
+
+    Parameters
+    ----------
+    exp_id : str
+        ``"E1"`` .. ``"E8"`` (case-insensitive).
+    small : bool
+        The fast version's time instead of the full one.
+
+    Returns
+    -------
+    float or None
+    """
     t = getattr(get_experiment(exp_id), "EXPECTED_S", None)
     return None if t is None else t[0 if small else 1]

@@ -81,7 +81,17 @@ class ClientRandom:
         self._gens = [None] * self.idx.size
 
     def generator(self, j):
-        """Generator of the ``j``-th participant (client ``idx[j]``)."""
+        """Generator of the ``j``-th participant (client ``idx[j]``).
+
+        Parameters
+        ----------
+        j : int
+            Position in ``idx``, ``0 <= j < k``.
+
+        Returns
+        -------
+        numpy.random.Generator
+        """
         g = self._gens[j]
         if g is None:
             g = self._gens[j] = client_rng(self.seed, self.t, self.idx[j])
@@ -100,8 +110,19 @@ class ClientRandom:
         return [None if g is None else g.bit_generator.state for g in self._gens]
 
     def restore(self, state):
-        """Continue the participants' streams from ``state`` (as :meth:`state` returned it;
-        ``None`` entries restart that stream at its beginning). Returns ``self``."""
+        """Continue the participants' streams from ``state``.
+
+        Parameters
+        ----------
+        state : list of (dict or None), length k
+            As :meth:`state` returned it; ``None`` entries restart that stream at its
+            beginning.
+
+        Returns
+        -------
+        ClientRandom
+            ``self``.
+        """
         state = list(state)
         if len(state) != self.idx.size:
             raise ValueError(f"state: {len(state)} stream states for {self.idx.size} "
@@ -117,7 +138,16 @@ class ClientRandom:
     def batches(self, sizes, b):
         """Sample indices without replacement: row ``j`` has ``b`` of ``range(sizes[j])``.
 
-        Returns ndarray of int64, shape (k, b).
+        Parameters
+        ----------
+        sizes : array_like of int, shape (k,)
+            The participants' numbers of samples.
+        b : int
+            Batch size, ``b <= min(sizes)``.
+
+        Returns
+        -------
+        ndarray of int64, shape (k, b)
         """
         out = np.empty((self.idx.size, int(b)), dtype=np.int64)
         for j, m in enumerate(np.asarray(sizes)):
@@ -125,7 +155,17 @@ class ClientRandom:
         return out
 
     def integers(self, low, high):
-        """One integer in ``[low, high)`` per client: shape (k,)."""
+        """One integer in ``[low, high)`` per client.
+
+        Parameters
+        ----------
+        low, high : int
+            The half-open range.
+
+        Returns
+        -------
+        ndarray of int64, shape (k,)
+        """
         return np.array([self.generator(j).integers(low, high) for j in range(self.idx.size)],
                         dtype=np.int64)
 
@@ -134,7 +174,17 @@ class ClientRandom:
         return np.array([self.generator(j).random() for j in range(self.idx.size)])
 
     def standard_normal(self, shape):
-        """Standard normal draws: shape (k, *shape)."""
+        """Standard normal draws, one block per client.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+            Shape of one client's block.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+        """
         shape = tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
         out = np.empty((self.idx.size,) + shape)
         for j in range(self.idx.size):

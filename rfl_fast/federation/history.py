@@ -104,7 +104,18 @@ class History:
     __hash__ = None
 
     def equal(self, other, ignore=()):
-        """Whether every column except ``ignore`` is bit-identical (NaN matches NaN)."""
+        """Whether every column except ``ignore`` is bit-identical (NaN matches NaN).
+
+        Parameters
+        ----------
+        other : History
+        ignore : iterable of str
+            Column names left out (e.g. the timing columns).
+
+        Returns
+        -------
+        bool
+        """
         mine = [c for c in self.columns if c not in ignore]
         theirs = [c for c in other.columns if c not in ignore]
         if mine != theirs:
@@ -113,7 +124,17 @@ class History:
                    for c in mine)
 
     def last(self, name):
-        """The last non-NaN value of a column (NaN if there is none)."""
+        """The last non-NaN value of a column (NaN if there is none).
+
+        Parameters
+        ----------
+        name : str
+            Column name.
+
+        Returns
+        -------
+        float or int
+        """
         col = self[name]
         ok = np.flatnonzero(~np.isnan(col)) if col.dtype.kind == "f" else np.arange(col.size)
         return col[ok[-1]] if ok.size else math.nan
@@ -131,7 +152,13 @@ class History:
         return {name: col.tolist() for name, col in self._cols.items()}
 
     def to_json(self, path):
-        """Write ``{"meta": ..., "columns": {...}}``; NaN is written as ``null``."""
+        """Write ``{"meta": ..., "columns": {...}}``; NaN is written as ``null``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The JSON file (overwritten).
+        """
         cols = {name: [None if isinstance(v, float) and math.isnan(v) else v for v in values]
                 for name, values in self.as_dict().items()}
         with open(path, "w", encoding="utf-8") as fh:
@@ -139,6 +166,16 @@ class History:
 
     @classmethod
     def from_json(cls, path):
+        """Read a history :meth:`to_json` wrote.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+
+        Returns
+        -------
+        History
+        """
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
         cols = {name: [math.nan if v is None else v for v in values]
@@ -147,7 +184,13 @@ class History:
 
     def to_csv(self, path):
         """Write one header line and one line per round; floats with ``repr`` precision
-        (17 significant digits, so reading back is exact), NaN as ``nan``."""
+        (17 significant digits, so reading back is exact), NaN as ``nan``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The CSV file (overwritten).
+        """
         names = self.columns
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
@@ -157,6 +200,16 @@ class History:
 
     @classmethod
     def from_csv(cls, path):
+        """Read a history :meth:`to_csv` wrote (the columns only; CSV has no ``meta``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+
+        Returns
+        -------
+        History
+        """
         with open(path, newline="", encoding="utf-8") as fh:
             rows = list(csv.reader(fh))
         names, body = rows[0], rows[1:]

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import fast_lane
 from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
 from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
@@ -50,6 +51,16 @@ def _default_atol(dtype):
 class Manifold:
     """Base class: subclasses set ``shape``, ``dim``, the option tuples and implement methods.
 
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of one point.
+    dim : int
+        Intrinsic dimension.
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
+
     Attributes
     ----------
     shape : tuple of int
@@ -68,13 +79,13 @@ class Manifold:
     inverse_retractions = ()
     transports = ()
 
-    def __init__(self, shape, dim, *, validate=None):
+    def __init__(self, shape: tuple[int, ...], dim: int, *, validate: bool | None = None) -> None:
         self.shape = tuple(int(s) for s in shape)
         self.dim = int(dim)
         self.validate = validate
 
     @property
-    def core_ndim(self):
+    def core_ndim(self) -> int:
         """Number of trailing axes that hold one point."""
         return len(self.shape)
 
@@ -171,14 +182,48 @@ class Manifold:
 
     # ------------------------------------------------------------------ checks
 
-    def check_point(self, x, *, atol=None):
-        """Return ``(ok, reason)``: whether every item of ``x`` lies on the manifold."""
+    def check_point(self, x: ArrayLike, *,
+                    atol: float | None = None) -> tuple[bool | np.bool_, str]:
+        """Return ``(ok, reason)``: whether every item of ``x`` lies on the manifold.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        atol : float, optional
+            Tolerance; default 1e-8 (1e-4 for float32).
+
+        Returns
+        -------
+        ok : bool
+            Whether the check passed.
+        reason : str
+            What was measured against ``atol``.
+        """
         arr = self._array(x, "x")
         atol = _default_atol(arr.dtype) if atol is None else atol
         return self._check_point(arr, atol)
 
-    def check_tangent(self, x, u, *, atol=None):
-        """Return ``(ok, reason)``: whether every item of ``u`` is tangent at ``x``."""
+    def check_tangent(self, x: ArrayLike, u: ArrayLike, *,
+                      atol: float | None = None) -> tuple[bool | np.bool_, str]:
+        """Return ``(ok, reason)``: whether every item of ``u`` is tangent at ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+        atol : float, optional
+            Tolerance; default 1e-8 (1e-4 for float32).
+
+        Returns
+        -------
+        ok : bool
+            Whether the check passed.
+        reason : str
+            What was measured against ``atol``.
+        """
         xa, ua = self._array(x, "x"), self._array(u, "u")
         atol = _default_atol(np.result_type(xa, ua)) if atol is None else atol
         ok, reason = self._check_point(xa, atol)
@@ -186,22 +231,82 @@ class Manifold:
             return ok, reason
         return self._check_tangent(xa, ua, atol)
 
-    def is_point(self, x, *, atol=None):
-        """Whether every item of ``x`` lies on the manifold (within ``atol``)."""
+    def is_point(self, x: ArrayLike, *, atol: float | None = None) -> bool | np.bool_:
+        """Whether every item of ``x`` lies on the manifold (within ``atol``).
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        atol : float, optional
+            Tolerance; default 1e-8 (1e-4 for float32).
+
+        Returns
+        -------
+        bool
+        """
         return self.check_point(x, atol=atol)[0]
 
-    def is_tangent(self, x, u, *, atol=None):
-        """Whether every item of ``u`` lies in the tangent space at ``x`` (within ``atol``)."""
+    def is_tangent(self, x: ArrayLike, u: ArrayLike, *,
+                   atol: float | None = None) -> bool | np.bool_:
+        """Whether every item of ``u`` lies in the tangent space at ``x`` (within ``atol``).
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+        atol : float, optional
+            Tolerance; default 1e-8 (1e-4 for float32).
+
+        Returns
+        -------
+        bool
+        """
         return self.check_tangent(x, u, atol=atol)[0]
 
-    def assert_point(self, x, name="x", *, atol=None):
-        """Raise ``NotOnManifoldError`` naming ``name`` with the reason if ``x`` is off."""
+    def assert_point(self, x: ArrayLike, name: str = 'x', *, atol: float | None = None) -> None:
+        """Raise ``NotOnManifoldError`` naming ``name`` with the reason if ``x`` is off.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        name : str
+            Argument name for the error message.
+        atol : float, optional
+            Tolerance; default 1e-8 (1e-4 for float32).
+
+        Raises
+        ------
+        rfl_fast.errors.NotOnManifoldError
+            If the check fails.
+        """
         ok, reason = self.check_point(x, atol=atol)
         if not ok:
             raise NotOnManifoldError(f"{name}: not a point of {self!r}: {reason}")
 
-    def assert_tangent(self, x, u, name="u", *, atol=None):
-        """Raise ``NotOnManifoldError`` naming ``name`` if ``u`` is not tangent at ``x``."""
+    def assert_tangent(self, x: ArrayLike, u: ArrayLike, name: str = 'u', *,
+                       atol: float | None = None) -> None:
+        """Raise ``NotOnManifoldError`` naming ``name`` if ``u`` is not tangent at ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+        name : str
+            Argument name for the error message.
+        atol : float, optional
+            Tolerance; default 1e-8 (1e-4 for float32).
+
+        Raises
+        ------
+        rfl_fast.errors.NotOnManifoldError
+            If the check fails.
+        """
         ok, reason = self.check_tangent(x, u, atol=atol)
         if not ok:
             raise NotOnManifoldError(f"{name}: not a tangent vector of {self!r}: {reason}")
@@ -216,80 +321,327 @@ class Manifold:
 
     # ------------------------------------------------------------------ metric
 
-    def inner(self, x, u, v):
-        """Riemannian inner product ``<u, v>_x``; returns shape (...)."""
+    def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
+        """Riemannian inner product ``<u, v>_x``; returns shape (...).
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+        v : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         x = self._point(x)
         return self._sum_core(self._array(u, "u") * self._array(v, "v"))
 
-    def norm(self, x, u):
-        """Riemannian norm ``|u|_x``; returns shape (...)."""
+    def norm(self, x: ArrayLike, u: ArrayLike) -> Real:
+        """Riemannian norm ``|u|_x``; returns shape (...).
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         return np.sqrt(np.maximum(self.inner(x, u, u), 0.0))
 
-    def dist(self, x, y):
-        """Geodesic distance; returns shape (...)."""
+    def dist(self, x: ArrayLike, y: ArrayLike) -> Real:
+        """Geodesic distance; returns shape (...).
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape ``(..., *shape)``
+            Second point(s).
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         self._missing("dist")
 
     # ------------------------------------------------------------------ tangent vectors
 
-    def proj(self, x, u):
-        """Orthogonal projection of an ambient ``u`` onto the tangent space at ``x``."""
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
+        """Orthogonal projection of an ambient ``u`` onto the tangent space at ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Ambient vector(s).
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            The tangent part of ``u`` at ``x``.
+        """
         self._missing("proj")
 
-    def egrad2rgrad(self, x, g):
-        """Riemannian gradient from the Euclidean gradient ``g`` of a function at ``x``."""
+    def egrad2rgrad(self, x: ArrayLike, g: ArrayLike) -> FloatArray:
+        """Riemannian gradient from the Euclidean gradient ``g`` of a function at ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        g : array_like, shape ``(..., *shape)``
+            Euclidean gradient(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            The Riemannian gradient(s).
+        """
         return self.proj(x, g)
 
-    def zero_vector(self, x):
-        """The zero tangent vector at ``x``."""
+    def zero_vector(self, x: ArrayLike) -> FloatArray:
+        """The zero tangent vector at ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            Zeros shaped like ``x``.
+        """
         return np.zeros_like(self._point(x))
 
     # ------------------------------------------------------------------ maps
 
-    def retr(self, x, u, method=None, *, backend=None):
-        """Retraction ``R_x(u)``; ``method`` one of ``retractions``."""
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
+        """Retraction ``R_x(u)``; ``method`` one of ``retractions``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+        method : str, optional
+            A name the subclass accepts; default: its first.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            The retracted point(s) ``R_x(u)``.
+        """
         self._missing("retr")
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
-        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``."""
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
+        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape ``(..., *shape)``
+            Second point(s).
+        method : str, optional
+            A name the subclass accepts; default: its first.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
+        """
         self._missing("inv_retr")
 
-    def exp(self, x, u, *, backend=None):
-        """Riemannian exponential ``Exp_x(u)``."""
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """Riemannian exponential ``Exp_x(u)``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            The point(s) ``Exp_x(u)``.
+        """
         self._missing("exp")
 
-    def log(self, x, y, *, backend=None):
-        """Riemannian logarithm ``Log_x(y)`` (inverse of ``exp`` inside the injectivity radius)."""
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """Riemannian logarithm ``Log_x(y)`` (inverse of ``exp`` inside the injectivity radius).
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape ``(..., *shape)``
+            Second point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            The tangent vector(s) ``Log_x(y)``.
+        """
         self._missing("log")
 
-    def transport(self, x, y, v, method=None, *, backend=None):
-        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``."""
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
+        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape ``(..., *shape)``
+            Second point(s).
+        v : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x`` to transport.
+        method : str, optional
+            A name the subclass accepts; default: its first.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            ``v`` transported to the tangent space at ``y``.
+        """
         self._missing("transport")
 
-    def retr_transp(self, x, u, v, method=None, transport=None, *, backend=None):
-        """``(y, T_{x->y} v)`` with ``y = R_x(u)``; fast backends may fuse the two."""
+    def retr_transp(self, x: ArrayLike, u: ArrayLike, v: ArrayLike, method: str | None = None,
+                    transport: str | None = None, *,
+                    backend: str | None = None) -> tuple[FloatArray, FloatArray]:
+        """``(y, T_{x->y} v)`` with ``y = R_x(u)``; fast backends may fuse the two.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
+        v : array_like, shape ``(..., *shape)``
+            Tangent vector(s) at ``x`` to transport.
+        method : str, optional
+            A name the subclass accepts; default: its first.
+        transport : str, optional
+            A transport the subclass accepts; default: its first.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        y : ndarray, shape ``(..., *shape)``
+            The retracted point(s) ``R_x(u)``.
+        w : ndarray, shape ``(..., *shape)``
+            ``v`` transported to ``y``.
+        """
         y = self.retr(x, u, method, backend=backend)
         return y, self.transport(x, y, v, transport, backend=backend)
 
-    def project(self, z):
-        """Nearest point ``P_M(z)`` on the manifold (embedded compact manifolds only)."""
+    def project(self, z: ArrayLike) -> FloatArray:
+        """Nearest point ``P_M(z)`` on the manifold (embedded compact manifolds only).
+
+        Parameters
+        ----------
+        z : array_like, shape ``(..., *shape)``
+            Ambient point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            The nearest point(s) on the manifold.
+        """
         self._missing("project")
 
     # ------------------------------------------------------------------ random
 
-    def random_point(self, *batch, rng=None):
-        """A random point, or a stack of shape ``batch + shape``."""
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
+        """A random point, or a stack of shape ``batch + shape``.
+
+        Parameters
+        ----------
+        *batch : int
+            Batch shape; none gives a single point.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *shape)``
+            The point(s).
+        """
         self._missing("random_point")
 
-    def random_tangent(self, x, *, rng=None):
-        """A random tangent vector at each point of ``x``, of unit norm."""
+    def random_tangent(self, x: ArrayLike, *, rng: RNGLike = None) -> FloatArray:
+        """A random tangent vector at each point of ``x``, of unit norm.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            Unit tangent vector(s) at ``x``.
+        """
         u = self.tangent_gaussian(x, 1.0, rng=rng)
         n = self.norm(x, u)
         return u / np.where(n > 0, n, 1.0)[(...,) + (None,) * self.core_ndim]
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
         """Gaussian ``N_x(0, sigma^2)`` on the tangent space at ``x``, isotropic in the metric.
 
         ``sigma`` is a scalar or broadcasts against the batch axes of ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(..., *shape)``
+            Point(s); leading axes are a batch and broadcast.
+        sigma : float or array_like
+            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape ``(..., *shape)``
+            Tangent vector(s) at ``x``.
         """
         self._missing("tangent_gaussian")
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import call
 from .base import Manifold, as_rng
 
@@ -31,13 +32,21 @@ class Lorentz(Manifold):
 
     Retraction: ``"exp"`` (the geodesic; inverse ``log``). Transports: ``"parallel"``
     (``v + <y,v>_L/(1 - <x,y>_L) (x+y)``, default) and ``"projection"``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the hyperbolic space, ``d >= 1`` (points in R^(d+1)).
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
     """
 
     retractions = ("exp",)
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
 
-    def __init__(self, d, *, validate=None):
+    def __init__(self, d: int, *, validate: bool | None = None) -> None:
         d = int(d)
         if d < 1:
             raise ValueError(f"Lorentz: need d >= 1 (H^d in R^(d+1)), got d={d}")
@@ -47,7 +56,7 @@ class Lorentz(Manifold):
         return (self.dim,)
 
     @property
-    def origin(self):
+    def origin(self) -> FloatArray:
         """The point ``(1, 0, ..., 0)``."""
         o = np.zeros(self.shape)
         o[0] = 1.0
@@ -59,15 +68,43 @@ class Lorentz(Manifold):
             return False, "x0 <= 0 (the lower sheet of the hyperboloid)"
         return gap <= atol, f"|<x,x>_L + 1| / x0^2 = {gap:.3g} > atol {atol:g}"
 
-    def inner(self, x, u, v):
-        """Minkowski product ``<u, v>_L``; returns (...)."""
+    def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
+        """Minkowski product ``<u, v>_L``; returns (...).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., d + 1)
+            Tangent vector(s) at ``x``.
+        v : array_like, shape (..., d + 1)
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         self._point(x)
         return _ldot(self._array(u, "u"), self._array(v, "v"))[..., 0]
 
-    def norm(self, x, u):
+    def norm(self, x: ArrayLike, u: ArrayLike) -> Real:
         """``|u|_x`` for tangent ``u``, in a cancellation-free form: with ``<x,u>_L = 0``,
         ``|u|^2 = (|u_r|^2 + |x_r|^2 |u_r - (u_r.x^)x^|^2) / x0^2`` (``r``: spatial part,
-        ``x^ = x_r/|x_r|``), a sum of non-negative terms; returns (...)."""
+        ``x^ = x_r/|x_r|``), a sum of non-negative terms; returns (...).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., d + 1)
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         x = self._point(x)
         u = self._array(u, "u")
         xr, ur = x[..., 1:], u[..., 1:]
@@ -78,27 +115,93 @@ class Lorentz(Manifold):
         sq = np.sum(ur * ur, -1) + nx2[..., 0] * np.sum(perp * perp, -1)
         return np.sqrt(sq) / x[..., 0]
 
-    def proj(self, x, u):
-        """``u + <x,u>_L x``."""
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
+        """``u + <x,u>_L x``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., d + 1)
+            Ambient vector(s).
+
+        Returns
+        -------
+        ndarray, shape (..., d + 1)
+            The tangent part of ``u`` at ``x``.
+        """
         x = self._point(x)
         u = self._array(u, "u")
         return u + _ldot(x, u) * x
 
-    def egrad2rgrad(self, x, g):
-        """``proj(x, J g)`` with ``J = diag(-1, 1, ..., 1)``."""
+    def egrad2rgrad(self, x: ArrayLike, g: ArrayLike) -> FloatArray:
+        """``proj(x, J g)`` with ``J = diag(-1, 1, ..., 1)``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        g : array_like, shape (..., d + 1)
+            Euclidean gradient(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape (..., d + 1)
+            The Riemannian gradient(s).
+        """
         g = self._array(g, "g").copy()
         g[..., 0] = -g[..., 0]
         return self.proj(x, g)
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
+        """Retraction ``R_x(u)``; ``method`` one of ``retractions``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., d + 1)
+            Tangent vector(s) at ``x``.
+        method : str, optional
+            One of ``'exp'``; default ``'exp'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d + 1)
+            The retracted point(s) ``R_x(u)``.
+        """
         self._option(method, self.retractions, "retraction")
         return self.exp(x, u, backend=backend)
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
+        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., d + 1)
+            Second point(s).
+        method : str, optional
+            One of ``'exp'``; default ``'exp'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d + 1)
+            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
+        """
         self._option(method, self.inverse_retractions, "inverse retraction")
         return self.log(x, y, backend=backend)
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``cosh|u| x + sinh|u| u/|u|``.
 
         The coordinates grow like ``e^|u|``: a step whose result overflows the dtype (float64:
@@ -108,6 +211,21 @@ class Lorentz(Manifold):
         hyperboloid). The rounding errors are ~ ``eps cosh|u| x0`` (a step back towards the
         origin from a far point cancels): where that exceeds ``1e8 eps z0`` (fewer than ~8
         correct digits) it raises ``NoSolutionError`` too, instead of a silently wrong point.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., d + 1)
+            Tangent vector(s) at ``x``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d + 1)
+            The point(s) ``Exp_x(u)``.
         """
         out = self._compiled("lorentz_exp", backend, x, u)
         if out is not None:
@@ -119,9 +237,25 @@ class Lorentz(Manifold):
         return self._solved(out, "exp", f"u (|u| too large: the point overflows {out.dtype}, or "
                             "cosh|u| x0 > 1e8 z0: too ill-conditioned, < 8 correct digits)")
 
-    def log(self, x, y, *, backend=None):
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see
-        :meth:`dist`)."""
+        :meth:`dist`).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., d + 1)
+            Second point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d + 1)
+            The tangent vector(s) ``Log_x(y)``.
+        """
         x, y = self._point(x), self._point(y, "y")
         out = call("lorentz_log", x, y, backend=backend)
         near = self._near(x, y)
@@ -136,10 +270,26 @@ class Lorentz(Manifold):
             out[near] = (scale * (d - h * xb[near])).astype(out.dtype)
         return out
 
-    def dist(self, x, y, *, backend=None):
+    def dist(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> Real:
         """``acosh(-<x,y>_L)``; for nearby points (distance below ~1e-2) the cancellation-free
         ``2 asinh(|x - y|_L / 2)`` (``acosh`` near 1 loses half the digits: ``dist(x, x)``
-        would be ~``sqrt(eps) x0`` instead of 0)."""
+        would be ~``sqrt(eps) x0`` instead of 0).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., d + 1)
+            Second point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         x, y = self._point(x), self._point(y, "y")
         out = call("lorentz_dist", x, y, backend=backend)
         near = out < _NEAR
@@ -155,7 +305,29 @@ class Lorentz(Manifold):
         a = -_ldot(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))[..., 0]
         return a - 1.0 < 0.5 * _NEAR**2
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
+        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., d + 1)
+            Second point(s).
+        v : array_like, shape (..., d + 1)
+            Tangent vector(s) at ``x`` to transport.
+        method : str, optional
+            One of ``'parallel'``, ``'projection'``; default ``'parallel'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d + 1)
+            ``v`` transported to the tangent space at ``y``.
+        """
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             self._point(x)
@@ -163,14 +335,43 @@ class Lorentz(Manifold):
         x, y = self._point(x), self._point(y, "y")
         return call("lorentz_transport", x, y, self._vector(x, v, "v"), backend=backend)
 
-    def random_point(self, *batch, rng=None):
-        """``Exp_o(v)`` at the origin with v standard Gaussian in T_o: (*batch, d+1)."""
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
+        """``Exp_o(v)`` at the origin with v standard Gaussian in T_o: ``(*batch, d+1)``.
+
+        Parameters
+        ----------
+        *batch : int
+            Batch shape; none gives a single point.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, d + 1)``
+            The point(s).
+        """
         v = np.zeros(tuple(batch) + self.shape)
         v[..., 1:] = as_rng(rng).standard_normal(tuple(batch) + (self.dim,))
         return call("lorentz_exp", np.broadcast_to(self.origin, v.shape), v)
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
-        """Isotropic Gaussian at the origin, parallel-transported to ``x`` (an isometry)."""
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
+        """Isotropic Gaussian at the origin, parallel-transported to ``x`` (an isometry).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d + 1)
+            Point(s); leading axes are a batch and broadcast.
+        sigma : float or array_like
+            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape (..., d + 1)
+            Tangent vector(s) at ``x``.
+        """
         x = self._point(x)
         v = np.zeros(x.shape)
         v[..., 1:] = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape[:-1] + (self.dim,))

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import call
 from .base import Manifold, as_rng
 
@@ -24,13 +25,21 @@ class SPD(Manifold):
     (``X + U + U X^-1 U / 2``, no closed-form inverse). Transports: ``"parallel"``
     (``E V E'``, ``E = X^½ (X^-½ Y X^-½)^½ X^-½``, default) and ``"projection"``
     (``sym(V)``, the identity on tangent vectors).
+
+    Parameters
+    ----------
+    n : int
+        Matrix size, ``n >= 1``.
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
     """
 
     retractions = ("exp", "second_order")
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
 
-    def __init__(self, n, *, validate=None):
+    def __init__(self, n: int, *, validate: bool | None = None) -> None:
         n = int(n)
         if n < 1:
             raise ValueError(f"SPD: need n >= 1, got n={n}")
@@ -58,24 +67,85 @@ class SPD(Manifold):
         return self._solved(out, what, f"{name} (not positive definite, or X^-1 Y too "
                                        f"ill-conditioned for float64)")
 
-    def inner(self, x, u, v):
-        """``tr(X^-1 U X^-1 V)``; returns (...)."""
+    def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
+        """``tr(X^-1 U X^-1 V)``; returns (...).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, n)
+            Tangent vector(s) at ``x``.
+        v : array_like, shape (..., n, n)
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         x = self._point(x)
         a = np.linalg.solve(x, self._array(u, "u"))
         b = a if v is u else np.linalg.solve(x, self._array(v, "v"))  # |u|^2: one solve
         return np.sum(a * _t(b), axis=(-2, -1))
 
-    def proj(self, x, u):
-        """``sym(U)``; the tangent space is all symmetric matrices."""
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
+        """``sym(U)``; the tangent space is all symmetric matrices.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, n)
+            Ambient vector(s).
+
+        Returns
+        -------
+        ndarray, shape (..., n, n)
+            The tangent part of ``u`` at ``x``.
+        """
         self._point(x)
         return _sym(self._array(u, "u"))
 
-    def egrad2rgrad(self, x, g):
-        """``X sym(G) X``."""
+    def egrad2rgrad(self, x: ArrayLike, g: ArrayLike) -> FloatArray:
+        """``X sym(G) X``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        g : array_like, shape (..., n, n)
+            Euclidean gradient(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape (..., n, n)
+            The Riemannian gradient(s).
+        """
         x = self._point(x)
         return x @ _sym(self._array(g, "g")) @ x
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
+        """Retraction ``R_x(u)``; ``method`` one of ``retractions``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, n)
+            Tangent vector(s) at ``x``.
+        method : str, optional
+            One of ``'exp'``, ``'second_order'``; default ``'exp'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, n)
+            The retracted point(s) ``R_x(u)``.
+        """
         method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u, backend=backend)
@@ -83,11 +153,48 @@ class SPD(Manifold):
         u = self._vector(x, u)
         return _sym(x + u + 0.5 * u @ np.linalg.solve(x, u))
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
+        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, n)
+            Second point(s).
+        method : str, optional
+            One of ``'exp'``; default ``'exp'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, n)
+            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
+        """
         self._option(method, self.inverse_retractions, "inverse retraction")
         return self.log(x, y, backend=backend)
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """Riemannian exponential ``Exp_x(u)``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, n)
+            Tangent vector(s) at ``x``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, n)
+            The point(s) ``Exp_x(u)``.
+        """
         out = self._compiled("spd_exp", backend, x, u)
         if out is not None:
             return out
@@ -95,14 +202,48 @@ class SPD(Manifold):
         out = call("spd_exp", x, self._vector(x, u), backend=backend)
         return self._spd_solved(out, "exp", "x")
 
-    def log(self, x, y, *, backend=None):
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """Riemannian logarithm ``Log_x(y)`` (inverse of ``exp`` inside the injectivity radius).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, n)
+            Second point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, n)
+            The tangent vector(s) ``Log_x(y)``.
+        """
         out = self._compiled("spd_log", backend, x, y)
         if out is not None:
             return out
         out = call("spd_log", self._point(x), self._point(y, "y"), backend=backend)
         return self._spd_solved(out, "log", "x or y")
 
-    def dist(self, x, y, *, backend=None):
+    def dist(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> Real:
+        """Geodesic distance; returns shape (...).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, n)
+            Second point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         out = self._compiled("spd_dist", backend, x, y)
         if out is not None:
             return out
@@ -111,7 +252,29 @@ class SPD(Manifold):
                                                                  "or X^-1 Y too ill-conditioned "
                                                                  "for float64)")[..., 0, 0]
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
+        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, n)
+            Second point(s).
+        v : array_like, shape (..., n, n)
+            Tangent vector(s) at ``x`` to transport.
+        method : str, optional
+            One of ``'parallel'``, ``'projection'``; default ``'parallel'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, n)
+            ``v`` transported to the tangent space at ``y``.
+        """
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             self._point(x)
@@ -123,14 +286,43 @@ class SPD(Manifold):
         e = c @ call("sym_sqrtm", _sym(ci @ y @ ci), backend=backend) @ ci
         return self._spd_solved(_sym(e @ v @ _t(e)), "transport", "x or y")
 
-    def random_point(self, *batch, rng=None):
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
         """``expm(S)`` with S symmetric Gaussian (entries of variance 1/2 off-diagonal):
-        (*batch, n, n)."""
+        ``(*batch, n, n)``.
+
+        Parameters
+        ----------
+        *batch : int
+            Batch shape; none gives a single point.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, n, n)``
+            The point(s).
+        """
         s = as_rng(rng).standard_normal(tuple(batch) + self.shape)
         return call("sym_expm", _sym(s))
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
-        """``X^½ S X^½``, S symmetric with ``S_kk ~ N(0, s^2)``, ``S_kl ~ N(0, s^2/2)``."""
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
+        """``X^½ S X^½``, S symmetric with ``S_kk ~ N(0, s^2)``, ``S_kl ~ N(0, s^2/2)``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, n)
+            Point(s); leading axes are a batch and broadcast.
+        sigma : float or array_like
+            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape (..., n, n)
+            Tangent vector(s) at ``x``.
+        """
         x = self._point(x)
         g = as_rng(rng).standard_normal(x.shape)
         s = self._sigma(sigma) * _sym(g)  # diagonal variance 1, off-diagonal 1/2

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import call
 from .base import Manifold, as_rng
 
@@ -36,13 +37,21 @@ class Sphere(Manifold):
     Retractions: ``"exp"`` (geodesic, default) and ``"projection"`` (``(x+u)/|x+u|``, with its
     exact inverse ``y/<x,y> - x``). Transports: ``"parallel"`` (along the geodesic, default)
     and ``"projection"``.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension, ``d >= 2`` (the sphere ``S^(d-1)``).
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
     """
 
     retractions = ("exp", "projection")
     inverse_retractions = ("exp", "projection")
     transports = ("parallel", "projection")
 
-    def __init__(self, d, *, validate=None):
+    def __init__(self, d: int, *, validate: bool | None = None) -> None:
         if int(d) < 2:
             raise ValueError(f"d: expected d >= 2 (points of S^(d-1) in R^d), got {d}")
         super().__init__((d,), int(d) - 1, validate=validate)
@@ -54,19 +63,72 @@ class Sphere(Manifold):
         gap = np.max(np.abs(np.linalg.norm(x, axis=-1) - 1.0), initial=0.0)
         return gap <= atol, f"| |x| - 1 | = {gap:.3g} > atol {atol:g}"
 
-    def proj(self, x, u):
-        """``u - <x,u> x``; x, u: (..., d)."""
+    def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
+        """``u - <x,u> x``; x, u: (..., d).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., d)
+            Ambient vector(s).
+
+        Returns
+        -------
+        ndarray, shape (..., d)
+            The tangent part of ``u`` at ``x``.
+        """
         x = self._point(x)
         u = self._array(u, "u")
         return u - _dot(x, u) * x
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
+        """Retraction ``R_x(u)``; ``method`` one of ``retractions``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., d)
+            Tangent vector(s) at ``x``.
+        method : str, optional
+            One of ``'exp'``, ``'projection'``; default ``'exp'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d)
+            The retracted point(s) ``R_x(u)``.
+        """
         method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u, backend=backend)
         return self.project(self._point(x) + self._vector(x, u))
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
+        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., d)
+            Second point(s).
+        method : str, optional
+            One of ``'exp'``, ``'projection'``; default ``'exp'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d)
+            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
+        """
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         if method == "exp":
             return self.log(x, y, backend=backend)
@@ -77,18 +139,49 @@ class Sphere(Manifold):
                              "got points at 90 degrees or more from x")
         return y / c - x
 
-    def exp(self, x, u, *, backend=None):
-        """``cos|u| x + sin|u| u/|u|``; any step size (huge steps wrap around the circle)."""
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """``cos|u| x + sin|u| u/|u|``; any step size (huge steps wrap around the circle).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., d)
+            Tangent vector(s) at ``x``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d)
+            The point(s) ``Exp_x(u)``.
+        """
         out = self._compiled("sphere_exp", backend, x, u)
         if out is not None:
             return out
         x = self._point(x)
         return call("sphere_exp", x, self._vector(x, u), backend=backend)
 
-    def log(self, x, y, *, backend=None):
+    def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``Log_x(y)``, of norm ``dist(x, y) <= pi``. Nearly antipodal ``y`` is answered (the
         direction is that of ``y - <x,y> x``, conditioned like ``1/|y - <x,y> x|``); exactly
         antipodal ``y`` raises ``NoSolutionError`` (every direction is a minimizing geodesic).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., d)
+            Second point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d)
+            The tangent vector(s) ``Log_x(y)``.
         """
         out = self._compiled("sphere_log", backend, x, y)
         if out is not None:
@@ -96,10 +189,49 @@ class Sphere(Manifold):
         out = call("sphere_log", self._point(x), self._point(y, "y"), backend=backend)
         return self._solved(out, "log", "y (antipodal to x: the logarithm is not unique)")
 
-    def dist(self, x, y, *, backend=None):
+    def dist(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> Real:
+        """Geodesic distance; returns shape (...).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., d)
+            Second point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        float or ndarray, shape (...)
+            One value per item.
+        """
         return call("sphere_dist", self._point(x), self._point(y, "y"), backend=backend)
 
-    def transport(self, x, y, v, method=None, *, backend=None):
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
+        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., d)
+            Second point(s).
+        v : array_like, shape (..., d)
+            Tangent vector(s) at ``x`` to transport.
+        method : str, optional
+            One of ``'parallel'``, ``'projection'``; default ``'parallel'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., d)
+            ``v`` transported to the tangent space at ``y``.
+        """
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             return self.proj(y, v)
@@ -117,8 +249,19 @@ class Sphere(Manifold):
             out[near] = _transport_by_log(xb[near], yb[near], vb[near]).astype(out.dtype)
         return self._solved(out, "transport", "y (antipodal to x: no unique geodesic)")
 
-    def project(self, z):
-        """``z / |z|``; z: (..., d) nonzero."""
+    def project(self, z: ArrayLike) -> FloatArray:
+        """``z / |z|``; z: (..., d) nonzero.
+
+        Parameters
+        ----------
+        z : array_like, shape (..., d)
+            Ambient point(s).
+
+        Returns
+        -------
+        ndarray, shape (..., d)
+            The nearest point(s) on the manifold.
+        """
         z = self._array(z, "z")
         with np.errstate(over="ignore", under="ignore"):
             n = np.linalg.norm(z, axis=-1, keepdims=True)
@@ -132,12 +275,42 @@ class Sphere(Manifold):
             n = np.linalg.norm(z, axis=-1, keepdims=True)
         return z / n
 
-    def random_point(self, *batch, rng=None):
-        """Uniform on the sphere: (*batch, d)."""
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
+        """Uniform on the sphere: ``(*batch, d)``.
+
+        Parameters
+        ----------
+        *batch : int
+            Batch shape; none gives a single point.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, d)``
+            The point(s).
+        """
         z = as_rng(rng).standard_normal(tuple(batch) + self.shape)
         return z / np.linalg.norm(z, axis=-1, keepdims=True)
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
+        """Gaussian ``N_x(0, sigma^2)`` on the tangent space at ``x``, isotropic in the metric.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., d)
+            Point(s); leading axes are a batch and broadcast.
+        sigma : float or array_like
+            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape (..., d)
+            Tangent vector(s) at ``x``.
+        """
         x = self._point(x)
         g = as_rng(rng).standard_normal(x.shape)
         return self.proj(x, (self._sigma(sigma) * g).astype(x.dtype, copy=False))

@@ -3,6 +3,7 @@
 import numpy as np
 import scipy.linalg
 
+from .._typing import ArrayLike, FloatArray, RNGLike
 from ..kernels import call
 from .base import Manifold, as_rng
 
@@ -23,13 +24,21 @@ class Stiefel(Manifold):
     Retractions: ``"polar"`` (default, ``P_M(X + U)``), ``"qr"`` (``qf(X + U)`` with a
     positive diagonal of R), ``"cayley"`` and ``"exp"`` (Edelman's geodesic). Exact inverses
     exist for ``"polar"`` and ``"qr"``. Transport: ``"projection"`` (``P_Y V``).
+
+    Parameters
+    ----------
+    n, p : int
+        ``n >= p >= 1``.
+    validate : bool, optional
+        Check that point arguments lie on the manifold (costs as much as the operation);
+        ``None``: the ``RFL_FAST_VALIDATE`` environment variable decides (off by default).
     """
 
     retractions = ("polar", "qr", "cayley", "exp")
     inverse_retractions = ("polar", "qr")
     transports = ("projection",)
 
-    def __init__(self, n, p, *, validate=None):
+    def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)
         if not n >= p >= 1:
             raise ValueError(f"Stiefel: need n >= p >= 1; values supplied were n={n}, p={p}")
@@ -39,18 +48,52 @@ class Stiefel(Manifold):
         gap = np.max(np.abs(_t(x) @ x - np.eye(self.shape[1])), initial=0.0)
         return gap <= atol, f"|X'X - I|_max = {gap:.3g} > atol {atol:g}"
 
-    def proj(self, x, u, *, backend=None):
-        """``U - X sym(X'U)``; x, u: (..., n, p)."""
+    def proj(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """``U - X sym(X'U)``; x, u: (..., n, p).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, p)
+            Ambient vector(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The tangent part of ``u`` at ``x``.
+        """
         out = self._compiled("stiefel_proj", backend, x, u)
         if out is not None:
             return out
         x, u = self._point_vector(x, u, tangent=False)
         return call("stiefel_proj", x, u, backend=backend)
 
-    def egrad2rgrad(self, x, g, *, backend=None):
+    def egrad2rgrad(self, x: ArrayLike, g: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """Riemannian gradient from the Euclidean gradient ``g`` of a function at ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        g : array_like, shape (..., n, p)
+            Euclidean gradient(s) at ``x``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The Riemannian gradient(s).
+        """
         return self.proj(x, g, backend=backend)
 
-    def retr(self, x, u, method=None, *, backend=None):
+    def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
+             backend: str | None = None) -> FloatArray:
         """Retraction ``R_X(U)``; x, u: (..., n, p).
 
         For a tangent ``U``, ``(X+U)'(X+U) = I + U'U``, so ``X + U`` has full rank for every
@@ -59,6 +102,23 @@ class Stiefel(Manifold):
         ``X + U`` numerically rank deficient (only for a non-tangent ``U``) raises
         ``NoSolutionError`` for both (the polar factor / the Q factor is then not unique),
         whatever the backend.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, p)
+            Tangent vector(s) at ``x``.
+        method : str, optional
+            One of ``'polar'``, ``'qr'``, ``'cayley'``, ``'exp'``; default ``'polar'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The retracted point(s) ``R_x(u)``.
         """
         if method is None or method == "polar":
             out = self._compiled("stiefel_retr_polar", backend, x, u)
@@ -94,13 +154,31 @@ class Stiefel(Manifold):
             q[bad] = np.nan
         return q
 
-    def inv_retr(self, x, y, method=None, *, backend=None):
+    def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
+                 backend: str | None = None) -> FloatArray:
         """Exact inverse of the polar (``(X'Y)S + S(Y'X) = 2I``) or QR retraction.
 
         Near-singular ``X'Y`` (``Y`` almost 90 degrees from ``X`` in some direction) gives
         the exact, huge inverse (relative accuracy ~ ``cond(X'Y) eps``); numerically
         singular ``X'Y`` (no unique solution: a zero eigenvalue, or a vanishing leading
         minor for QR) raises ``NoSolutionError``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, p)
+            Second point(s).
+        method : str, optional
+            One of ``'polar'``, ``'qr'``; default ``'polar'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
         """
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         out = self._compiled(f"stiefel_inv_retr_{method}", backend, x, y)
@@ -121,9 +199,25 @@ class Stiefel(Manifold):
         inner = np.eye(k) - 0.5 * (_t(b) @ a)
         return x + a @ np.linalg.solve(inner, _t(b) @ x)
 
-    def exp(self, x, u, *, backend=None):
+    def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """Edelman's geodesic ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
-        ``A = X'U``, ``S = U'U``."""
+        ``A = X'U``, ``S = U'U``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        u : array_like, shape (..., n, p)
+            Tangent vector(s) at ``x``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The point(s) ``Exp_x(u)``.
+        """
         x = self._point(x)
         u = self._vector(x, u)
         p = self.shape[1]
@@ -135,22 +229,69 @@ class Stiefel(Manifold):
         out = np.concatenate([x, u], -1) @ e @ scipy.linalg.expm(-a)
         return out.astype(np.result_type(x, u), copy=False)
 
-    def transport(self, x, y, v, method=None, *, backend=None):
-        """Projection transport ``P_Y(V)``."""
+    def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
+                  backend: str | None = None) -> FloatArray:
+        """Projection transport ``P_Y(V)``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, p)
+            Second point(s).
+        v : array_like, shape (..., n, p)
+            Tangent vector(s) at ``x`` to transport.
+        method : str, optional
+            One of ``'projection'``; default ``'projection'``.
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            ``v`` transported to the tangent space at ``y``.
+        """
         self._option(method, self.transports, "transport")
         self._point(x)
         return self.proj(y, v, backend=backend)
 
-    def project(self, z, *, backend=None):
-        """Nearest point ``P_M(Z)``: the polar factor of Z, (..., n, p) of full rank."""
+    def project(self, z: ArrayLike, *, backend: str | None = None) -> FloatArray:
+        """Nearest point ``P_M(Z)``: the polar factor of Z, (..., n, p) of full rank.
+
+        Parameters
+        ----------
+        z : array_like, shape (..., n, p)
+            Ambient point(s).
+        backend : str, optional
+            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
+            (:func:`rfl_fast.backend`).
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            The nearest point(s) on the manifold.
+        """
         out = call("polar", self._array(z, "z"), backend=backend)
         return self._solved(out, "project", "z (rank deficient: the polar factor is not unique)")
 
-    def principal_angles(self, x, y):
+    def principal_angles(self, x: ArrayLike, y: ArrayLike) -> FloatArray:
         """Principal angles between ``span(X)`` and ``span(Y)``: (..., p), ascending.
 
         ``atan2(sin, cos)`` from the singular values of ``X'Y`` (cosines) and of
         ``Y - X X'Y`` (sines), accurate for tiny angles where ``arccos`` alone loses them.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, p)
+            Second point(s).
+
+        Returns
+        -------
+        ndarray, shape (..., p)
+            The angles in radians, ascending.
         """
         x, y = self._point(x), self._point(y, "y")
         xty = _t(x) @ y
@@ -158,17 +299,60 @@ class Stiefel(Manifold):
         sin = np.linalg.svd(y - x @ xty, compute_uv=False)[..., ::-1]  # ascending
         return np.arctan2(np.clip(sin, 0.0, 1.0), np.clip(cos, 0.0, 1.0))
 
-    def dist_subspace(self, x, y):
-        """Grassmann distance ``|principal angles|_2`` between the spans; (...)."""
+    def dist_subspace(self, x: ArrayLike, y: ArrayLike) -> FloatArray:
+        """Grassmann distance ``|principal angles|_2`` between the spans; (...).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        y : array_like, shape (..., n, p)
+            Second point(s).
+
+        Returns
+        -------
+        ndarray, shape (...)
+            The norm of the principal angles.
+        """
         return np.linalg.norm(self.principal_angles(x, y), axis=-1)
 
-    def random_point(self, *batch, rng=None):
-        """Haar-distributed points: (*batch, n, p)."""
+    def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
+        """Haar-distributed points: ``(*batch, n, p)``.
+
+        Parameters
+        ----------
+        *batch : int
+            Batch shape; none gives a single point.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, n, p)``
+            The point(s).
+        """
         q, r = np.linalg.qr(as_rng(rng).standard_normal(tuple(batch) + self.shape))
         d = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
         return q * np.where(d == 0, 1.0, d)[..., None, :]
 
-    def tangent_gaussian(self, x, sigma, *, rng=None):
+    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
+                         rng: RNGLike = None) -> FloatArray:
+        """Gaussian ``N_x(0, sigma^2)`` on the tangent space at ``x``, isotropic in the metric.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n, p)
+            Point(s); leading axes are a batch and broadcast.
+        sigma : float or array_like
+            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
+        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
+
+        Returns
+        -------
+        ndarray, shape (..., n, p)
+            Tangent vector(s) at ``x``.
+        """
         x = self._point(x)
         g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
         return self.proj(x, g.astype(x.dtype, copy=False))

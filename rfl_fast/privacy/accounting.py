@@ -14,7 +14,7 @@ at most ``2 tau``) and *add/remove-one* (one sample added or removed; it moves b
 ``tau``). Epsilons under different relations are not directly comparable: by group privacy an
 add/remove ``(eps, delta)`` guarantee implies a replace-one ``(2 eps, (1 + e^eps) delta)`` one.
 
-The mechanism being accounted (one client, one round; SPEC.md section 3, seed 002):
+The mechanism being accounted (one client, one round; seed 002):
 
 * DP-RSGD: ``K`` steps, each releases ``(1/b) sum_{p in B} clip_tau(grad f_p(x)) + N_x(0, sigma^2)``
   with ``|B| = b`` of the client's ``N`` samples. Multiplying by ``b``, each step is a Gaussian
@@ -156,7 +156,20 @@ def gaussian_mechanism_sigma(eps, delta, sensitivity=1.0):
 
 
 def gaussian_mechanism_epsilon(sigma, delta, sensitivity=1.0):
-    """Inverse of ``gaussian_mechanism_sigma``: ``eps = sqrt(2 log(1.25/delta)) D / sigma``."""
+    """Inverse of ``gaussian_mechanism_sigma``: ``eps = sqrt(2 log(1.25/delta)) D / sigma``.
+
+    Parameters
+    ----------
+    sigma : float, >= 0
+    delta : float, in (0, 1)
+    sensitivity : float, > 0
+        ``D``, the L2 sensitivity.
+
+    Returns
+    -------
+    float
+        ``inf`` for ``sigma = 0``.
+    """
     sigma, delta = _check_sigma(sigma), _check_delta(delta)
     sens = _check_positive(sensitivity, "sensitivity")
     if sigma == 0.0:
@@ -226,7 +239,27 @@ dp_rsgd_sigma.__doc__ += _CONSTANT_NOTE
 
 
 def dp_rsgd_epsilon(sigma, delta, *, n_samples, local_steps, tau=1.0, o=1.0):
-    """Inverse of ``dp_rsgd_sigma``: the local ``eps`` that ``sigma`` buys (inf for sigma = 0)."""
+    """Inverse of ``dp_rsgd_sigma``: the local ``eps`` that ``sigma`` buys (inf for sigma = 0).
+
+    Parameters
+    ----------
+    sigma : float, >= 0
+        Standard deviation of the tangent Gaussian added to the averaged clipped gradient.
+    delta : float, in (0, 1)
+    n_samples : int
+        ``N_i``, the client's number of samples.
+    local_steps : int
+        ``K``.
+    tau : float, > 0
+        Clipping threshold.
+    o : float, > 0
+        The seed's constant ``o_i`` (see :func:`dp_rsgd_sigma`).
+
+    Returns
+    -------
+    eps : float
+        Of one local training run (``K`` steps); ``inf`` for ``sigma = 0``.
+    """
     sigma, delta = _check_sigma(sigma), _check_delta(delta)
     n = _check_int(n_samples, "n_samples")
     k = _check_int(local_steps, "local_steps")
@@ -272,7 +305,27 @@ dp_rsvrg_sigma.__doc__ += _CONSTANT_NOTE
 
 def dp_rsvrg_epsilon(sigma, delta, *, n_samples, local_steps, inner_steps, tau=1.0,
                      sigma_tilde=1.0):
-    """Inverse of ``dp_rsvrg_sigma`` (inf for sigma = 0)."""
+    """Inverse of ``dp_rsvrg_sigma`` (inf for sigma = 0).
+
+    Parameters
+    ----------
+    sigma : float, >= 0
+    delta : float, in (0, 1)
+    n_samples : int
+        ``N_i``.
+    local_steps : int
+        ``K``, the number of epochs (snapshots).
+    inner_steps : int
+        ``m``, steps per epoch.
+    tau : float, > 0
+    sigma_tilde : float, > 0
+        The seed's constant ``sigma~_i`` (see :func:`dp_rsvrg_sigma`).
+
+    Returns
+    -------
+    eps : float
+        ``inf`` for ``sigma = 0``.
+    """
     sigma, delta = _check_sigma(sigma), _check_delta(delta)
     n = _check_int(n_samples, "n_samples")
     k = _check_int(local_steps, "local_steps")
@@ -703,6 +756,18 @@ def epsilon_seed(sigma, delta, settings):
     ``dp_rsvrg_epsilon``, constants ``settings.o`` / ``settings.sigma_tilde``) at the local
     delta of ``DPSettings.delta_hat_fraction``, then Theorem 9 (``epsilon_seed_composition``).
     Inherits the closed forms' caveat: with the default constant 1 it is not certified.
+
+    Parameters
+    ----------
+    sigma : float, >= 0
+        ``sigma_i``; ``0`` gives ``inf``.
+    delta : float, in (0, 1)
+        The run's total delta.
+    settings : DPSettings
+
+    Returns
+    -------
+    float
     """
     sigma, delta = _check_sigma(sigma), _check_delta(delta)
     if sigma == 0.0:
@@ -860,7 +925,20 @@ class PrivacyBudget:
 
 
 def privacy_report(sigma, delta, settings):
-    """A ``PrivacyBudget``: the epsilon of ``sigma`` at ``delta`` under every accountant."""
+    """A ``PrivacyBudget``: the epsilon of ``sigma`` at ``delta`` under every accountant.
+
+    Parameters
+    ----------
+    sigma : float, >= 0
+    delta : float, in (0, 1)
+    settings : DPSettings
+
+    Returns
+    -------
+    PrivacyBudget
+        ``eps_seed``, ``eps_rdp`` and, for DP-RSGD, the Poisson-sampling RDP and PLD values
+        (for comparison; ``None`` otherwise).
+    """
     sigma, delta = _check_sigma(sigma), _check_delta(delta)
     st = settings
     poisson = st.trainer == "dp-rsgd"

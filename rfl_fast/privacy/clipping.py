@@ -8,8 +8,8 @@ disables clipping (the non-private sum).
 
 Three ways to get ``S``:
 
-* ``clipped_sum_reference(M, x, G, tau)`` from materialized per-sample gradients ``G`` (m, *shape):
-  the test oracle and benchmark baseline;
+* ``clipped_sum_reference(M, x, G, tau)`` from materialized per-sample gradients
+  ``G`` ``(m, *shape)``: the test oracle and benchmark baseline;
 * ``clipped_sum_pca(Z, X, tau, c)`` for PCA-type losses (sphere PCA ``-(z'x)^2``, kPCA
   ``-|X'z|^2``), whose per-sample Riemannian gradient ``g_j = -c (I - XX') z_j (z_j'X)`` is rank
   one with the closed-form norm ``|c| |(I - XX')z_j| |X'z_j|``; the sum is
@@ -93,8 +93,8 @@ def clip(M, x, v, tau):
     Parameters
     ----------
     M : rfl_fast.Manifold
-    x : ndarray, shape (..., *M.shape)
-    v : ndarray, shape (..., *M.shape)
+    x : ndarray, shape ``(..., *M.shape)``
+    v : ndarray, shape ``(..., *M.shape)``
         Tangent vectors at ``x`` (batch axes broadcast against those of ``x``).
     tau : float, > 0
 
@@ -112,15 +112,15 @@ def clipped_sum_reference(M, x, per_sample_grads, tau):
     Parameters
     ----------
     M : rfl_fast.Manifold
-    x : ndarray, shape (*M.shape)
+    x : ndarray, shape ``(*M.shape)``
         One base point.
-    per_sample_grads : ndarray, shape (m, *M.shape)
+    per_sample_grads : ndarray, shape ``(m, *M.shape)``
         Riemannian gradients ``g_j`` at ``x``.
     tau : float, > 0
 
     Returns
     -------
-    ndarray, shape (*M.shape)
+    ndarray, shape ``(*M.shape)``
     """
     g = as_array(per_sample_grads, "per_sample_grads")
     if g.ndim != M.core_ndim + 1 or g.shape[1:] != M.shape:
@@ -244,14 +244,14 @@ def frechet_sample_rgrads(M, x, Y, weights=None):
     Parameters
     ----------
     M : rfl_fast.Manifold with ``log``
-    x : ndarray, shape (*M.shape)
-    Y : ndarray, shape (m, *M.shape)
+    x : ndarray, shape ``(*M.shape)``
+    Y : ndarray, shape ``(m, *M.shape)``
     weights : ndarray, shape (m,), optional
         ``a_j`` (default 1).
 
     Returns
     -------
-    G : ndarray, shape (m, *M.shape)
+    G : ndarray, shape ``(m, *M.shape)``
     """
     Y, a = _frechet_args(M, x, Y, weights)
     return -2.0 * _expand(a, M.core_ndim) * M.log(x, Y)
@@ -267,8 +267,8 @@ def clipped_sum_frechet(M, x, Y, tau, weights=None):
     Parameters
     ----------
     M : rfl_fast.Manifold with ``log`` and ``dist`` (SPD, Lorentz, Sphere, Euclidean)
-    x : ndarray, shape (*M.shape)
-    Y : ndarray, shape (m, *M.shape)
+    x : ndarray, shape ``(*M.shape)``
+    Y : ndarray, shape ``(m, *M.shape)``
         The client's samples, points of ``M``.
     tau : float, > 0
     weights : ndarray, shape (m,), optional
@@ -276,7 +276,7 @@ def clipped_sum_frechet(M, x, Y, tau, weights=None):
 
     Returns
     -------
-    ndarray, shape (*M.shape)
+    ndarray, shape ``(*M.shape)``
     """
     Y, a = _frechet_args(M, x, Y, weights)
     tau = _check_tau(tau)

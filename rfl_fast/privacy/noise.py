@@ -16,7 +16,7 @@ def gaussian_tangent_noise(M, x, sigma, rng=None):
     Parameters
     ----------
     M : rfl_fast.Manifold
-    x : ndarray, shape (..., *M.shape)
+    x : ndarray, shape ``(..., *M.shape)``
         Base point(s); a stack gives an independent draw per point.
     sigma : float or ndarray broadcasting against the batch axes of ``x``
         Standard deviation (>= 0; ``0`` gives the zero vector).
@@ -24,7 +24,7 @@ def gaussian_tangent_noise(M, x, sigma, rng=None):
 
     Returns
     -------
-    e : ndarray, shape (..., *M.shape)
+    e : ndarray, shape ``(..., *M.shape)``
         Tangent vector(s) at ``x``.
     """
     return M.tangent_gaussian(x, sigma, rng=rng)

@@ -1,7 +1,7 @@
-"""Federated problems ``f(x) = sum_i w_i f_i(x)`` on manifolds (SPEC.md section 2).
+"""Federated problems ``f(x) = sum_i w_i f_i(x)`` on manifolds.
 
 Every problem provides batched client losses and gradients (``loss``, ``egrad``, ``rgrad``
-over client ids ``idx`` (k,) and points (k, *shape)), mini-batch gradients (``batch`` (k, b)
+over client ids ``idx`` (k,) and points ``(k, *shape)``), mini-batch gradients (``batch`` (k, b)
 sample indices), per-sample gradients and their norms, the optimum and per-iterate metrics.
 """
 

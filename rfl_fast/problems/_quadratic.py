@@ -147,7 +147,26 @@ class QuadraticProblem(Problem):
         stay in cache over its steps; the same arithmetic as the batched route, so the same
         iterates. ``None`` (the caller steps through ``rgrad`` and ``retr``) for the per-client
         Gram form, another retraction or manifold, the NumPy backend, or a step without a
-        solution (the batched route then raises the usual error)."""
+        solution (the batched route then raises the usual error).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(*shape)``
+            The starting point (the server's model), the same for every client.
+        step : float
+            Step size.
+        steps : int
+            Number of local steps.
+        retraction : str
+            The manifold's retraction to step with.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)`` or None
+            The last iterates, or ``None`` without a fused route.
+        """
         steps_fn = fused.pca_local_steps_kernel()
         if (steps_fn is None or self._gram is not None or retraction != "polar"
                 or not isinstance(self.manifold, Stiefel)):
@@ -202,7 +221,20 @@ class QuadraticProblem(Problem):
 
     def loss(self, idx, x):
         """``f_i(x_j) = -c tr(X_j' A_i X_j)`` for clients ``idx`` (k,) at ``x`` (k, *shape)
-        -> (k,)."""
+        -> (k,).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+            ``f_i(x_j)`` per listed client.
+        """
         idx = self._clients(idx)
         xm = self._mat(self._points(idx, x))
         if self._gram is not None:
@@ -212,7 +244,22 @@ class QuadraticProblem(Problem):
 
     def egrad(self, idx, x, batch=None):
         """``-2c A_i X_j`` (k, *shape); with ``batch`` (k, b) sample indices the mean of
-        ``-2 z z' X`` over those samples (rows form)."""
+        ``-2 z z' X`` over those samples (rows form).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Euclidean gradients.
+        """
         idx = self._clients(idx)
         xm = self._mat(self._points(idx, x))
         if batch is None:
@@ -239,6 +286,18 @@ class QuadraticProblem(Problem):
 
         Samples form: ``grad f_ij = -2 (I - XX') z_ij z_ij' X``. Covariances form: the
         client's gradient (one "sample", shape (1, *shape)).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(m_i, *shape)``
+            One tangent vector at ``x`` per sample.
         """
         if self._form == "covariances":
             return self.rgrad(np.array([self._client(i)]), self._point(x)[None])
@@ -249,7 +308,21 @@ class QuadraticProblem(Problem):
         return self._unmat(g)
 
     def sample_rgrad_norms(self, i, x, batch=None):
-        """Closed form ``2 |(I - XX') z_ij| |X' z_ij|`` (samples form), shape (m_i,) or (b,)."""
+        """Closed form ``2 |(I - XX') z_ij| |X' z_ij|`` (samples form), shape (m_i,) or (b,).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+        batch : array_like of int, shape (b,), optional
+            Local sample indices; all ``m_i`` samples when omitted.
+
+        Returns
+        -------
+        ndarray, shape (m_i,) or (b,)
+        """
         if self._form == "covariances":
             return super().sample_rgrad_norms(i, x, batch)
         z, xm = self._rows_at(i, x, batch)
@@ -263,7 +336,24 @@ class QuadraticProblem(Problem):
         ``P = Z - Z X X'`` formed explicitly (samples form), without per-sample matrices: each
         term is ``coef_j`` times the computed ``p_j y_j'`` whose norm
         :meth:`sample_rgrad_norms` measured, so clipping bounds it in floating point (the
-        projection of ``Z' diag(coef) Z X`` instead cancels for ``z`` almost in ``span(X)``)."""
+        projection of ``Z' diag(coef) Z X`` instead cancels for ``z`` almost in ``span(X)``).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+        coef : array_like, shape (m_i,) or (b,)
+            One weight per sample.
+        batch : array_like of int, shape (b,), optional
+            Local sample indices; all ``m_i`` samples when omitted.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         if self._form == "covariances":
             return super().weighted_rgrad(i, x, coef, batch)
         z, xm = self._rows_at(i, x, batch)
@@ -286,14 +376,35 @@ class QuadraticProblem(Problem):
         return self._pooled()
 
     def f(self, x):
-        """``sum_i w_i f_i(x) = -c tr(X' A X)``, ``A = sum_i w_i A_i`` (formed once)."""
+        """``sum_i w_i f_i(x) = -c tr(X' A X)``, ``A = sum_i w_i A_i`` (formed once).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         if not self._pooled():
             return super().f(x)
         xm = self._mat(self._point(x)[None])[0]
         return float(-self._c * np.vdot(xm, self._global_ax(xm)))
 
     def grad(self, x):
-        """``P_x(-2c A X)``, ``A = sum_i w_i A_i``, at one point -> (*shape)."""
+        """``P_x(-2c A X)``, ``A = sum_i w_i A_i``, at one point -> (*shape).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         if not self._pooled():
             return super().grad(x)
         x = self._point(x)

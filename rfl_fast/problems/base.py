@@ -1,11 +1,11 @@
 """The federated objective interface: ``f(x) = sum_i w_i f_i(x)`` on a manifold.
 
 Client computations are batched over the client axis: a call takes client ids ``idx`` of
-shape (k,) and one point per client ``x`` of shape (k, *manifold.shape), so an algorithm can
+shape (k,) and one point per client ``x`` of shape ``(k, *manifold.shape)``, so an algorithm can
 advance all participating clients of a round with one call per local step.
 
 Per-sample quantities (``sample_rgrads``, ``sample_rgrad_norms``, ``weighted_rgrad``) are for
-one client ``i`` at one point ``x`` (*shape); they serve the privacy module (per-sample
+one client ``i`` at one point ``x`` ``(*shape)``; they serve the privacy module (per-sample
 clipping) and the tests.
 """
 
@@ -103,7 +103,7 @@ class Problem:
         return int(i)
 
     def _points(self, idx, x, name="x"):
-        """``x`` as a float64 array of shape (k, *shape) matching ``idx`` (k,)."""
+        """``x`` as a float64 array of shape ``(k, *shape)`` matching ``idx`` (k,)."""
         x = np.asarray(x, dtype=np.float64)
         want = (idx.size,) + self.shape
         if x.shape != want:
@@ -112,7 +112,7 @@ class Problem:
         return x
 
     def _point(self, x, name="x"):
-        """One point ``x`` (*shape) as a float64 array."""
+        """One point ``x`` ``(*shape)`` as a float64 array."""
         x = np.asarray(x, dtype=np.float64)
         if x.shape != self.shape:
             raise ValueError(f"{name}: expected shape {self.shape}, got {x.shape}")
@@ -141,29 +141,104 @@ class Problem:
     # ---------------------------------------------------------------- per client, batched
 
     def loss(self, idx, x):
-        """``f_i(x_j)`` for clients ``idx`` (k,) at points ``x`` (k, *shape) -> (k,)."""
+        """``f_i(x_j)`` for clients ``idx`` (k,) at points ``x`` ``(k, *shape)`` -> (k,).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+            ``f_i(x_j)`` per listed client.
+        """
         raise NotImplementedError
 
     def egrad(self, idx, x, batch=None):
         """Euclidean gradient of ``f_i`` (mean over the client's samples, or over the sample
-        indices ``batch`` (k, b) when given) at ``x`` (k, *shape) -> (k, *shape)."""
+        indices ``batch`` (k, b) when given) at ``x`` ``(k, *shape)`` -> ``(k, *shape)``.
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Euclidean gradients.
+        """
         raise NotImplementedError
 
     def rgrad(self, idx, x, batch=None):
-        """Riemannian gradient of ``f_i`` at ``x`` (k, *shape) -> (k, *shape)."""
+        """Riemannian gradient of ``f_i`` at ``x`` ``(k, *shape)`` -> ``(k, *shape)``.
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Riemannian gradients (tangent at each ``x_j``).
+        """
         return self.manifold.egrad2rgrad(x, self.egrad(idx, x, batch))
 
     def local_steps(self, idx, x, step, steps, retraction):
         """Optional fused route for full-gradient local steps ``x <- R_x(-step grad f_i(x))``
-        of clients ``idx`` (k,) from the point ``x`` (*shape): the last iterates (k, *shape),
-        equal to stepping through :meth:`rgrad` and ``manifold.retr``, or ``None`` when the
-        problem has no such route (the caller then steps itself)."""
+        of clients ``idx`` (k,) from the point ``x`` ``(*shape)``: the last iterates
+        ``(k, *shape)``, equal to stepping through :meth:`rgrad` and ``manifold.retr``, or
+        ``None`` when the problem has no such route (the caller then steps itself).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(*shape)``
+            The starting point (the server's model), the same for every client.
+        step : float
+            Step size.
+        steps : int
+            Number of local steps.
+        retraction : str
+            The manifold's retraction to step with.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)`` or None
+            The last iterates, or ``None`` without a fused route.
+        """
         return None
 
     def sample_rgrads(self, i, x):
-        """Per-sample Riemannian gradients of client ``i`` at ``x`` (*shape) -> (m_i, *shape).
+        """Per-sample Riemannian gradients of client ``i`` at ``x`` ``(*shape)`` ->
+        ``(m_i, *shape)``.
 
         Materialized: the reference for the fused clipped sums of the privacy module.
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(m_i, *shape)``
+            One tangent vector at ``x`` per sample.
         """
         raise NotImplementedError
 
@@ -173,7 +248,7 @@ class Problem:
         Parameters
         ----------
         i : int
-        x : ndarray, shape (*shape)
+        x : ndarray, shape ``(*shape)``
         batch : array_like of int, shape (b,), optional
             Local sample indices; all ``m_i`` samples when omitted.
 
@@ -201,13 +276,13 @@ class Problem:
         Parameters
         ----------
         i : int
-        x : ndarray, shape (*shape)
+        x : ndarray, shape ``(*shape)``
         coef : array_like, shape (m_i,) or (b,)
         batch : array_like of int, shape (b,), optional
 
         Returns
         -------
-        ndarray, shape (*shape)
+        ndarray, shape ``(*shape)``
             A tangent vector at ``x``.
         """
         i = self._client(i)
@@ -229,19 +304,40 @@ class Problem:
     # ---------------------------------------------------------------- global
 
     def f(self, x):
-        """Global objective ``sum_i w_i f_i(x)`` at one point ``x`` (*shape) -> float."""
+        """Global objective ``sum_i w_i f_i(x)`` at one point ``x`` ``(*shape)`` -> float.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         idx = np.arange(self.n_clients)
         xs = np.broadcast_to(x, (self.n_clients,) + self.manifold.shape)
         return float(self.weights @ self.loss(idx, xs))
 
     def grad(self, x):
-        """Global Riemannian gradient ``sum_i w_i grad f_i(x)`` at one point -> (*shape)."""
+        """Global Riemannian gradient ``sum_i w_i grad f_i(x)`` at one point -> ``(*shape)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         idx = np.arange(self.n_clients)
         xs = np.broadcast_to(x, (self.n_clients,) + self.manifold.shape)
         return np.tensordot(self.weights, self.rgrad(idx, xs), axes=1)
 
     def solution(self):
-        """A global minimizer ``x*`` (*shape): closed form where one exists, else a
+        """A global minimizer ``x*`` ``(*shape)``: closed form where one exists, else a
         centralized high-precision solver. Cached."""
         raise NotImplementedError
 
@@ -252,25 +348,64 @@ class Problem:
         return self._f_star
 
     def grad_norm(self, x):
-        """``|grad f(x)|_x`` at one point ``x`` (*shape) -> float."""
+        """``|grad f(x)|_x`` at one point ``x`` ``(*shape)`` -> float.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         return float(self.manifold.norm(x, self.grad(x)))
 
     def dist_to_solution(self, x):
         """Distance from ``x`` to the solution set (geodesic distance to ``x*`` by default;
-        subclasses account for symmetries such as ``x* ~ -x*``)."""
+        subclasses account for symmetries such as ``x* ~ -x*``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return float(self.manifold.dist(self._point(x), self.solution()))
 
     def feasibility(self, x):
-        """Distance of ``x`` from the manifold constraint (0 where it does not apply)."""
+        """Distance of ``x`` from the manifold constraint (0 where it does not apply).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return 0.0
 
     def metrics(self, x):
-        """Per-iterate metrics at one point ``x`` (*shape) as a dict of floats.
+        """Per-iterate metrics at one point ``x`` ``(*shape)`` as a dict of floats.
 
         Keys: ``grad_norm`` (``|grad f(x)|_x``), ``f_gap`` (``f(x) - f*``), ``dist``
         (``dist_to_solution``), ``feasibility`` and, where they apply, ``angle`` (sum of
         principal angles to ``x*``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        dict of str to float
         """
         x = self._point(x)
         return {"grad_norm": self.grad_norm(x),

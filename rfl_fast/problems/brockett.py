@@ -98,14 +98,42 @@ class Brockett(Problem):
         return self._mean[idx]
 
     def loss(self, idx, x):
-        """``tr(X' Abar_i X H)`` -> (k,)."""
+        """``tr(X' Abar_i X H)`` -> (k,).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+            ``f_i(x_j)`` per listed client.
+        """
         idx = self._clients(idx)
         x = self._points(idx, x)
         ax = np.matmul(self._means(idx), x)
         return np.einsum("kdp,kdp,p->k", x, ax, self.h)
 
     def egrad(self, idx, x, batch=None):
-        """``2 Abar_i X H`` (or the mean of ``2 A_ij X H`` over ``batch`` (k, b))."""
+        """``2 Abar_i X H`` (or the mean of ``2 A_ij X H`` over ``batch`` (k, b)).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Euclidean gradients.
+        """
         idx = self._clients(idx)
         x = self._points(idx, x)
         if batch is None:
@@ -116,7 +144,20 @@ class Brockett(Problem):
         return 2.0 * np.matmul(a, x) * self.h
 
     def sample_rgrads(self, i, x):
-        """``P_X(2 A_ij X H)`` for every sample -> (m_i, d, p)."""
+        """``P_X(2 A_ij X H)`` for every sample -> (m_i, d, p).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(m_i, *shape)``
+            One tangent vector at ``x`` per sample.
+        """
         i = self._client(i)
         x = self._point(x)
         a = self._flat[self._offsets[i]:self._offsets[i + 1]]
@@ -125,12 +166,33 @@ class Brockett(Problem):
     # ------------------------------------------------------------------ global
 
     def f(self, x):
-        """``tr(X' Abar X H)`` with ``Abar = sum_i w_i (1/m_i) sum_j A_ij`` -> float."""
+        """``tr(X' Abar X H)`` with ``Abar = sum_i w_i (1/m_i) sum_j A_ij`` -> float.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         return float(np.einsum("dp,dp,p->", x, self._global @ x, self.h))
 
     def grad(self, x):
-        """``P_X(2 Abar X H)`` -> (d, p)."""
+        """``P_X(2 Abar X H)`` -> (d, p).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         x = self._point(x)
         return self.manifold.proj(x, 2.0 * (self._global @ x) * self.h)
 
@@ -143,7 +205,17 @@ class Brockett(Problem):
         return self._solution.copy()
 
     def dist_to_solution(self, x):
-        """``min_S |X - X* S|_F`` over column sign flips ``S``."""
+        """``min_S |X - X* S|_F`` over column sign flips ``S``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         xs = self.solution()
         s = np.sign(np.sum(x * xs, axis=0))
@@ -151,6 +223,16 @@ class Brockett(Problem):
         return float(np.linalg.norm(x - xs * s))
 
     def feasibility(self, x):
-        """``|X'X - I|_F``."""
+        """``|X'X - I|_F``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         return float(np.linalg.norm(x.T @ x - np.eye(self.p)))

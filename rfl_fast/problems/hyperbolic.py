@@ -166,7 +166,20 @@ class HyperbolicPrediction(Problem):
     # ------------------------------------------------------------------ batched
 
     def loss(self, idx, x):
-        """``(1/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> (k,)."""
+        """``(1/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> (k,).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+            ``f_i(x_j)`` per listed client.
+        """
         idx = self._clients(idx)
         x = self._points(idx, x)
         rows, seg, starts, counts = self._select(idx, None)
@@ -174,7 +187,22 @@ class HyperbolicPrediction(Problem):
         return np.add.reduceat(self.alpha[rows] * th * th, starts) / counts
 
     def egrad(self, idx, x, batch=None):
-        """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) J y_ij`` -> (k, d+1)."""
+        """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) J y_ij`` -> (k, d+1).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Euclidean gradients.
+        """
         idx = self._clients(idx)
         x = self._points(idx, x)
         rows, seg, starts, counts = self._select(idx, batch)
@@ -192,7 +220,20 @@ class HyperbolicPrediction(Problem):
         return rows if sel is None else rows[sel]
 
     def sample_rgrads(self, i, x):
-        """``-2 alpha_ij Log_x(y_ij)`` -> (N_i, d+1)."""
+        """``-2 alpha_ij Log_x(y_ij)`` -> (N_i, d+1).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(m_i, *shape)``
+            One tangent vector at ``x`` per sample.
+        """
         x = self._point(x)
         rows = self._samples(i)
         y = self._y[rows]
@@ -205,14 +246,45 @@ class HyperbolicPrediction(Problem):
                     "clipping does not bound the sensitivity (no valid bound is derived)")
 
     def sample_rgrad_norms(self, i, x, batch=None):
-        """``2 |alpha_ij| dist(x, y_ij)`` -> (N_i,) or (b,)."""
+        """``2 |alpha_ij| dist(x, y_ij)`` -> (N_i,) or (b,).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+        batch : array_like of int, shape (b,), optional
+            Local sample indices; all ``m_i`` samples when omitted.
+
+        Returns
+        -------
+        ndarray, shape (m_i,) or (b,)
+        """
         x = self._point(x)
         rows = self._samples(i, batch)
         th, _ = _theta_ratio(-_ldot(x, self._y[rows]))
         return 2.0 * np.abs(self.alpha[rows]) * th
 
     def weighted_rgrad(self, i, x, coef, batch=None):
-        """``-2 sum_j coef_j alpha_ij Log_x(y_ij)`` -> (d+1,)."""
+        """``-2 sum_j coef_j alpha_ij Log_x(y_ij)`` -> (d+1,).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+        coef : array_like, shape (m_i,) or (b,)
+            One weight per sample.
+        batch : array_like of int, shape (b,), optional
+            Local sample indices; all ``m_i`` samples when omitted.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         x = self._point(x)
         rows = self._samples(i, batch)
         coef = self._coef(coef, rows.size)
@@ -225,13 +297,34 @@ class HyperbolicPrediction(Problem):
     # ------------------------------------------------------------------ global
 
     def f(self, x):
-        """``sum_i (w_i/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> float."""
+        """``sum_i (w_i/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> float.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         th, _ = _theta_ratio(-_ldot(x, self._y))
         return float(self._sw @ (th * th))
 
     def grad(self, x):
-        """``-2 sum_i (w_i/N_i) sum_j alpha_ij Log_x(y_ij)`` -> (d+1,)."""
+        """``-2 sum_i (w_i/N_i) sum_j alpha_ij Log_x(y_ij)`` -> (d+1,).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         x = self._point(x)
         ip = _ldot(x, self._y)
         _, ratio = _theta_ratio(-ip)
@@ -254,17 +347,47 @@ class HyperbolicPrediction(Problem):
 
     def grad_norm(self, x):
         """``|grad f(x)|_L``, computed from the space part (stable for tiny gradients, where
-        the Minkowski square ``-g0^2 + |g_1:|^2`` cancels to rounding noise or below 0)."""
+        the Minkowski square ``-g0^2 + |g_1:|^2`` cancels to rounding noise or below 0).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         return float(_tangent_norm(x, self.grad(x)))
 
     def dist_to_solution(self, x):
         """``dist(x, x*) = 2 asinh(|x - x*|_L / 2)``: the chordal form, accurate for nearby
-        points where ``acosh(-<x, x*>_L)`` has a floor of ~1e-8."""
+        points where ``acosh(-<x, x*>_L)`` has a floor of ~1e-8.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         d = self._point(x) - self.solution()
         return float(2.0 * np.arcsinh(np.sqrt(max(float(_ldot(d, d)), 0.0)) / 2.0))
 
     def feasibility(self, x):
-        """``|<x, x>_L + 1|``."""
+        """``|<x, x>_L + 1|``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         return abs(float(_ldot(x, x)) + 1.0)

@@ -82,25 +82,77 @@ class KPCA(QuadraticProblem):
 
     def principal_angles(self, x):
         """Principal angles between ``span(X)`` and ``span(X*)``, shape (r,), ascending;
-        accurate below 1e-8 (sines and cosines combined)."""
+        accurate below 1e-8 (sines and cosines combined).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape (r,)
+            In radians.
+        """
         return principal_angles(self._point(x), self.solution())
 
     def angle(self, x):
-        """Sum of the principal angles to ``X*`` (the seeds' "principal angle")."""
+        """Sum of the principal angles to ``X*`` (the seeds' "principal angle").
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+            In radians.
+        """
         return float(np.sum(self.principal_angles(x)))
 
     def dist_to_solution(self, x):
-        """Grassmann distance ``|principal angles|_2`` between ``span(X)`` and ``span(X*)``."""
+        """Grassmann distance ``|principal angles|_2`` between ``span(X)`` and ``span(X*)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return float(np.linalg.norm(self.principal_angles(x)))
 
     def feasibility(self, x):
-        """``|X'X - I|_F``."""
+        """``|X'X - I|_F``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         return float(np.linalg.norm(x.T @ x - np.eye(self.r)))
 
     def metrics(self, x):
         """``grad_norm``, ``f_gap``, ``dist`` (Grassmann), ``feasibility`` (``|X'X - I|_F``)
-        and ``angle`` (sum of principal angles to ``X*``)."""
+        and ``angle`` (sum of principal angles to ``X*``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        dict of str to float
+        """
         x = self._point(x)
         theta = self.principal_angles(x)
         return {"grad_norm": self.grad_norm(x),

@@ -107,7 +107,20 @@ class SPDMean(Problem):
     # ------------------------------------------------------------------ batched
 
     def loss(self, idx, x):
-        """``(1/m_i) sum_j dist^2(X_j, Z_ij)`` -> (k,)."""
+        """``(1/m_i) sum_j dist^2(X_j, Z_ij)`` -> (k,).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+            ``f_i(x_j)`` per listed client.
+        """
         idx = self._clients(idx)
         x = self._points(idx, x)
         rows, seg, starts, counts = self._select(idx, None)
@@ -126,13 +139,43 @@ class SPDMean(Problem):
         return lg / counts[:, None, None], lo, linv
 
     def egrad(self, idx, x, batch=None):
-        """``X^-1 rgrad X^-1 = -(2/m) L^-T (sum_j logm(C_j)) L^-1`` -> (k, n, n)."""
+        """``X^-1 rgrad X^-1 = -(2/m) L^-T (sum_j logm(C_j)) L^-1`` -> (k, n, n).
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Euclidean gradients.
+        """
         lg, _, linv = self._grads(idx, x, batch)
         g = -2.0 * _t(linv) @ lg @ linv
         return 0.5 * (g + _t(g))
 
     def rgrad(self, idx, x, batch=None):
-        """``-(2/m) sum_j Log_X(Z_ij) = -(2/m) L (sum_j logm(C_j)) L'``."""
+        """``-(2/m) sum_j Log_X(Z_ij) = -(2/m) L (sum_j logm(C_j)) L'``.
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        batch : ndarray of int, shape (k, b), optional
+            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Riemannian gradients (tangent at each ``x_j``).
+        """
         lg, lo, _ = self._grads(idx, x, batch)
         g = -2.0 * lo @ lg @ _t(lo)
         return 0.5 * (g + _t(g))
@@ -154,7 +197,20 @@ class SPDMean(Problem):
         return lam, lg, lo[0]
 
     def sample_rgrads(self, i, x):
-        """``-2 Log_X(Z_ij)`` for every sample -> (m_i, n, n)."""
+        """``-2 Log_X(Z_ij)`` for every sample -> (m_i, n, n).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(m_i, *shape)``
+            One tangent vector at ``x`` per sample.
+        """
         _, lg, lo = self._sample_logs(i, x)
         g = -2.0 * lo @ lg @ lo.T
         return 0.5 * (g + _t(g))
@@ -164,12 +220,43 @@ class SPDMean(Problem):
         (``eigh``) that :meth:`weighted_rgrad` builds ``logm`` from, so the clip factor
         measures the term it scales (``eigvalsh`` can return other small eigenvalues for a
         sample of large condition relative to ``X``: 6e-7 relative overshoot of ``tau`` at
-        condition 1e12)."""
+        condition 1e12).
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+        batch : array_like of int, shape (b,), optional
+            Local sample indices; all ``m_i`` samples when omitted.
+
+        Returns
+        -------
+        ndarray, shape (m_i,) or (b,)
+        """
         lam, _, _ = self._sample_logs(i, x, batch)
         return 2.0 * np.sqrt(np.sum(np.log(lam) ** 2, axis=-1))
 
     def weighted_rgrad(self, i, x, coef, batch=None):
-        """``-2 sum_j coef_j Log_X(Z_ij) = -2 L (sum_j coef_j logm(C_j)) L'``."""
+        """``-2 sum_j coef_j Log_X(Z_ij) = -2 L (sum_j coef_j logm(C_j)) L'``.
+
+        Parameters
+        ----------
+        i : int
+            Client id.
+        x : ndarray, shape ``(*shape)``
+            One point.
+        coef : array_like, shape (m_i,) or (b,)
+            One weight per sample.
+        batch : array_like of int, shape (b,), optional
+            Local sample indices; all ``m_i`` samples when omitted.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         _, lg, lo = self._sample_logs(i, x, batch)
         coef = self._coef(coef, lg.shape[0])
         g = -2.0 * lo @ np.tensordot(coef, lg, axes=1) @ lo.T
@@ -178,7 +265,17 @@ class SPDMean(Problem):
     # ------------------------------------------------------------------ global
 
     def f(self, x):
-        """``sum_i (w_i/m_i) sum_j dist^2(X, Z_ij)``, all samples in one batch -> float."""
+        """``sum_i (w_i/m_i) sum_j dist^2(X, Z_ij)``, all samples in one batch -> float.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         x = self._point(x)
         _, linv = self._factors(x[None])
         c = linv @ self._flat @ _t(linv)
@@ -186,7 +283,18 @@ class SPDMean(Problem):
         return float(self._sw @ np.sum(np.log(lam) ** 2, axis=-1))
 
     def grad(self, x):
-        """``-2 sum_i (w_i/m_i) sum_j Log_X(Z_ij)`` -> (n, n)."""
+        """``-2 sum_i (w_i/m_i) sum_j Log_X(Z_ij)`` -> (n, n).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        ndarray, shape ``(*shape)``
+            A tangent vector at ``x``.
+        """
         x = self._point(x)
         lo, linv = self._factors(x[None])
         _, lg = _log_congruence(linv, self._flat)

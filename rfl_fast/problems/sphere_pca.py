@@ -75,7 +75,18 @@ class SpherePCA(QuadraticProblem):
 
     def angle(self, x):
         """Angle between the lines ``span(x)`` and ``span(x*)``, in ``[0, pi/2]``; accurate
-        for tiny angles (``atan2(|x - (x'x*) x*|, |x'x*|)`` for unit ``x``)."""
+        for tiny angles (``atan2(|x - (x'x*) x*|, |x'x*|)`` for unit ``x``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+            In radians.
+        """
         x = self._point(x)
         xs = self.solution()
         c = float(x @ xs)
@@ -83,16 +94,46 @@ class SpherePCA(QuadraticProblem):
 
     def dist_to_solution(self, x):
         """Geodesic distance to the nearer of ``x*`` and ``-x*`` (equals ``angle`` on the
-        sphere)."""
+        sphere).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return self.angle(x)
 
     def feasibility(self, x):
-        """``| |x| - 1 |``."""
+        """``| |x| - 1 |``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return abs(float(np.linalg.norm(self._point(x))) - 1.0)
 
     def metrics(self, x):
         """``grad_norm``, ``f_gap``, ``dist``, ``feasibility`` and ``angle`` (the angle
-        between the lines of ``x`` and ``x*``)."""
+        between the lines of ``x`` and ``x*``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*shape)``
+            One point.
+
+        Returns
+        -------
+        dict of str to float
+        """
         out = super().metrics(x)
         out["angle"] = out["dist"]
         return out

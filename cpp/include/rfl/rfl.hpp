@@ -1,11 +1,14 @@
 // Umbrella header of the rfl_fast C++ kernels (header-only, C++17, no dependencies).
-// Include path: rfl_fast.get_include(). Every kernel works on one item given as raw row-major
-// float64 buffers; loop over a batch yourself (the items are independent, so the loop can be
-// split across threads).
+// Include path: rfl_fast.get_include() (CMake: find_package(rfl_fast) with
+// rfl_fast.get_cmake_dir(); pkg-config: rfl_fast.pc in rfl_fast.get_pkgconfig_dir()).
+// Every kernel works on one item given as raw row-major float64 buffers; batch.hpp loops
+// them over a batch across threads (link with -pthread), as the Python extension does.
 #pragma once
 
+#include "batch.hpp"
 #include "linalg_small.hpp"
 #include "lorentz.hpp"
 #include "sphere.hpp"
 #include "spd.hpp"
 #include "stiefel.hpp"
+#include "version.hpp"

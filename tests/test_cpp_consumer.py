@@ -1,0 +1,148 @@
+"""The C++ consumer path: the shipped headers, version macro, CMake and pkg-config files, and
+``examples/cpp_extension/`` (a pybind11 extension and a CMake program of another project)
+built here with the same compiler and checked against rfl_fast's Python API."""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rfl_fast as rf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "cpp_extension")
+if not os.path.isdir(EXAMPLE):                      # tests run outside a source checkout
+    pytest.skip("examples/cpp_extension not found next to the tests", allow_module_level=True)
+CXX = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+
+
+def _header_version():
+    text = Path(rf.get_include(), "rfl", "version.hpp").read_text()
+    part = {k: int(re.search(rf"#define RFL_FAST_VERSION_{k} (\d+)", text).group(1))
+            for k in ("MAJOR", "MINOR", "PATCH")}
+    string = re.search(r'#define RFL_FAST_VERSION_STRING "([^"]+)"', text).group(1)
+    return part, string
+
+
+def test_version_header_matches_pyproject_and_the_shipped_files():
+    pyproject = Path(ROOT, "pyproject.toml").read_text()
+    version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    part, string = _header_version()
+    assert string == version
+    assert f"{part['MAJOR']}.{part['MINOR']}.{part['PATCH']}" == version
+    pc = Path(rf.get_pkgconfig_dir(), "rfl_fast.pc").read_text()
+    assert re.search(r"^Version: (.+)$", pc, re.M).group(1) == version
+    assert os.path.isfile(os.path.join(rf.get_cmake_dir(), "rfl_fastConfig.cmake"))
+
+
+def test_python_m_prints_the_folders():
+    for flag, expected in (("--include-dir", rf.get_include()),
+                           ("--cmake-dir", rf.get_cmake_dir()),
+                           ("--pkgconfig-dir", rf.get_pkgconfig_dir())):
+        out = subprocess.run([sys.executable, "-m", "rfl_fast", flag], capture_output=True,
+                             text=True, timeout=120, cwd=os.path.dirname(rf.__path__[0]))
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == expected
+
+
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config not installed")
+def test_pkg_config_gives_the_include_folder():
+    env = dict(os.environ, PKG_CONFIG_PATH=rf.get_pkgconfig_dir())
+    flags = subprocess.run(["pkg-config", "--cflags", "rfl_fast"], env=env, capture_output=True,
+                           text=True, timeout=60, check=True).stdout.split()
+    includes = [os.path.realpath(f[2:]) for f in flags if f.startswith("-I")]
+    assert includes == [os.path.realpath(rf.get_include())]
+    assert "-std=c++17" in flags
+
+
+@pytest.fixture(scope="module")
+def rfl_example(tmp_path_factory):
+    """examples/cpp_extension/rfl_example.cpp compiled like its setup.py would (one g++ call)."""
+    if CXX is None:
+        pytest.skip("no C++ compiler (g++/c++) on PATH")
+    pybind11 = pytest.importorskip("pybind11")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    out = tmp_path_factory.mktemp("cpp_ext") / ("rfl_example" + suffix)
+    cmd = [CXX, "-O2", "-std=c++17", "-shared", "-fPIC", "-pthread", "-Wall", "-Wextra",
+           "-fvisibility=hidden", "-I", pybind11.get_include(),
+           "-I", sysconfig.get_paths()["include"], "-I", rf.get_include(),
+           os.path.join(EXAMPLE, "rfl_example.cpp"), "-o", str(out)]
+    if sys.platform == "darwin":
+        cmd += ["-undefined", "dynamic_lookup"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stderr, proc.stderr
+    spec = importlib.util.spec_from_file_location("rfl_example", out)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_extension_matches_the_python_api(rfl_example):
+    assert rfl_example.headers_version == _header_version()[1]
+    M = rf.Stiefel(30, 5)
+    rng = np.random.default_rng(0)
+    X = M.random_point(40, rng=rng)
+    U = M.proj(X, 0.3 * rng.standard_normal(X.shape))
+    Y = rfl_example.stiefel_retr_polar(X, U)
+    np.testing.assert_allclose(Y, M.retr(X, U), atol=1e-13)
+    np.testing.assert_allclose(rfl_example.stiefel_inv_retr_polar(X, Y), U, atol=1e-12)
+
+    S = rf.SPD(6)
+    P = S.random_point(40, rng=1)
+    V = S.proj(P, 0.05 * rng.standard_normal(P.shape))
+    E = rfl_example.spd_exp(P, V)
+    np.testing.assert_allclose(E, S.exp(P, V), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(rfl_example.spd_dist(P, E), S.dist(P, E), rtol=1e-11)
+
+
+@pytest.mark.slow
+def test_extension_results_do_not_depend_on_threads_and_errors_name_the_argument(rfl_example):
+    M = rf.Stiefel(50, 3)
+    X = M.random_point(3000, rng=2)                  # 3.6 MB per input: several threads start
+    U = M.proj(X, 0.1 * np.random.default_rng(3).standard_normal(X.shape))
+    one = rfl_example.stiefel_retr_polar(X, U, threads=1)
+    assert np.array_equal(one, rfl_example.stiefel_retr_polar(X, U, threads=4))
+    with pytest.raises(ValueError, match="u: expected the shape of x"):
+        rfl_example.stiefel_retr_polar(X, U[:-1])
+    S = rf.SPD(4).random_point(2, rng=0)
+    S[1, 0, 0] = -5.0                                # not positive definite: no answer -> NaN
+    assert np.isnan(rfl_example.spd_dist(S, S)).tolist() == [False, True]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+def test_cmake_consumer_finds_the_package_and_runs(tmp_path):
+    build = tmp_path / "build"
+    configure = subprocess.run(
+        ["cmake", "-S", EXAMPLE, "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+         f"-Drfl_fast_DIR={rf.get_cmake_dir()}"], capture_output=True, text=True, timeout=300)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    compiled = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True,
+                              timeout=600)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    run = subprocess.run([str(build / "roundtrip")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"rfl_fast {_header_version()[1]}: max |inv_retr" in run.stdout
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+def test_cmake_refuses_an_incompatible_major_version(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.15)\nproject(p NONE)\n"
+        "find_package(rfl_fast 99 CONFIG REQUIRED)\n")
+    proc = subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "b"),
+                           f"-Drfl_fast_DIR={rf.get_cmake_dir()}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "rfl_fast" in proc.stderr and "version" in proc.stderr.lower()

@@ -1,0 +1,41 @@
+"""The five source papers are named the same way in rfl_fast.experiments.PAPERS, CITATION.cff
+and docs/references.rst, with the experiments each one backs."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rfl_fast.experiments import EXPERIMENTS, PAPERS, SOURCES
+
+ROOT = Path(__file__).resolve().parents[1]
+if not (ROOT / "CITATION.cff").is_file():          # tests run outside a source checkout
+    pytest.skip("CITATION.cff not found next to the tests", allow_module_level=True)
+
+
+def _title(citation):
+    return citation.split(": ", 1)[1].split(" (")[0]
+
+
+def _flat(text):
+    return re.sub(r"\s+", " ", text).replace("–", "-")
+
+
+def test_every_experiment_has_papers_and_every_paper_an_experiment():
+    assert set(SOURCES) == set(EXPERIMENTS)
+    assert {s for seeds in SOURCES.values() for s in seeds} == set(PAPERS)
+
+
+def test_citation_cff_and_references_page_name_every_paper_with_its_experiments():
+    cff = _flat((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    raw = (ROOT / "docs" / "references.rst").read_text(encoding="utf-8")
+    page = _flat(raw)
+    for seed, citation in PAPERS.items():
+        title = _title(citation)
+        assert title in cff and title in page, title
+        ids = ", ".join(e for e, seeds in SOURCES.items() if seed in seeds)
+        assert f"seed {seed}" in cff and f"experiment{'s' if ',' in ids else ''} {ids}" in cff
+        row = re.search(rf"\* - {seed} (.*?)(?=\* - \d{{3}} |The experiments)", page).group(1)
+        assert row.rstrip().endswith(f"- {ids}"), (seed, ids, row)
+    for exp, seeds in SOURCES.items():              # the experiments table
+        assert re.search(rf"^{exp} +{' '.join(seeds)} ", raw, re.M), exp
