@@ -113,7 +113,7 @@ def reweighted_weights(p, normalize=True):
 class AGSState:
     """Server state of RFedAGS.
 
-    Attributes
+    Parameters
     ----------
     x : ndarray, M.shape
         The server point ``x_t``.
@@ -197,7 +197,20 @@ class RFedAGS(FederatedAlgorithm):
 
     # ------------------------------------------------------------------ set-up
     def for_participation(self, participation, n):
-        """Engine hook: fill in the true ``p`` from the participation model (``q="true"``)."""
+        """Engine hook: fill in the true ``p`` from the participation model (``q="true"``).
+
+        Parameters
+        ----------
+        participation : rfl_fast.federation.Participation
+            The run's participation model (``Full``, ``Uniform`` or ``Bernoulli`` give ``p``).
+        n : int
+            Number of clients.
+
+        Returns
+        -------
+        RFedAGS
+            ``self`` if ``p`` is not needed, else a copy with ``p``, shape (n,).
+        """
         if not self._needs_p:
             return self
         if self.p is not None:
@@ -251,8 +264,30 @@ class RFedAGS(FederatedAlgorithm):
         return {"x": state.x}
 
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
-        """``K`` local steps; upload the transported gradient stream ``{"zeta": (k, *shape)}``
-        (tangent vectors at ``x_t``)."""
+        """``K`` local steps; upload the transported gradient stream.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            ``{"x": x_t}``, the server point, M.shape.
+        cstate : dict of str to ndarray
+            Passed through unchanged.
+        memo : dict
+            Passed through unchanged.
+        ctx : rfl_fast.federation.ClientContext
+            The round and the participants' random streams.
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            ``{"zeta": (k, *M.shape)}``, tangent vectors at ``x_t``.
+        cstate, memo : dict
+            Unchanged.
+        """
         M = problem.manifold
         method, transport = self._retraction(M), self._transport(M)
         a = self.step(ctx.round)

@@ -26,7 +26,13 @@ __all__ = ["RFedAvg", "RFedProx", "PointState"]
 
 @dataclass(frozen=True)
 class PointState:
-    """Server state of algorithms whose only server memory is the model ``x`` (M.shape)."""
+    """Server state of algorithms whose only server memory is the model.
+
+    Parameters
+    ----------
+    x : ndarray, M.shape
+        The server point ``x_t``.
+    """
 
     x: np.ndarray
 
@@ -56,7 +62,27 @@ class _LocalRetractionSteps(_RetractionBased):
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
         """``local_steps`` retraction steps for all k participants at once.
 
-        Returns the upload ``{"x": (k, *shape)}`` (the last local iterates).
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            ``{"x": x_t}``, the server point, M.shape.
+        cstate : dict of str to ndarray
+            Passed through unchanged.
+        memo : dict
+            Passed through unchanged.
+        ctx : rfl_fast.federation.ClientContext
+            The round and the participants' streams (mini-batches).
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            ``{"x": (k, *M.shape)}``, the last local iterates.
+        cstate, memo : dict
+            Unchanged.
         """
         M = problem.manifold
         method = self._retraction(M)
@@ -115,8 +141,18 @@ class RFedAvg(_LocalRetractionSteps):
 class RFedProx(_LocalRetractionSteps):
     """Riemannian FedProx (seed 001, Algorithm 3, with eq. 28's inexact local solver).
 
-    Parameters as :class:`RFedAvg`, plus ``mu`` (>= 0): the proximal weight; local direction
-    ``grad f_i(x) - mu R_x^{-1}(x_t)``. ``mu = 0`` is RFedAvg.
+    Local direction ``grad f_i(x) - mu R_x^{-1}(x_t)``; ``mu = 0`` is RFedAvg.
+
+    Parameters
+    ----------
+    step : float or Schedule
+        Local step size ``eta`` (> 0), fixed or a schedule of the round.
+    local_steps : int
+        Local steps ``tau`` per round (>= 1).
+    mu : float
+        The proximal weight (>= 0).
+    batch_size, retraction, consensus, beta, karcher_tol
+        As :class:`RFedAvg`.
     """
 
     step: object

@@ -104,7 +104,7 @@ _DP_OPTIONS = ("o", "sigma_tilde", "rsvrg_split", "delta_hat_fraction")
 class PriState:
     """Server state of PriRFed.
 
-    Attributes
+    Parameters
     ----------
     x : ndarray, M.shape
         The server point ``x_t``.
@@ -123,15 +123,18 @@ class PriState:
 class PrivacyLedger:
     """What ``PriRFed.for_run`` fixed for one run.
 
-    Attributes
+    Parameters
     ----------
     sigma : ndarray, shape (n,)
         Noise standard deviation of every client (calibrated or as given).
     batch : ndarray of int64, shape (n,)
         DP-RSGD batch sizes ``b_i`` (``N_i`` for DP-RSVRG, unused).
     delta : float
+        The run's ``delta``.
     rounds : int
+        Rounds the columns cover.
     clients_per_round : int
+        Clients sampled each round (``s``).
     columns : dict of str to ndarray, shape (rounds + 1,)
         Cumulative privacy spent after each round (``eps_<accountant>``, ``delta``).
     settings : dict of int to DPSettings
@@ -473,9 +476,28 @@ class PriRFed(FederatedAlgorithm):
     def for_run(self, problem, participation, rounds):
         """Fix the noise and the privacy ledger of a run (engine hook, before any work).
 
-        Returns a copy whose ``ledger`` holds the per-client ``sigma`` (calibrated from
-        ``target`` if ``sigma`` is None) and the cumulative privacy spent after every round.
-        Raises ``ValueError`` for impossible budgets (module docstring).
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem (n clients with ``sizes`` ``N_i``).
+        participation : rfl_fast.federation.Full or rfl_fast.federation.Uniform
+            Who takes part each round; the accounting needs a fixed number ``s`` of clients
+            sampled without replacement.
+        rounds : int
+            Number of rounds of the run (>= 0).
+
+        Returns
+        -------
+        PriRFed
+            A copy whose ``ledger`` (:class:`PrivacyLedger`) holds the per-client ``sigma``
+            (calibrated from ``target`` if ``sigma`` is None) and the cumulative privacy spent
+            after every round.
+
+        Raises
+        ------
+        ValueError
+            Impossible budgets, an unsupported participation, or a problem outside the
+            accounting without ``uncertified=True`` (module docstring).
         """
         self.validate(problem)
         why = getattr(problem, "dp_unbounded", None)
@@ -577,6 +599,21 @@ class PriRFed(FederatedAlgorithm):
         else what the original plan spends, by the first accountant -- is refused unless the
         user raises it explicitly (:meth:`raise_budget`).
 
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem (unused: the ledger already holds what it needs).
+        participation : rfl_fast.federation.Participation
+            The run's participation model (unused, as for ``problem``).
+        rounds : int
+            The new total number of rounds (>= 0).
+
+        Returns
+        -------
+        PriRFed
+            ``self`` if ``rounds`` is within the ledger, else a copy whose ledger's columns
+            have ``rounds + 1`` rows.
+
         Raises
         ------
         ValueError
@@ -603,13 +640,39 @@ class PriRFed(FederatedAlgorithm):
 
     def raise_budget(self, eps):
         """A copy whose privacy budget is ``(eps, delta)`` of the run (the noise and the ledger
-        kept): pass it to ``resume(..., algorithm=...)`` to run past the original budget."""
+        kept): pass it to ``resume(..., algorithm=...)`` to run past the original budget.
+
+        Parameters
+        ----------
+        eps : float
+            The new budget's epsilon (finite, > 0); ``delta`` stays the run's.
+
+        Returns
+        -------
+        PriRFed
+            A copy with ``target = (eps, ledger.delta)``.
+        """
         led = self._plan()
         eps = _check_budget_eps(eps, f"{self.name}: raise_budget eps")
         return replace(self, target=(eps, led.delta), delta=None)
 
     def history_row(self, problem, state, t):
-        """Extra history columns of row ``t`` (engine hook): the privacy spent so far."""
+        """Extra history columns of row ``t`` (engine hook): the privacy spent so far.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem (unused).
+        state : PriState
+            The server state (unused).
+        t : int
+            The round (clipped to the ledger's rounds).
+
+        Returns
+        -------
+        dict of str to float
+            ``eps_<accountant>`` and ``delta`` after round ``t`` (empty before ``for_run``).
+        """
         if self.ledger is None:
             return {}
         t = min(int(t), self.ledger.rounds)
@@ -617,8 +680,18 @@ class PriRFed(FederatedAlgorithm):
 
     def client_settings(self, i):
         """What client ``i`` of a deployment needs of the ledger: its ``sigma`` and batch
-        size, the ``delta`` and the number of rounds (deployment hook; empty before
-        ``for_run``)."""
+        size, the ``delta`` and the number of rounds (deployment hook).
+
+        Parameters
+        ----------
+        i : int
+            The client's index (0 <= i < n).
+
+        Returns
+        -------
+        dict of str to int or float
+            ``{"sigma", "batch", "delta", "rounds"}``; empty before ``for_run``.
+        """
         if self.ledger is None:
             return {}
         ledger = self.ledger
@@ -627,7 +700,20 @@ class PriRFed(FederatedAlgorithm):
 
     def for_client(self, settings):
         """A copy for one client of a deployment: its one-client ledger from
-        :meth:`client_settings` (deployment hook; ``self`` if ``settings`` is empty)."""
+        :meth:`client_settings` (deployment hook).
+
+        Parameters
+        ----------
+        settings : dict of str to int or float
+            What :meth:`client_settings` returned on the server (``sigma``, ``batch``,
+            ``rounds``, optionally ``delta``).
+
+        Returns
+        -------
+        PriRFed
+            A copy with a one-client :class:`PrivacyLedger`; ``self`` if ``settings`` is
+            empty.
+        """
         if not settings:
             return self
         ledger = PrivacyLedger(sigma=np.array([float(settings["sigma"])]),
@@ -646,6 +732,28 @@ class PriRFed(FederatedAlgorithm):
         describe the round as it will run (``K``, ``b_i``, trainer, ``tau = clip``) with the
         client taking part in every round (``clients_per_round = n_clients = 1``: it cannot
         check the server's sampling). Refuses a problem with ``dp_unbounded``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            This one client's problem (``sizes`` of shape (1,)).
+        sigma : float
+            The client's noise standard deviation.
+        clip : float
+            The client's clipping threshold ``tau``.
+
+        Returns
+        -------
+        alg : PriRFed
+            A copy with this client's ``sigma``, ``clip`` and a one-client ledger.
+        settings : rfl_fast.privacy.DPSettings
+            The accounting settings of one of its rounds.
+
+        Raises
+        ------
+        ValueError
+            The problem is outside the accounting, holds more than one client, or its ``N``
+            is smaller than the batch size.
         """
         why = getattr(problem, "dp_unbounded", None)
         if why:
@@ -703,7 +811,28 @@ class PriRFed(FederatedAlgorithm):
 
     # ------------------------------------------------------------------ clients
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
-        """Private local training of the participants; upload ``{"x": (k, *shape)}``."""
+        """Private local training of the participants (DP-RSGD or DP-RSVRG).
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            ``{"x": server point, M.shape}``.
+        cstate, memo : dict
+            Passed through unchanged.
+        ctx : rfl_fast.federation.ClientContext
+            The round and the participants' random streams (noise and batches).
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            ``{"x": (k, *M.shape)}``, the participants' last (or picked) local iterates.
+        cstate, memo : dict
+            Unchanged.
+        """
         plan = self._plan()
         if self.local == "DP-RSGD":
             x = self._dp_rsgd(problem, idx, msg["x"], plan, ctx)

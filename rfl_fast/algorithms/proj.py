@@ -34,7 +34,13 @@ __all__ = ["RFedProj", "ProjState"]
 
 @dataclass(frozen=True)
 class ProjState:
-    """Server state of RFedProj: ``xhat`` (M.shape, ambient, generally off the manifold)."""
+    """Server state of RFedProj.
+
+    Parameters
+    ----------
+    xhat : ndarray, M.shape
+        The ambient server iterate (generally off the manifold; the model is its projection).
+    """
 
     xhat: np.ndarray
 
@@ -90,7 +96,32 @@ class RFedProj(FederatedAlgorithm):
         return {"xhat": state.xhat}
 
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
-        """Local projected steps with correction ``c``; upload ``{"zhat": (k, *shape)}``."""
+        """Local projected steps with the drift correction ``c``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            ``{"xhat": (*M.shape)}``, the ambient server iterate.
+        cstate : dict of str to ndarray
+            ``{"c": (k, *M.shape)}``, the drift corrections (read only).
+        memo : dict
+            Replaced (nothing is kept from the prepare exchange).
+        ctx : rfl_fast.federation.ClientContext
+            The round and the participants' random streams.
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            ``{"zhat": (k, *M.shape)}``, the ambient local iterates.
+        cstate : dict of str to ndarray
+            Unchanged.
+        memo : dict
+            ``{"p", "gsum", "eta"}`` for :meth:`client_finalize`.
+        """
         M = problem.manifold
         eta = self.step(ctx.round)
         p = M.project(msg["xhat"])
@@ -112,7 +143,28 @@ class RFedProj(FederatedAlgorithm):
         return replace(state, xhat=xhat), {"xhat": xhat}
 
     def client_finalize(self, problem, idx, msg, cstate, memo, ctx):
-        """Drift correction ``c_i`` from ``xhat_{r+1}`` and the round's gradient sum."""
+        """Drift correction ``c_i`` from ``xhat_{r+1}`` and the round's gradient sum.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            ``{"xhat": (*M.shape)}``, the new ambient server iterate.
+        cstate : dict of str to ndarray
+            ``{"c": (k, *M.shape)}``.
+        memo : dict
+            ``{"p", "gsum", "eta"}`` from :meth:`client_update`.
+        ctx : rfl_fast.federation.ClientContext
+            The round (unused).
+
+        Returns
+        -------
+        dict of str to ndarray
+            ``cstate`` with the new ``c``, shape (k, *M.shape).
+        """
         tau = self.local_steps
         c = ((memo["p"] - msg["xhat"]) / (self.step_global * memo["eta"] * tau)
              - memo["gsum"] / tau)

@@ -58,7 +58,7 @@ class _DeferredGrads(np.ndarray):
 class SVRGState:
     """Server state of RFedSVRG.
 
-    Attributes
+    Parameters
     ----------
     x : ndarray, M.shape
         The server point ``x_t``.
@@ -123,7 +123,20 @@ class RFedSVRG(_RetractionBased):
         check_choice(self.full_gradient, f"{self.name}: full_gradient", ("all", "participants"))
 
     def prepare_recipients(self, n, idx):
-        """Clients the prepare exchange addresses: all ``n`` or the participants ``idx``."""
+        """Clients the prepare exchange addresses: all ``n`` or the participants ``idx``.
+
+        Parameters
+        ----------
+        n : int
+            Number of clients.
+        idx : ndarray of int, shape (k,)
+            The round's participants.
+
+        Returns
+        -------
+        ndarray of int
+            ``arange(n)`` (``full_gradient="all"``) or ``idx``.
+        """
         return np.arange(n, dtype=np.int64) if self.full_gradient == "all" else idx
 
     def validate(self, problem):
@@ -169,7 +182,31 @@ class RFedSVRG(_RetractionBased):
                 and cls.server_prepare is RFedSVRG.server_prepare)
 
     def client_prepare(self, problem, idx, msg, cstate, ctx):
-        """Full local gradients at ``x_t``: upload ``{"grad": (k, *shape)}``."""
+        """Full local gradients at ``x_t``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            ``{"x": x_t}``, the server point, M.shape.
+        cstate : dict of str to ndarray
+            Passed through unchanged.
+        ctx : rfl_fast.federation.ClientContext
+            The round (unused).
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            ``{"grad": (k, *M.shape)}`` (a zero-stride placeholder when the all-``n`` exchange
+            is pooled, module docstring).
+        cstate : dict of str to ndarray
+            Unchanged.
+        memo : dict
+            ``{"x": (k, *M.shape)}`` and, unless pooled, ``{"grad": (k, *M.shape)}``.
+        """
         x_t = stacked(msg["x"], idx.size)
         if self._pooled_exchange(problem, idx):
             shape = (idx.size,) + problem.manifold.shape
@@ -179,7 +216,32 @@ class RFedSVRG(_RetractionBased):
         return {"grad": grad}, cstate, {"x": x_t, "grad": grad}
 
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
-        """Variance-reduced local steps (eq. 9); upload ``{"x": (k, *shape)}``."""
+        """Variance-reduced local steps (eq. 9).
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            ``{"g": g_t}`` (M.shape), plus the 2BB variants' ``s`` and ``B``.
+        cstate : dict of str to ndarray
+            Passed through unchanged.
+        memo : dict
+            ``{"x", "grad"}`` from :meth:`client_prepare`, each (k, *M.shape).
+        ctx : rfl_fast.federation.ClientContext
+            The round and the participants' random streams (client option 2).
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            ``{"x": (k, *M.shape)}``, the last (or picked) local iterates.
+        cstate : dict of str to ndarray
+            Unchanged.
+        memo : dict
+            ``memo`` with ``grad`` filled in.
+        """
         M = problem.manifold
         method, transport = self._retraction(M), self._transport(M)
         x_t, g = memo["x"][0], msg["g"]

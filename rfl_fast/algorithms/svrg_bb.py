@@ -56,7 +56,7 @@ __all__ = ["RFedSVRG2BB", "RFedSVRG2BBS", "BBState"]
 class BBState(SVRGState):
     """Server state of RFedSVRG-2BB/-2BBS: :class:`SVRGState` plus the previous round.
 
-    Attributes
+    Parameters
     ----------
     x_prev : ndarray or None, M.shape
         ``x_{t-1}`` (``None`` before the first aggregation).
@@ -152,7 +152,30 @@ class RFedSVRG2BB(RFedSVRG):
 
     # ------------------------------------------------------------------ clients
     def client_prepare(self, problem, idx, msg, cstate, ctx):
-        """Gradients at ``x_t`` (uploaded) and ``y_i`` (kept); the state rows move to ``x_t``."""
+        """Gradients at ``x_t`` (uploaded) and ``y_i`` (kept); the state rows move to ``x_t``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        idx : ndarray of int, shape (k,)
+            The participating clients.
+        msg : dict of str to ndarray
+            ``{"x": x_t}``, the server point, M.shape.
+        cstate : dict of str to ndarray
+            ``{"x_prev", "g_prev"}``, each (k, *M.shape).
+        ctx : rfl_fast.federation.ClientContext
+            The round (unused).
+
+        Returns
+        -------
+        upload : dict of str to ndarray
+            ``{"grad": (k, *M.shape)}``.
+        cstate : dict of str to ndarray
+            ``x_prev = x_t`` and ``g_prev = grad f_i(x_t)``.
+        memo : dict
+            :meth:`RFedSVRG.client_prepare`'s memo plus ``{"y": (k, *M.shape)}``.
+        """
         up, cstate, memo = super().client_prepare(problem, idx, msg, cstate, ctx)
         M = problem.manifold
         x_t, grad = memo["x"], memo["grad"]
