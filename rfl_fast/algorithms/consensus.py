@@ -74,7 +74,7 @@ def tangent_mean(M, x, points, weights=None, beta=1.0, retraction=None):
 class KarcherResult:
     """Result of :func:`karcher_mean`.
 
-    Attributes
+    Parameters
     ----------
     x : ndarray, shape M.shape
         The mean.

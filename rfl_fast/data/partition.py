@@ -182,19 +182,52 @@ class ClientData:
         return int(i) % n
 
     def client(self, i):
-        """Samples of client ``i``: a view of ``data``, shape ``(m_i, ...)``."""
+        """Samples of client ``i``.
+
+        Parameters
+        ----------
+        i : int
+            The client (0 <= i < n_clients).
+
+        Returns
+        -------
+        ndarray, shape (m_i, ...)
+            A view of ``data``.
+        """
         i = self._check_index(i)
         return self.data[self.offsets[i]:self.offsets[i + 1]]
 
     def client_labels(self, i):
-        """Labels of client ``i`` (a view), shape ``(m_i,)``; ``None`` without labels."""
+        """Labels of client ``i``.
+
+        Parameters
+        ----------
+        i : int
+            The client (0 <= i < n_clients).
+
+        Returns
+        -------
+        ndarray of int, shape (m_i,), or None
+            A view of ``labels``; ``None`` without labels.
+        """
         i = self._check_index(i)
         if self.labels is None:
             return None
         return self.labels[self.offsets[i]:self.offsets[i + 1]]
 
     def weights(self, kind="uniform"):
-        """Client weights ``w_i``: ``"uniform"`` (``1/n``) or ``"size"`` (``m_i / m_total``)."""
+        """Client weights ``w_i``, summing to one.
+
+        Parameters
+        ----------
+        kind : {"uniform", "size"}
+            ``"uniform"``: ``1/n``; ``"size"``: ``m_i / m_total``.
+
+        Returns
+        -------
+        ndarray, shape (n_clients,)
+            The weights.
+        """
         if kind == "uniform":
             return np.full(self.n_clients, 1.0 / self.n_clients)
         if kind == "size":

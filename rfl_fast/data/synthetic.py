@@ -473,7 +473,7 @@ def random_tree(n_nodes, *, max_children=4, rng=None):
 class HyperbolicTree:
     """A tree embedded in the Lorentz model of ``H^2`` with per-node features.
 
-    Attributes
+    Parameters
     ----------
     points : ndarray, shape (n_nodes, 3)
         Points on the hyperboloid ``-x0^2 + x1^2 + x2^2 = -1``, ``x0 > 0``.

@@ -54,7 +54,22 @@ def stream(seed, *key):
 
 
 def client_rng(seed, t, i):
-    """Client ``i``'s generator for round ``t`` (spawn key ``(3, t, i)``)."""
+    """Client ``i``'s generator for round ``t`` (spawn key ``(3, t, i)``).
+
+    Parameters
+    ----------
+    seed : int
+        Root seed of the run (>= 0).
+    t : int
+        Round index.
+    i : int
+        Client index.
+
+    Returns
+    -------
+    numpy.random.Generator
+        A fresh generator (PCG64) of that stream.
+    """
     return stream(seed, STREAM_CLIENTS, int(t), int(i))
 
 
@@ -196,7 +211,7 @@ class ClientRandom:
 class ClientContext:
     """What the clients of one round know besides the server's message.
 
-    Attributes
+    Parameters
     ----------
     round : int
         Round index ``t`` (0-based).
@@ -212,6 +227,22 @@ class ClientContext:
 
     @classmethod
     def create(cls, seed, t, idx):
+        """The context of round ``t`` for participants ``idx`` under the root ``seed``.
+
+        Parameters
+        ----------
+        seed : int
+            Root seed of the run (>= 0).
+        t : int
+            Round index (0-based).
+        idx : array_like of int, shape (k,)
+            The participating clients, in batch order.
+
+        Returns
+        -------
+        ClientContext
+            With a lazily created :class:`ClientRandom` for ``idx``.
+        """
         idx = np.asarray(idx, dtype=np.int64)
         return cls(int(t), idx, ClientRandom(seed, t, idx))
 
@@ -220,7 +251,7 @@ class ClientContext:
 class ServerContext:
     """What the server knows in round ``t``.
 
-    Attributes
+    Parameters
     ----------
     round : int
         Round index ``t`` (0-based); the update produces ``x_{t+1}``.

@@ -62,7 +62,7 @@ __all__ = ["run", "resume", "Result"]
 class Result:
     """Outcome of :func:`run`.
 
-    Attributes
+    Parameters
     ----------
     x : ndarray, M.shape
         The algorithm's output after the last round (e.g. ``P_M(xhat_{R+1})`` for RFedProj,
@@ -76,6 +76,7 @@ class Result:
     rounds : int
         Rounds run (fewer than requested if the callback stopped the run).
     participation : Participation
+        Who took part each round.
     x0 : ndarray, M.shape
         The initial point.
     state : object

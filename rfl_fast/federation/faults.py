@@ -64,13 +64,43 @@ class Faults:
         return f"Faults(plan={self.plan}, rounds={self.rounds}, delay={self.delay:g})"
 
     def kind(self, t, client):
-        """The fault of ``client`` in round ``t`` (0-based), or ``None``."""
+        """The fault of ``client`` in round ``t``.
+
+        Parameters
+        ----------
+        t : int
+            Round (0-based).
+        client : int
+            Client id.
+
+        Returns
+        -------
+        str or None
+            One of :data:`FAULT_KINDS`, or ``None`` if the client behaves in round ``t``.
+        """
         if self.rounds is not None and int(t) not in self.rounds:
             return None
         return self.plan.get(int(client))
 
     def apply(self, t, client, upload):
-        """``upload`` (one client's dict of arrays) as it arrives at the server, or ``None``."""
+        """``upload`` as it arrives at the server (a ``"slow"`` client sleeps ``delay`` first).
+
+        Parameters
+        ----------
+        t : int
+            Round (0-based).
+        client : int
+            Client id.
+        upload : dict of str to ndarray
+            One client's upload (no leading client axis).
+
+        Returns
+        -------
+        dict of str to ndarray or None
+            ``upload`` itself (no fault, ``"slow"``), ``None`` (``"drop"``), or float64 copies
+            with the fault applied: a NaN first entry (``"nan"``), ``+ 0.1`` everywhere
+            (``"off_manifold"``) or the last axis shortened by one (``"wrong_shape"``).
+        """
         kind = self.kind(t, client)
         if kind is None:
             return upload

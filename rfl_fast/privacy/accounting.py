@@ -888,7 +888,7 @@ def _calibrate_seed(target_eps, target_delta, st):
 class PrivacyBudget:
     """The privacy spent by a noise level ``sigma`` under each accountant, side by side.
 
-    Attributes
+    Parameters
     ----------
     sigma, delta : float
         Noise standard deviation per step and the total delta of every entry.
@@ -899,6 +899,7 @@ class PrivacyBudget:
     eps_rdp_poisson, eps_pld_poisson : float or None
         RDP and PLD with Poisson sampling, add/remove-one relation (``None`` for DP-RSVRG).
     settings : DPSettings
+        The accounting settings the entries were computed for.
     """
 
     sigma: float
