@@ -8,6 +8,7 @@ as NaN; the public function turns that into an error naming the argument.
 """
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,20 +24,42 @@ __all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "b
            "compiled_version", "set_threads", "get_threads", "limit_blas_threads"]
 
 
-def resolve(name, backend=None, shape=None):
-    """``(backend_name, fn)``: the raw kernel ``name`` (arrays of the kernel contract, no checks)
-    of ``backend`` (default: the choice in force; ``"auto"`` chooses for a first argument of
-    shape ``shape``, a tuple). For benchmarks and callers that validate themselves."""
+def resolve(name: str, backend: str | None = None, shape: tuple[int, ...] | None = None
+            ) -> tuple[str, Callable[..., np.ndarray]]:
+    """The raw kernel ``name`` of a backend (arrays of the kernel contract, no checks). For
+    benchmarks and callers that validate themselves.
+
+    Parameters
+    ----------
+    name : str
+        A kernel of ``KERNELS``.
+    backend : {"auto", "cpp", "numba", "numpy"}, optional
+        Default: the choice in force (:func:`get_backend`).
+    shape : tuple of int, optional
+        Shape of the first argument, for ``"auto"``'s choice.
+
+    Returns
+    -------
+    backend_name : str
+        The backend that provides the kernel.
+    fn : callable
+        The kernel: C-contiguous float64 arrays with one leading batch axis in and out.
+
+    Raises
+    ------
+    BackendUnavailableError
+        No backend of the choice provides ``name``.
+    """
     return _dispatch.resolve(name, backend, shape)
 
 
-def compiled_version():
+def compiled_version() -> str | None:
     """The C++ extension's version (``None`` if it is not built)."""
     core = _dispatch.load("cpp")
     return None if core is None else core.__version__
 
 
-def describe_backends():
+def describe_backends() -> list[str]:
     """One line per backend: available (version, kernels provided) or why not."""
     lines = []
     for name in _dispatch.BACKENDS:
@@ -54,20 +77,50 @@ def describe_backends():
     return lines
 
 
-def fast_lane(name, backend=None, shape=None):
-    """The C++ checked form of kernel ``name`` (``fn(a, b, core_shape)``: the result, or ``None``
-    when it does not take the arrays as they are) when C++ is the backend in force for it with a
-    first argument of shape ``shape``, else ``None``."""
+def fast_lane(name: str, backend: str | None = None, shape: tuple[int, ...] | None = None
+              ) -> Callable[..., np.ndarray | None] | None:
+    """The C++ checked form of kernel ``name`` when C++ is the backend in force for it.
+
+    Parameters
+    ----------
+    name : str
+        A kernel of ``KERNELS``.
+    backend : {"auto", "cpp", "numba", "numpy"}, optional
+        Default: the choice in force (:func:`get_backend`).
+    shape : tuple of int, optional
+        Shape of the first argument, for ``"auto"``'s choice.
+
+    Returns
+    -------
+    callable or None
+        ``fn(a, b, core_shape)``: the result, or ``None`` when it does not take the arrays as
+        they are; ``None`` when the kernel has no fast lane or C++ is not the backend chosen.
+    """
     return _dispatch.resolve_checked(name, backend, shape)
 
 
-def call(name, *arrays, backend=None):
+def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarray:
     """Run kernel ``name`` on arrays with any broadcastable leading axes.
 
     Flattens the batch axes to one, makes the inputs C-contiguous float64, calls the kernel of
     the chosen backend and restores the batch axes. The result is float32 only when every input
-    is float32 (computed in float64, rounded at the end). Inputs: float64, float32 or integer
-    arrays; any other dtype (complex, float16, longdouble, ...) raises ``TypeError``.
+    is float32 (computed in float64, rounded at the end).
+
+    Parameters
+    ----------
+    name : str
+        A kernel of ``KERNELS``.
+    *arrays : ndarray, shape (..., *core)
+        The kernel's arguments (core shapes as ``KERNELS[name]``), batch axes broadcastable;
+        float64, float32 or integer (any other dtype -- complex, float16, longdouble, ... --
+        raises ``TypeError``).
+    backend : {"auto", "cpp", "numba", "numpy"}, optional
+        Default: the choice in force (:func:`get_backend`).
+
+    Returns
+    -------
+    ndarray, shape (..., *core_out)
+        The kernel's result with the broadcast batch axes.
     """
     core_ndims, _ = KERNELS[name]
     _, fn = _dispatch.resolve(name, backend, arrays[0].shape)

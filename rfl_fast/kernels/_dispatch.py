@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import importlib
 import math
+from collections.abc import Iterator
 
 from .._validation import env_reader
 from ..errors import BackendUnavailableError
@@ -71,12 +72,22 @@ def _check_choice(name, where):
     return name
 
 
-def is_available(name):
-    """Whether backend ``name`` ("cpp", "numba" or "numpy") can be imported."""
+def is_available(name: str) -> bool:
+    """Whether backend ``name`` ("cpp", "numba" or "numpy") can be imported.
+
+    Parameters
+    ----------
+    name : {"cpp", "numba", "numpy"}
+        The backend.
+
+    Returns
+    -------
+    bool
+    """
     return load(_check_choice(name, "backend")) is not None
 
 
-def available_backends():
+def available_backends() -> list[str]:
     """Names of the importable backends, fastest first."""
     return [b for b in BACKENDS if is_available(b)]
 
@@ -93,7 +104,7 @@ def backend_kernels(name):
     return sorted(k for k in KERNELS if mod is not None and callable(getattr(mod, k, None)))
 
 
-def get_backend():
+def get_backend() -> str:
     """The backend choice in force here: the ``with backend(...)`` block, the environment
     variable ``RFL_FAST_BACKEND``, or ``"auto"``."""
     choice = _current.get()
@@ -111,10 +122,20 @@ _env_choice = env_reader(_ENV, _parse_env_choice)
 
 
 @contextlib.contextmanager
-def backend(name):
-    """Use backend ``name`` ("auto", "cpp", "numba", "numpy") for kernels called in the block.
+def backend(name: str) -> Iterator[str]:
+    """Context manager: use backend ``name`` for the kernels called in the block.
 
     The setting is per thread (a context variable), so two threads can use two backends.
+
+    Parameters
+    ----------
+    name : {"auto", "cpp", "numba", "numpy"}
+        The backend.
+
+    Yields
+    ------
+    str
+        ``name``.
     """
     token = _current.set(_check_choice(name, "backend"))
     try:
@@ -192,15 +213,20 @@ def resolve_checked(kernel, choice=None, shape=None):
         return fn
 
 
-def set_threads(threads):
+def set_threads(threads: int | None) -> None:
     """Use at most ``threads`` threads in the compiled C++ kernels (their batch loops and the
-    fused PCA sums); ``None``: back to the default, ``RFL_FAST_THREADS`` (read when the
-    extension loads) or else all cores.
+    fused PCA sums).
 
     Small batches use fewer threads (each thread must get ~0.5 MB of input). Results never
     depend on the thread count: the work is split into fixed chunks that threads take in turn,
     so a thread on a busy core simply takes fewer. The setting is process-wide. Numba kernels
     follow Numba's own setting (``numba.set_num_threads``, ``NUMBA_NUM_THREADS``).
+
+    Parameters
+    ----------
+    threads : int or None
+        At most this many threads (>= 1); ``None``: back to the default, ``RFL_FAST_THREADS``
+        (read when the extension loads) or else all cores.
     """
     if threads is None:
         threads = default_threads()
@@ -211,7 +237,7 @@ def set_threads(threads):
         core.set_threads(threads)
 
 
-def get_threads():
+def get_threads() -> int:
     """Threads the compiled kernels use at most (see ``set_threads``)."""
     core = load("cpp")
     return core.get_threads() if core is not None else default_threads()

@@ -4,6 +4,7 @@ NumPy and SciPy load (``limit_blas_threads``, through threadpoolctl)."""
 
 import contextlib
 import os
+from typing import Any
 
 __all__ = ["limit_blas_threads", "default_threads"]
 
@@ -32,10 +33,19 @@ def default_threads():
     return os.cpu_count() or 1
 
 
-def limit_blas_threads(threads):
-    """Context manager: BLAS uses at most ``threads`` threads inside (``None``: no change).
+def limit_blas_threads(threads: int | None) -> contextlib.AbstractContextManager[Any]:
+    """Context manager: BLAS uses at most ``threads`` threads inside.
 
     The previous limits come back on exit, also on error.
+
+    Parameters
+    ----------
+    threads : int or None
+        The limit; ``None``: no change.
+
+    Returns
+    -------
+    context manager
     """
     if threads is None:
         return contextlib.nullcontext()
