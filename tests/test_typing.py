@@ -1,5 +1,7 @@
 """The wheel ships ``py.typed`` and the public API's hints reach a user's type checker: mypy
-on ``tests/typing/public_api.py`` sees ndarrays (not ``Any``) and flags a wrong argument."""
+on ``tests/typing/public_api.py`` sees ndarrays and floats (not ``Any``) from the manifolds,
+linalg, problems, ``federation.run``, privacy and the backend choice, and flags wrong
+arguments."""
 
 import os
 import re
@@ -30,7 +32,7 @@ def test_mypy_sees_real_types(tmp_path):
         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     out = proc.stdout + proc.stderr
     revealed = [t.replace("builtins.", "") for t in re.findall(r'Revealed type is "(.+)"', out)]
-    assert len(revealed) == 6, out
+    assert len(revealed) == 13, out
     array = "numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[Any]]]"
     assert revealed[0] == revealed[1] == revealed[4] == array, out
     assert "numpy.floating[Any]" in revealed[2] and "numpy.ndarray" in revealed[2], out
@@ -38,3 +40,10 @@ def test_mypy_sees_real_types(tmp_path):
     assert revealed[5] == "str", out
     assert re.search(r'public_api.py:\d+: error: Argument "method" to "retr" of "Stiefel" has '
                      r'incompatible type "int"', out), out
+    # problems, federation.run, privacy and the backend choice
+    run_x, f_value, rgrad, factors, sigma, chosen, threads = revealed[6:]
+    assert run_x == rgrad == factors == array, out
+    assert f_value == sigma == "float", out
+    assert chosen == "str" and threads == "int", out
+    assert re.search(r'public_api.py:\d+: error: Argument "local_steps" to "dp_rsgd_sigma" has '
+                     r'incompatible type "str"; expected "int"', out), out

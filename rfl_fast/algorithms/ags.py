@@ -161,13 +161,13 @@ class RFedAGS(FederatedAlgorithm):
 
     step: object
     local_steps: int
-    batch_size: int = None
+    batch_size: int | None = None
     aggregation: str = "RS"
     varpi: float = 1.0
     q: str = "true"
     p: object = None
-    retraction: str = None
-    transport: str = None
+    retraction: str | None = None
+    transport: str | None = None
 
     array_kinds = {"x": "point", "zeta": "tangent"}
 

@@ -130,8 +130,8 @@ class RFedAvg(_LocalRetractionSteps):
 
     step: object
     local_steps: int
-    batch_size: int = None
-    retraction: str = None
+    batch_size: int | None = None
+    retraction: str | None = None
     consensus: str = "tangent"
     beta: float = 1.0
     karcher_tol: float = 1e-6
@@ -158,8 +158,8 @@ class RFedProx(_LocalRetractionSteps):
     step: object
     local_steps: int
     mu: float
-    batch_size: int = None
-    retraction: str = None
+    batch_size: int | None = None
+    retraction: str | None = None
     consensus: str = "tangent"
     beta: float = 1.0
     karcher_tol: float = 1e-6

@@ -116,7 +116,7 @@ class PriState:
 
     x: np.ndarray
     pick: int = 0
-    x_out: np.ndarray = None
+    x_out: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,17 +307,17 @@ class PriRFed(FederatedAlgorithm):
     sigma: object = None
     clip: float = 1.0
     batch_size: object = None
-    inner_steps: int = None
+    inner_steps: int | None = None
     output_option: int = 1
-    target: tuple = None
+    target: tuple | None = None
     accountant: object = "rdp"
-    delta: float = None
-    retraction: str = None
-    transport: str = None
+    delta: float | None = None
+    retraction: str | None = None
+    transport: str | None = None
     beta: float = 1.0
-    dp_options: dict = None
+    dp_options: dict | None = None
     uncertified: bool = False
-    ledger: PrivacyLedger = field(default=None, repr=False)
+    ledger: PrivacyLedger | None = field(default=None, repr=False)
 
     array_kinds = {"x": "point"}
 

@@ -65,7 +65,7 @@ class RFedProj(FederatedAlgorithm):
     step: object
     local_steps: int
     step_global: float = 1.0
-    batch_size: int = None
+    batch_size: int | None = None
 
     has_finalize = True
     array_kinds = {"xhat": "ambient", "zhat": "ambient"}

@@ -71,9 +71,9 @@ class SVRGState:
     """
 
     x: np.ndarray
-    g: np.ndarray = None
+    g: np.ndarray | None = None
     pick: int = 0
-    x_out: np.ndarray = None
+    x_out: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,8 @@ class RFedSVRG(_RetractionBased):
     local_steps: int
     client_option: int = 1
     global_option: int = 1
-    retraction: str = None
-    transport: str = None
+    retraction: str | None = None
+    transport: str | None = None
     consensus: str = "tangent"
     beta: float = 1.0
     karcher_tol: float = 1e-6

@@ -68,8 +68,8 @@ class BBState(SVRGState):
         This round's local step (2BBS) or ``nan`` (2BB).
     """
 
-    x_prev: np.ndarray = None
-    g_prev: np.ndarray = None
+    x_prev: np.ndarray | None = None
+    g_prev: np.ndarray | None = None
     B: float = 0.0
     eta: float = float("nan")
 
@@ -220,8 +220,8 @@ class RFedSVRG2BBS(RFedSVRG2BB):
         As :class:`RFedSVRG2BB`.
     """
 
-    eta_min: float = field(default=None, kw_only=True)
-    eta_max: float = field(default=None, kw_only=True)
+    eta_min: float | None = field(default=None, kw_only=True)
+    eta_max: float | None = field(default=None, kw_only=True)
 
     array_kinds = {**RFedSVRG2BB.array_kinds, "eta": "scalar"}
 

@@ -62,8 +62,8 @@ class ClientData:
 
     data: np.ndarray
     offsets: np.ndarray
-    labels: np.ndarray = None
-    indices: np.ndarray = field(default=None, repr=False)
+    labels: np.ndarray | None = None
+    indices: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
         data = as_data_array(self.data, "data", min_ndim=1)

@@ -40,19 +40,26 @@ unaffected):
   (PriRFed: the cumulative privacy spent, ``eps_rdp``, ``delta``, ...).
 """
 
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray
 from .._validation import check_int, check_positive
 from ..algorithms._checks import check_point_arg
-from ..algorithms.participation import Full, as_participation
+from ..algorithms.base import FederatedAlgorithm
+from ..algorithms.participation import Full, Participation, as_participation
 from ..kernels import limit_blas_threads
+from ..problems import Problem
 from . import checkpoint as _ckpt
 from .arrival import check_upload, kinds_of
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
                       ServerContext, resolve_seed, stream)
+from .faults import Faults
 from .history import BASE_COLUMNS, History
 
 __all__ = ["run", "resume", "Result"]
@@ -85,13 +92,13 @@ class Result:
         The final persistent client states (leading axis n).
     """
 
-    x: np.ndarray
+    x: FloatArray
     history: History
     algorithm: object
     seed: int
     rounds: int
     participation: object
-    x0: np.ndarray
+    x0: FloatArray
     state: object
     client_state: dict
 
@@ -201,9 +208,14 @@ def _check_rounds(rounds):
     return check_int(rounds, "rounds", min_value=0)
 
 
-def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metrics=True,
-        metrics_every=1, callback=None, *, checkpoint=None, checkpoint_every=1, faults=None,
-        client_deadline=None, check_uploads=None, blas_threads=1, _resume=None):
+def run(problem: Problem, algorithm: FederatedAlgorithm, rounds: int,
+        participation: Participation = Full(), x0: ArrayLike | None = None,
+        seed: int | None = 0, metrics: bool = True, metrics_every: int = 1,
+        callback: Callable[[int, np.ndarray, dict[str, Any]], bool | None] | None = None, *,
+        checkpoint: str | os.PathLike[str] | None = None, checkpoint_every: int = 1,
+        faults: Faults | None = None, client_deadline: float | None = None,
+        check_uploads: bool | None = None, blas_threads: int | None = 1,
+        _resume: Any = None) -> Result:
     """Run ``algorithm`` on ``problem`` for ``rounds`` communication rounds.
 
     Parameters
@@ -477,8 +489,11 @@ def run(problem, algorithm, rounds, participation=Full(), x0=None, seed=0, metri
                   x0=x0, state=state, client_state=cstore)
 
 
-def resume(path, problem, rounds=None, *, callback=None, checkpoint=None,
-           checkpoint_every=None, algorithm=None, **run_kwargs):
+def resume(path: str | os.PathLike[str], problem: Problem, rounds: int | None = None, *,
+           callback: Callable[[int, np.ndarray, dict[str, Any]], bool | None] | None = None,
+           checkpoint: str | os.PathLike[str] | None = None,
+           checkpoint_every: int | None = None, algorithm: FederatedAlgorithm | None = None,
+           **run_kwargs: Any) -> Result:
     """Continue the run checkpointed at ``path`` on ``problem``.
 
     Parameters

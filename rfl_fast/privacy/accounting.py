@@ -50,6 +50,7 @@ import contextlib
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,7 @@ def _choice(value, options, name):
 
 # ---------------------------------------------------------------------------- closed forms
 
-def gaussian_mechanism_sigma(eps, delta, sensitivity=1.0):
+def gaussian_mechanism_sigma(eps: float, delta: float, sensitivity: float = 1.0) -> float:
     """Noise for the (tangent) Gaussian mechanism, seed 002: ``sigma^2 = 2 log(1.25/delta) D^2/eps^2``.
 
     ``H(D) + N_x(0, sigma^2)`` with ``D = sup |H(D) - H(D')|_x`` is ``(eps, delta)``-DP. The
@@ -155,7 +156,7 @@ def gaussian_mechanism_sigma(eps, delta, sensitivity=1.0):
     return math.sqrt(2.0 * math.log(1.25 / delta)) * sens / eps
 
 
-def gaussian_mechanism_epsilon(sigma, delta, sensitivity=1.0):
+def gaussian_mechanism_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
     """Inverse of ``gaussian_mechanism_sigma``: ``eps = sqrt(2 log(1.25/delta)) D / sigma``.
 
     Parameters
@@ -204,7 +205,8 @@ _CONSTANT_NOTE = """
 """
 
 
-def dp_rsgd_sigma(eps, delta, *, n_samples, local_steps, tau=1.0, o=1.0):
+def dp_rsgd_sigma(eps: float, delta: float, *, n_samples: int, local_steps: int,
+                  tau: float = 1.0, o: float = 1.0) -> float:
     """Seed 002's DP-RSGD noise: ``sigma_i^2 = o_i K log(1/delta) tau^2 / (N_i^2 eps^2)``.
 
     Parameters
@@ -238,7 +240,8 @@ def dp_rsgd_sigma(eps, delta, *, n_samples, local_steps, tau=1.0, o=1.0):
 dp_rsgd_sigma.__doc__ += _CONSTANT_NOTE
 
 
-def dp_rsgd_epsilon(sigma, delta, *, n_samples, local_steps, tau=1.0, o=1.0):
+def dp_rsgd_epsilon(sigma: float, delta: float, *, n_samples: int, local_steps: int,
+                    tau: float = 1.0, o: float = 1.0) -> float:
     """Inverse of ``dp_rsgd_sigma``: the local ``eps`` that ``sigma`` buys (inf for sigma = 0).
 
     Parameters
@@ -269,7 +272,8 @@ def dp_rsgd_epsilon(sigma, delta, *, n_samples, local_steps, tau=1.0, o=1.0):
     return math.sqrt(o * k * math.log(1.0 / delta)) * tau / (n * sigma)
 
 
-def dp_rsvrg_sigma(eps, delta, *, n_samples, local_steps, inner_steps, tau=1.0, sigma_tilde=1.0):
+def dp_rsvrg_sigma(eps: float, delta: float, *, n_samples: int, local_steps: int,
+                   inner_steps: int, tau: float = 1.0, sigma_tilde: float = 1.0) -> float:
     """Seed 002's DP-RSVRG noise: ``sigma_i^2 = sigma~_i m K log(1/delta) tau^2 / (N_i^2 eps^2)``.
 
     Parameters
@@ -303,8 +307,8 @@ def dp_rsvrg_sigma(eps, delta, *, n_samples, local_steps, inner_steps, tau=1.0, 
 dp_rsvrg_sigma.__doc__ += _CONSTANT_NOTE
 
 
-def dp_rsvrg_epsilon(sigma, delta, *, n_samples, local_steps, inner_steps, tau=1.0,
-                     sigma_tilde=1.0):
+def dp_rsvrg_epsilon(sigma: float, delta: float, *, n_samples: int, local_steps: int,
+                     inner_steps: int, tau: float = 1.0, sigma_tilde: float = 1.0) -> float:
     """Inverse of ``dp_rsvrg_sigma`` (inf for sigma = 0).
 
     Parameters
@@ -336,7 +340,8 @@ def dp_rsvrg_epsilon(sigma, delta, *, n_samples, local_steps, inner_steps, tau=1
     return math.sqrt(c * m * k * math.log(1.0 / delta)) * tau / (n * sigma)
 
 
-def epsilon_seed_composition(eps, delta, *, rounds, clients_per_round, n_clients, delta_hat):
+def epsilon_seed_composition(eps: float, delta: float, *, rounds: int, clients_per_round: int,
+                             n_clients: int, delta_hat: float) -> tuple[float, float]:
     """Seed 002, Theorem 9: the guarantee of PriRFed from an ``(eps, delta)`` local trainer.
 
     With ``rho = s/N``, ``eps~ = log(1 + rho (exp(s eps) - 1))`` and ``delta~ = rho s delta``,
@@ -431,7 +436,7 @@ class DPSettings:
 
     n_samples: int
     local_steps: int = 1
-    batch_size: int = None
+    batch_size: int | None = None
     trainer: str = "dp-rsgd"
     inner_steps: int = 1
     tau: float = 1.0
@@ -510,8 +515,10 @@ def _quiet_absl():
         logger.setLevel(level)
 
 
-def epsilon_subsampled_gaussian(noise_multiplier, sample_rate, steps, delta, *, accountant="rdp",
-                                sampling="poisson", dataset_size=None):
+def epsilon_subsampled_gaussian(noise_multiplier: float, sample_rate: float, steps: int,
+                                delta: float, *, accountant: str = "rdp",
+                                sampling: str = "poisson", dataset_size: int | None = None
+                                ) -> float:
     """Epsilon of ``steps`` compositions of a subsampled Gaussian mechanism (dp-accounting).
 
     Parameters
@@ -585,7 +592,8 @@ def _step_event(sigma, settings, sampling):
     return dpa.ComposedDpEvent([picked, snapshot])
 
 
-def epsilon_rdp(sigma, delta, settings, *, sampling="without_replacement"):
+def epsilon_rdp(sigma: float, delta: float, settings: "DPSettings", *,
+                sampling: str = "without_replacement") -> float:
     """Epsilon of PriRFed by the RDP accountant of dp-accounting.
 
     Parameters
@@ -641,8 +649,9 @@ def _rdp_round(sigma, settings, sampling="without_replacement"):
     return orders, rdp_round
 
 
-def epsilon_pld(sigma, delta, settings, *, sampling="without_replacement",
-                value_discretization_interval=1e-4):
+def epsilon_pld(sigma: float, delta: float, settings: "DPSettings", *,
+                sampling: str = "without_replacement",
+                value_discretization_interval: float = 1e-4) -> float:
     """Epsilon of PriRFed by the PLD accountant of dp-accounting (the tightest here).
 
     DP-RSGD only (see ``epsilon_rdp`` for DP-RSVRG). Client participation with probability
@@ -749,7 +758,7 @@ def _seed_local_eps(sigma, delta_local, st):
                             sigma_tilde=st.sigma_tilde)
 
 
-def epsilon_seed(sigma, delta, settings):
+def epsilon_seed(sigma: float, delta: float, settings: "DPSettings") -> float:
     """Epsilon of PriRFed by the seed's own analysis at a total ``delta``.
 
     The local ``eps`` that ``sigma`` buys by the seed's closed form (``dp_rsgd_epsilon`` /
@@ -788,8 +797,9 @@ def _epsilon(accountant, sigma, delta, settings, **options):
     return epsilon_seed(sigma, delta, settings)
 
 
-def calibrate_sigma(target_eps, target_delta, settings, *, accountant="rdp", rtol=1e-3,
-                    sigma_max=1e6, **options):
+def calibrate_sigma(target_eps: float, target_delta: float, settings: "DPSettings", *,
+                    accountant: str = "rdp", rtol: float = 1e-3, sigma_max: float = 1e6,
+                    **options: Any) -> float:
     """The smallest noise ``sigma_i`` whose epsilon under ``accountant`` is ``<= target_eps``.
 
     Bisection in ``log sigma`` on the decreasing ``eps(sigma)``, to relative width ``rtol``;
@@ -906,9 +916,9 @@ class PrivacyBudget:
     delta: float
     eps_seed: float
     eps_rdp: float
-    eps_rdp_poisson: float = None
-    eps_pld_poisson: float = None
-    settings: DPSettings = field(default=None, repr=False)
+    eps_rdp_poisson: float | None = None
+    eps_pld_poisson: float | None = None
+    settings: DPSettings | None = field(default=None, repr=False)
 
     def as_dict(self):
         return {"sigma": self.sigma, "delta": self.delta, "eps_seed": self.eps_seed,
@@ -925,7 +935,7 @@ class PrivacyBudget:
         return "\n".join(lines)
 
 
-def privacy_report(sigma, delta, settings):
+def privacy_report(sigma: float, delta: float, settings: DPSettings) -> PrivacyBudget:
     """A ``PrivacyBudget``: the epsilon of ``sigma`` at ``delta`` under every accountant.
 
     Parameters

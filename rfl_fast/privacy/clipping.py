@@ -25,8 +25,10 @@ The federated engine's private local step is then
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray
 from .._validation import as_array
 from ..kernels import fused
+from ..manifolds import Manifold
 
 __all__ = ["clip_factors", "clip", "clipped_sum_reference", "pca_sample_rgrads",
            "clipped_sum_pca", "frechet_sample_rgrads", "clipped_sum_frechet"]
@@ -53,7 +55,7 @@ def _expand(a, core_ndim):
     return a[(...,) + (None,) * core_ndim]
 
 
-def clip_factors(norms, tau):
+def clip_factors(norms: ArrayLike, tau: float) -> FloatArray:
     """``min(1, tau / norms)``, with ``1`` where ``norms == 0``.
 
     Parameters
@@ -87,7 +89,7 @@ def clip_factors(norms, tau):
     return w
 
 
-def clip(M, x, v, tau):
+def clip(M: Manifold, x: ArrayLike, v: ArrayLike, tau: float) -> FloatArray:
     """``v min(1, tau / |v|_x)``: tangent vector(s) clipped to norm ``tau`` in the metric at ``x``.
 
     Parameters
@@ -106,7 +108,8 @@ def clip(M, x, v, tau):
     return _expand(w, M.core_ndim) * np.asarray(v)
 
 
-def clipped_sum_reference(M, x, per_sample_grads, tau):
+def clipped_sum_reference(M: Manifold, x: ArrayLike, per_sample_grads: ArrayLike, tau: float
+                          ) -> FloatArray:
     """``sum_j clip_tau(g_j)`` from materialized per-sample gradients (the oracle).
 
     Parameters
@@ -150,7 +153,7 @@ def _pca_args(Z, X, check_z=True):
     return Z, X, X2
 
 
-def pca_sample_rgrads(Z, X, c=1.0):
+def pca_sample_rgrads(Z: ArrayLike, X: ArrayLike, c: float = 1.0) -> FloatArray:
     """Materialized per-sample gradients ``g_j = -c (I - XX') z_j (z_j'X)`` (reference only).
 
     Parameters
@@ -171,7 +174,8 @@ def pca_sample_rgrads(Z, X, c=1.0):
     return G[..., 0] if X.ndim == 1 else G
 
 
-def clipped_sum_pca(Z, X, tau, c=1.0, *, backend=None):
+def clipped_sum_pca(Z: ArrayLike, X: ArrayLike, tau: float, c: float = 1.0, *,
+                    backend: str | None = None) -> FloatArray:
     """Fused ``sum_j clip_tau(g_j)`` for ``g_j = -c (I - XX') z_j (z_j'X)``, never materialized.
 
     Per sample the residual ``res_j = (I - XX') z_j`` is formed explicitly (``O(dr)``, never as
@@ -238,7 +242,8 @@ def _frechet_args(M, x, Y, weights):
     return Y, a
 
 
-def frechet_sample_rgrads(M, x, Y, weights=None):
+def frechet_sample_rgrads(M: Manifold, x: ArrayLike, Y: ArrayLike,
+                          weights: ArrayLike | None = None) -> FloatArray:
     """Materialized per-sample gradients ``g_j = -2 a_j Log_x(y_j)`` of ``a_j dist^2(x, y_j)``.
 
     Parameters
@@ -257,7 +262,8 @@ def frechet_sample_rgrads(M, x, Y, weights=None):
     return -2.0 * _expand(a, M.core_ndim) * M.log(x, Y)
 
 
-def clipped_sum_frechet(M, x, Y, tau, weights=None):
+def clipped_sum_frechet(M: Manifold, x: ArrayLike, Y: ArrayLike, tau: float,
+                        weights: ArrayLike | None = None) -> FloatArray:
     """``sum_j clip_tau(g_j)`` for Frechet-type losses ``a_j dist^2(x, y_j)``.
 
     ``g_j = -2 a_j Log_x(y_j)`` and ``|g_j|_x = 2 |a_j| dist(x, y_j)``: the norms come from the

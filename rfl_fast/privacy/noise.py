@@ -1,9 +1,13 @@
 """Tangent Gaussian noise for the Gaussian mechanism on a manifold (seed 002)."""
 
+from .._typing import ArrayLike, FloatArray, RNGLike
+from ..manifolds import Manifold
+
 __all__ = ["gaussian_tangent_noise"]
 
 
-def gaussian_tangent_noise(M, x, sigma, rng=None):
+def gaussian_tangent_noise(M: Manifold, x: ArrayLike, sigma: float, rng: RNGLike = None
+                           ) -> FloatArray:
     """A draw of ``N_x(0, sigma^2)``: Gaussian on the tangent space at ``x``, isotropic in the metric.
 
     In an orthonormal basis of ``T_x M`` (orthonormal for the Riemannian metric, e.g. the

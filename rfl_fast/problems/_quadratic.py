@@ -15,6 +15,7 @@ import math
 import numpy as np
 import scipy.linalg.blas
 
+from .._typing import ArrayLike, ClientId, FloatArray
 from ..kernels import fused, get_threads
 from ..manifolds import Stiefel
 from ._clients import batch_rows, pack_clients
@@ -110,7 +111,7 @@ class QuadraticProblem(Problem):
         self._global = self._last_ax = None
 
     @property
-    def form(self):
+    def form(self) -> str:
         """``"samples"`` or ``"covariances"``."""
         return self._form
 
@@ -141,7 +142,8 @@ class QuadraticProblem(Problem):
                                   np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale,
                                   backward=self._backward)
 
-    def local_steps(self, idx, x, step, steps, retraction):
+    def local_steps(self, idx: ArrayLike, x: ArrayLike, step: float, steps: int,
+                    retraction: str) -> FloatArray | None:
         """Full-gradient local steps of the kPCA clients ``idx`` with the polar retraction in
         one compiled call (``_core.pca_local_steps``): client by client, so each client's rows
         stay in cache over its steps; the same arithmetic as the batched route, so the same
@@ -219,7 +221,7 @@ class QuadraticProblem(Problem):
 
     # ------------------------------------------------------------------ batched
 
-    def loss(self, idx, x):
+    def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
         """``f_i(x_j) = -c tr(X_j' A_i X_j)`` for clients ``idx`` (k,) at ``x`` (k, *shape)
         -> (k,).
 
@@ -242,7 +244,8 @@ class QuadraticProblem(Problem):
             return -self._c * np.einsum("kdr,kdr->k", xm, ax)
         return -self._c * self._zx_sq(idx, xm)
 
-    def egrad(self, idx, x, batch=None):
+    def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
+              ) -> FloatArray:
         """``-2c A_i X_j`` (k, *shape); with ``batch`` (k, b) sample indices the mean of
         ``-2 z z' X`` over those samples (rows form).
 
@@ -281,7 +284,7 @@ class QuadraticProblem(Problem):
         z = self._client_rows(i)
         return (z if sel is None else z[sel]), xm
 
-    def sample_rgrads(self, i, x):
+    def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
         """Per-sample Riemannian gradients of client ``i`` at ``x`` -> (m_i, *shape).
 
         Samples form: ``grad f_ij = -2 (I - XX') z_ij z_ij' X``. Covariances form: the
@@ -307,7 +310,8 @@ class QuadraticProblem(Problem):
         g = (-2.0 * self._c) * p[:, :, None] * y[:, None, :]
         return self._unmat(g)
 
-    def sample_rgrad_norms(self, i, x, batch=None):
+    def sample_rgrad_norms(self, i: ClientId, x: ArrayLike, batch: ArrayLike | None = None
+                           ) -> FloatArray:
         """Closed form ``2 |(I - XX') z_ij| |X' z_ij|`` (samples form), shape (m_i,) or (b,).
 
         Parameters
@@ -331,7 +335,8 @@ class QuadraticProblem(Problem):
         with np.errstate(over="ignore"):    # an overflowing norm is inf: clip_factors refuses it
             return 2.0 * self._c * fused.row_norms(p) * fused.row_norms(y)
 
-    def weighted_rgrad(self, i, x, coef, batch=None):
+    def weighted_rgrad(self, i: ClientId, x: ArrayLike, coef: ArrayLike,
+                       batch: ArrayLike | None = None) -> FloatArray:
         """``sum_j coef_j grad f_ij = -2 P' diag(coef) Z X`` with the residuals
         ``P = Z - Z X X'`` formed explicitly (samples form), without per-sample matrices: each
         term is ``coef_j`` times the computed ``p_j y_j'`` whose norm
@@ -370,12 +375,12 @@ class QuadraticProblem(Problem):
         instead of a pass over all data); not for very large ``d``."""
         return self._gram is not None or self.d * self.d * 8 <= GRAM_BYTES_LIMIT
 
-    def has_pooled_grad(self):
+    def has_pooled_grad(self) -> bool:
         """Whether ``grad`` avoids a pass over the clients' data (the pooled ``d x d`` route);
         RFedSVRG then takes its all-client ``g_t`` from ``grad`` in the simulation."""
         return self._pooled()
 
-    def f(self, x):
+    def f(self, x: ArrayLike) -> float:
         """``sum_i w_i f_i(x) = -c tr(X' A X)``, ``A = sum_i w_i A_i`` (formed once).
 
         Parameters
@@ -392,7 +397,7 @@ class QuadraticProblem(Problem):
         xm = self._mat(self._point(x)[None])[0]
         return float(-self._c * np.vdot(xm, self._global_ax(xm)))
 
-    def grad(self, x):
+    def grad(self, x: ArrayLike) -> FloatArray:
         """``P_x(-2c A X)``, ``A = sum_i w_i A_i``, at one point -> (*shape).
 
         Parameters
@@ -422,7 +427,7 @@ class QuadraticProblem(Problem):
         self._last_ax = (np.array(xm), ax)
         return ax
 
-    def solution(self):
+    def solution(self) -> FloatArray:
         """Top-``r`` eigenvectors of ``A = sum_i w_i A_i``, eigenvalues descending, each
         column signed so that its largest-magnitude entry is positive."""
         if self._solution is None:

@@ -11,6 +11,8 @@ clipping) and the tests.
 
 import numpy as np
 
+from .._typing import ArrayLike, ClientId, FloatArray, Weighting
+from ..manifolds import Manifold
 from ._clients import check_sample_index, select_rows
 
 __all__ = ["Problem"]
@@ -40,13 +42,13 @@ class Problem:
     weighting : str
     """
 
-    manifold = None
+    manifold: Manifold = None  # type: ignore[assignment]  # every subclass sets it
     #: ``None`` when one sample's gradient ``grad f_ij`` depends on that sample alone, so
     #: per-sample clipping bounds its influence on a clipped sum (the DP sensitivity of
     #: PriRFed); else a sentence saying why not (PriRFed then refuses the problem).
     dp_unbounded = None
 
-    def __init__(self, sizes, weighting="uniform"):
+    def __init__(self, sizes: ArrayLike, weighting: Weighting = "uniform") -> None:
         self.sizes = np.asarray(sizes, dtype=np.int64)
         if self.sizes.ndim != 1 or self.sizes.size == 0 or (self.sizes < 1).any():
             raise ValueError(f"client data: every client needs at least one sample; "
@@ -75,11 +77,11 @@ class Problem:
                 f"samples={int(self.sizes.sum())}, weighting={self.weighting!r})")
 
     @property
-    def n_clients(self):
+    def n_clients(self) -> int:
         return int(self.sizes.size)
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         """Shape of one point, ``manifold.shape``."""
         return self.manifold.shape
 
@@ -140,7 +142,7 @@ class Problem:
 
     # ---------------------------------------------------------------- per client, batched
 
-    def loss(self, idx, x):
+    def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
         """``f_i(x_j)`` for clients ``idx`` (k,) at points ``x`` ``(k, *shape)`` -> (k,).
 
         Parameters
@@ -157,7 +159,8 @@ class Problem:
         """
         raise NotImplementedError
 
-    def egrad(self, idx, x, batch=None):
+    def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
+              ) -> FloatArray:
         """Euclidean gradient of ``f_i`` (mean over the client's samples, or over the sample
         indices ``batch`` (k, b) when given) at ``x`` ``(k, *shape)`` -> ``(k, *shape)``.
 
@@ -177,7 +180,8 @@ class Problem:
         """
         raise NotImplementedError
 
-    def rgrad(self, idx, x, batch=None):
+    def rgrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
+              ) -> FloatArray:
         """Riemannian gradient of ``f_i`` at ``x`` ``(k, *shape)`` -> ``(k, *shape)``.
 
         Parameters
@@ -196,7 +200,8 @@ class Problem:
         """
         return self.manifold.egrad2rgrad(x, self.egrad(idx, x, batch))
 
-    def local_steps(self, idx, x, step, steps, retraction):
+    def local_steps(self, idx: ArrayLike, x: ArrayLike, step: float, steps: int,
+                    retraction: str) -> FloatArray | None:
         """Optional fused route for full-gradient local steps ``x <- R_x(-step grad f_i(x))``
         of clients ``idx`` (k,) from the point ``x`` ``(*shape)``: the last iterates
         ``(k, *shape)``, equal to stepping through :meth:`rgrad` and ``manifold.retr``, or
@@ -222,7 +227,7 @@ class Problem:
         """
         return None
 
-    def sample_rgrads(self, i, x):
+    def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
         """Per-sample Riemannian gradients of client ``i`` at ``x`` ``(*shape)`` ->
         ``(m_i, *shape)``.
 
@@ -242,7 +247,8 @@ class Problem:
         """
         raise NotImplementedError
 
-    def sample_rgrad_norms(self, i, x, batch=None):
+    def sample_rgrad_norms(self, i: ClientId, x: ArrayLike, batch: ArrayLike | None = None
+                           ) -> FloatArray:
         """Riemannian norms ``|grad f_ij(x)|_x`` of client ``i``'s per-sample gradients.
 
         Parameters
@@ -267,7 +273,8 @@ class Problem:
         xs = np.broadcast_to(self._point(x), g.shape)
         return np.asarray(self.manifold.norm(xs, g), dtype=np.float64)
 
-    def weighted_rgrad(self, i, x, coef, batch=None):
+    def weighted_rgrad(self, i: ClientId, x: ArrayLike, coef: ArrayLike,
+                       batch: ArrayLike | None = None) -> FloatArray:
         """``sum_j coef_j grad f_ij(x)`` over client ``i``'s samples (or ``batch``).
 
         The fused form of a clipped mini-batch gradient: with ``coef_j = min(1, tau /
@@ -303,7 +310,7 @@ class Problem:
 
     # ---------------------------------------------------------------- global
 
-    def f(self, x):
+    def f(self, x: ArrayLike) -> float:
         """Global objective ``sum_i w_i f_i(x)`` at one point ``x`` ``(*shape)`` -> float.
 
         Parameters
@@ -319,7 +326,7 @@ class Problem:
         xs = np.broadcast_to(x, (self.n_clients,) + self.manifold.shape)
         return float(self.weights @ self.loss(idx, xs))
 
-    def grad(self, x):
+    def grad(self, x: ArrayLike) -> FloatArray:
         """Global Riemannian gradient ``sum_i w_i grad f_i(x)`` at one point -> ``(*shape)``.
 
         Parameters
@@ -336,18 +343,18 @@ class Problem:
         xs = np.broadcast_to(x, (self.n_clients,) + self.manifold.shape)
         return np.tensordot(self.weights, self.rgrad(idx, xs), axes=1)
 
-    def solution(self):
+    def solution(self) -> FloatArray:
         """A global minimizer ``x*`` ``(*shape)``: closed form where one exists, else a
         centralized high-precision solver. Cached."""
         raise NotImplementedError
 
-    def f_star(self):
+    def f_star(self) -> float:
         """``f(x*)`` (cached)."""
         if self._f_star is None:
             self._f_star = self.f(self.solution())
         return self._f_star
 
-    def grad_norm(self, x):
+    def grad_norm(self, x: ArrayLike) -> float:
         """``|grad f(x)|_x`` at one point ``x`` ``(*shape)`` -> float.
 
         Parameters
@@ -362,7 +369,7 @@ class Problem:
         x = self._point(x)
         return float(self.manifold.norm(x, self.grad(x)))
 
-    def dist_to_solution(self, x):
+    def dist_to_solution(self, x: ArrayLike) -> float:
         """Distance from ``x`` to the solution set (geodesic distance to ``x*`` by default;
         subclasses account for symmetries such as ``x* ~ -x*``).
 
@@ -377,7 +384,7 @@ class Problem:
         """
         return float(self.manifold.dist(self._point(x), self.solution()))
 
-    def feasibility(self, x):
+    def feasibility(self, x: ArrayLike) -> float:
         """Distance of ``x`` from the manifold constraint (0 where it does not apply).
 
         Parameters
@@ -391,7 +398,7 @@ class Problem:
         """
         return 0.0
 
-    def metrics(self, x):
+    def metrics(self, x: ArrayLike) -> dict[str, float]:
         """Per-iterate metrics at one point ``x`` ``(*shape)`` as a dict of floats.
 
         Keys: ``grad_norm`` (``|grad f(x)|_x``), ``f_gap`` (``f(x) - f*``), ``dist``

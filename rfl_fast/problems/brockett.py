@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
 from ..manifolds import Stiefel
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
@@ -58,7 +59,8 @@ class Brockett(Problem):
     normalize : str
     """
 
-    def __init__(self, data, p, *, h=None, weighting="uniform", normalize="mean"):
+    def __init__(self, data: ClientSamples, p: int, *, h: ArrayLike | None = None,
+                 weighting: Weighting = "uniform", normalize: str = "mean") -> None:
         flat, offsets = pack_clients(data, 2, "data")
         d = flat.shape[1]
         if flat.shape[2] != d:
@@ -97,7 +99,7 @@ class Brockett(Problem):
             return self._mean
         return self._mean[idx]
 
-    def loss(self, idx, x):
+    def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
         """``tr(X' Abar_i X H)`` -> (k,).
 
         Parameters
@@ -117,7 +119,8 @@ class Brockett(Problem):
         ax = np.matmul(self._means(idx), x)
         return np.einsum("kdp,kdp,p->k", x, ax, self.h)
 
-    def egrad(self, idx, x, batch=None):
+    def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
+              ) -> FloatArray:
         """``2 Abar_i X H`` (or the mean of ``2 A_ij X H`` over ``batch`` (k, b)).
 
         Parameters
@@ -143,7 +146,7 @@ class Brockett(Problem):
             a = self._flat[batch_rows(self._offsets, idx, batch)].mean(axis=1)
         return 2.0 * np.matmul(a, x) * self.h
 
-    def sample_rgrads(self, i, x):
+    def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
         """``P_X(2 A_ij X H)`` for every sample -> (m_i, d, p).
 
         Parameters
@@ -165,7 +168,7 @@ class Brockett(Problem):
 
     # ------------------------------------------------------------------ global
 
-    def f(self, x):
+    def f(self, x: ArrayLike) -> float:
         """``tr(X' Abar X H)`` with ``Abar = sum_i w_i (1/m_i) sum_j A_ij`` -> float.
 
         Parameters
@@ -180,7 +183,7 @@ class Brockett(Problem):
         x = self._point(x)
         return float(np.einsum("dp,dp,p->", x, self._global @ x, self.h))
 
-    def grad(self, x):
+    def grad(self, x: ArrayLike) -> FloatArray:
         """``P_X(2 Abar X H)`` -> (d, p).
 
         Parameters
@@ -196,7 +199,7 @@ class Brockett(Problem):
         x = self._point(x)
         return self.manifold.proj(x, 2.0 * (self._global @ x) * self.h)
 
-    def solution(self):
+    def solution(self) -> FloatArray:
         """Eigenvectors of the ``p`` smallest eigenvalues of ``Abar``, ordered against ``h``."""
         if self._solution is None:
             _, v = extreme_eigh(self._global, self.p, "smallest")   # ascending eigenvalues
@@ -204,7 +207,7 @@ class Brockett(Problem):
             self._solution = v[:, rank]
         return self._solution.copy()
 
-    def dist_to_solution(self, x):
+    def dist_to_solution(self, x: ArrayLike) -> float:
         """``min_S |X - X* S|_F`` over column sign flips ``S``.
 
         Parameters
@@ -222,7 +225,7 @@ class Brockett(Problem):
         s[s == 0] = 1.0
         return float(np.linalg.norm(x - xs * s))
 
-    def feasibility(self, x):
+    def feasibility(self, x: ArrayLike) -> float:
         """``|X'X - I|_F``.
 
         Parameters

@@ -2,9 +2,12 @@
 
 import numbers
 
+from typing import Self
+
 import numpy as np
 import scipy.linalg
 
+from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
 from ..manifolds import Lorentz
 from ._clients import pack_clients
 from ._numerics import riemannian_descent
@@ -98,8 +101,9 @@ class HyperbolicPrediction(Problem):
     offsets : ndarray of int64, shape (n+1,)
     """
 
-    def __init__(self, features, targets, w, *, gamma=1e-3, bandwidth=1.0,
-                 weighting="uniform"):
+    def __init__(self, features: ClientSamples, targets: ClientSamples, w: ArrayLike, *,
+                 gamma: float = 1e-3, bandwidth: float = 1.0,
+                 weighting: Weighting = "uniform") -> None:
         feats, foff = pack_clients(features, 1, "features")
         for name, val in (("gamma", gamma), ("bandwidth", bandwidth)):
             if not isinstance(val, numbers.Real) or not np.isfinite(val) or val <= 0:
@@ -120,7 +124,8 @@ class HyperbolicPrediction(Problem):
         self.gamma, self.bandwidth = float(gamma), float(bandwidth)
 
     @classmethod
-    def from_weights(cls, targets, alpha, *, weighting="uniform"):
+    def from_weights(cls, targets: ClientSamples, alpha: ArrayLike, *,
+                     weighting: Weighting = "uniform") -> Self:
         """A weighted Frechet mean ``f_ij(x) = alpha_ij dist^2(x, y_ij)`` with given weights.
 
         Parameters
@@ -165,7 +170,7 @@ class HyperbolicPrediction(Problem):
 
     # ------------------------------------------------------------------ batched
 
-    def loss(self, idx, x):
+    def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
         """``(1/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> (k,).
 
         Parameters
@@ -186,7 +191,8 @@ class HyperbolicPrediction(Problem):
         th, _ = _theta_ratio(-_ldot(x[seg], self._y[rows]))
         return np.add.reduceat(self.alpha[rows] * th * th, starts) / counts
 
-    def egrad(self, idx, x, batch=None):
+    def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
+              ) -> FloatArray:
         """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) J y_ij`` -> (k, d+1).
 
         Parameters
@@ -219,7 +225,7 @@ class HyperbolicPrediction(Problem):
         rows = np.arange(self._offsets[i], self._offsets[i + 1])
         return rows if sel is None else rows[sel]
 
-    def sample_rgrads(self, i, x):
+    def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
         """``-2 alpha_ij Log_x(y_ij)`` -> (N_i, d+1).
 
         Parameters
@@ -245,7 +251,8 @@ class HyperbolicPrediction(Problem):
                     "a client, so replacing one sample changes every per-sample term and "
                     "clipping does not bound the sensitivity (no valid bound is derived)")
 
-    def sample_rgrad_norms(self, i, x, batch=None):
+    def sample_rgrad_norms(self, i: ClientId, x: ArrayLike, batch: ArrayLike | None = None
+                           ) -> FloatArray:
         """``2 |alpha_ij| dist(x, y_ij)`` -> (N_i,) or (b,).
 
         Parameters
@@ -266,7 +273,8 @@ class HyperbolicPrediction(Problem):
         th, _ = _theta_ratio(-_ldot(x, self._y[rows]))
         return 2.0 * np.abs(self.alpha[rows]) * th
 
-    def weighted_rgrad(self, i, x, coef, batch=None):
+    def weighted_rgrad(self, i: ClientId, x: ArrayLike, coef: ArrayLike,
+                       batch: ArrayLike | None = None) -> FloatArray:
         """``-2 sum_j coef_j alpha_ij Log_x(y_ij)`` -> (d+1,).
 
         Parameters
@@ -296,7 +304,7 @@ class HyperbolicPrediction(Problem):
 
     # ------------------------------------------------------------------ global
 
-    def f(self, x):
+    def f(self, x: ArrayLike) -> float:
         """``sum_i (w_i/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> float.
 
         Parameters
@@ -312,7 +320,7 @@ class HyperbolicPrediction(Problem):
         th, _ = _theta_ratio(-_ldot(x, self._y))
         return float(self._sw @ (th * th))
 
-    def grad(self, x):
+    def grad(self, x: ArrayLike) -> FloatArray:
         """``-2 sum_i (w_i/N_i) sum_j alpha_ij Log_x(y_ij)`` -> (d+1,).
 
         Parameters
@@ -331,7 +339,7 @@ class HyperbolicPrediction(Problem):
         c = -2.0 * self._sw * ratio
         return c @ self._y + (c @ ip) * x
 
-    def solution(self):
+    def solution(self) -> FloatArray:
         """The minimizer by centralized Riemannian gradient descent (cached)."""
         if self._solution is None:
             m = np.abs(self._sw) @ self._y
@@ -345,7 +353,7 @@ class HyperbolicPrediction(Problem):
             self._solution = x / np.sqrt(-_ldot(x, x))   # back onto the hyperboloid
         return self._solution.copy()
 
-    def grad_norm(self, x):
+    def grad_norm(self, x: ArrayLike) -> float:
         """``|grad f(x)|_L``, computed from the space part (stable for tiny gradients, where
         the Minkowski square ``-g0^2 + |g_1:|^2`` cancels to rounding noise or below 0).
 
@@ -361,7 +369,7 @@ class HyperbolicPrediction(Problem):
         x = self._point(x)
         return float(_tangent_norm(x, self.grad(x)))
 
-    def dist_to_solution(self, x):
+    def dist_to_solution(self, x: ArrayLike) -> float:
         """``dist(x, x*) = 2 asinh(|x - x*|_L / 2)``: the chordal form, accurate for nearby
         points where ``acosh(-<x, x*>_L)`` has a floor of ~1e-8.
 
@@ -377,7 +385,7 @@ class HyperbolicPrediction(Problem):
         d = self._point(x) - self.solution()
         return float(2.0 * np.arcsinh(np.sqrt(max(float(_ldot(d, d)), 0.0)) / 2.0))
 
-    def feasibility(self, x):
+    def feasibility(self, x: ArrayLike) -> float:
         """``|<x, x>_L + 1|``.
 
         Parameters

@@ -1,7 +1,10 @@
 """kPCA on the Stiefel manifold: the top-r eigenvectors of the clients' pooled covariance."""
 
+from typing import Self
+
 import numpy as np
 
+from .._typing import ArrayLike, ClientSamples, FloatArray, Weighting
 from ..manifolds import Stiefel
 from ._numerics import principal_angles
 from ._quadratic import QuadraticProblem
@@ -58,13 +61,15 @@ class KPCA(QuadraticProblem):
     form : {"samples", "covariances"}
     """
 
-    def __init__(self, data, r, *, weighting="uniform", gram=None):
+    def __init__(self, data: ClientSamples, r: int, *, weighting: Weighting = "uniform",
+                 gram: bool | None = None) -> None:
         self._setup_samples(data, None, weighting, gram)
         self.r = _check_r(r, self.d)
         self.manifold = Stiefel(self.d, self.r)
 
     @classmethod
-    def from_covariances(cls, A, r, *, weighting="uniform"):
+    def from_covariances(cls, A: ArrayLike, r: int, *, weighting: Weighting = "uniform"
+                         ) -> Self:
         """``f_i(X) = -tr(X' A_i X) / 2`` (seeds 001, 004).
 
         Parameters
@@ -80,7 +85,7 @@ class KPCA(QuadraticProblem):
         self.manifold = Stiefel(self.d, self.r)
         return self
 
-    def principal_angles(self, x):
+    def principal_angles(self, x: ArrayLike) -> FloatArray:
         """Principal angles between ``span(X)`` and ``span(X*)``, shape (r,), ascending;
         accurate below 1e-8 (sines and cosines combined).
 
@@ -96,7 +101,7 @@ class KPCA(QuadraticProblem):
         """
         return principal_angles(self._point(x), self.solution())
 
-    def angle(self, x):
+    def angle(self, x: ArrayLike) -> float:
         """Sum of the principal angles to ``X*`` (the seeds' "principal angle").
 
         Parameters
@@ -111,7 +116,7 @@ class KPCA(QuadraticProblem):
         """
         return float(np.sum(self.principal_angles(x)))
 
-    def dist_to_solution(self, x):
+    def dist_to_solution(self, x: ArrayLike) -> float:
         """Grassmann distance ``|principal angles|_2`` between ``span(X)`` and ``span(X*)``.
 
         Parameters
@@ -125,7 +130,7 @@ class KPCA(QuadraticProblem):
         """
         return float(np.linalg.norm(self.principal_angles(x)))
 
-    def feasibility(self, x):
+    def feasibility(self, x: ArrayLike) -> float:
         """``|X'X - I|_F``.
 
         Parameters
@@ -140,7 +145,7 @@ class KPCA(QuadraticProblem):
         x = self._point(x)
         return float(np.linalg.norm(x.T @ x - np.eye(self.r)))
 
-    def metrics(self, x):
+    def metrics(self, x: ArrayLike) -> dict[str, float]:
         """``grad_norm``, ``f_gap``, ``dist`` (Grassmann), ``feasibility`` (``|X'X - I|_F``)
         and ``angle`` (sum of principal angles to ``X*``).
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
 from ..manifolds import SPD
 from ._clients import pack_clients
 from ._numerics import riemannian_descent
@@ -70,7 +71,7 @@ class SPDMean(Problem):
     n : int
     """
 
-    def __init__(self, data, *, weighting="uniform"):
+    def __init__(self, data: ClientSamples, *, weighting: Weighting = "uniform") -> None:
         flat, offsets = pack_clients(data, 2, "data")
         n = flat.shape[1]
         if flat.shape[2] != n:
@@ -106,7 +107,7 @@ class SPDMean(Problem):
 
     # ------------------------------------------------------------------ batched
 
-    def loss(self, idx, x):
+    def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
         """``(1/m_i) sum_j dist^2(X_j, Z_ij)`` -> (k,).
 
         Parameters
@@ -138,7 +139,8 @@ class SPDMean(Problem):
         lg = np.add.reduceat(lg, starts, axis=0)
         return lg / counts[:, None, None], lo, linv
 
-    def egrad(self, idx, x, batch=None):
+    def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
+              ) -> FloatArray:
         """``X^-1 rgrad X^-1 = -(2/m) L^-T (sum_j logm(C_j)) L^-1`` -> (k, n, n).
 
         Parameters
@@ -159,7 +161,8 @@ class SPDMean(Problem):
         g = -2.0 * _t(linv) @ lg @ linv
         return 0.5 * (g + _t(g))
 
-    def rgrad(self, idx, x, batch=None):
+    def rgrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
+              ) -> FloatArray:
         """``-(2/m) sum_j Log_X(Z_ij) = -(2/m) L (sum_j logm(C_j)) L'``.
 
         Parameters
@@ -196,7 +199,7 @@ class SPDMean(Problem):
         lam, lg = _log_congruence(linv, z)
         return lam, lg, lo[0]
 
-    def sample_rgrads(self, i, x):
+    def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
         """``-2 Log_X(Z_ij)`` for every sample -> (m_i, n, n).
 
         Parameters
@@ -215,7 +218,8 @@ class SPDMean(Problem):
         g = -2.0 * lo @ lg @ lo.T
         return 0.5 * (g + _t(g))
 
-    def sample_rgrad_norms(self, i, x, batch=None):
+    def sample_rgrad_norms(self, i: ClientId, x: ArrayLike, batch: ArrayLike | None = None
+                           ) -> FloatArray:
         """``2 dist(X, Z_ij)`` -> (m_i,) or (b,), from the same eigendecomposition
         (``eigh``) that :meth:`weighted_rgrad` builds ``logm`` from, so the clip factor
         measures the term it scales (``eigvalsh`` can return other small eigenvalues for a
@@ -238,7 +242,8 @@ class SPDMean(Problem):
         lam, _, _ = self._sample_logs(i, x, batch)
         return 2.0 * np.sqrt(np.sum(np.log(lam) ** 2, axis=-1))
 
-    def weighted_rgrad(self, i, x, coef, batch=None):
+    def weighted_rgrad(self, i: ClientId, x: ArrayLike, coef: ArrayLike,
+                       batch: ArrayLike | None = None) -> FloatArray:
         """``-2 sum_j coef_j Log_X(Z_ij) = -2 L (sum_j coef_j logm(C_j)) L'``.
 
         Parameters
@@ -264,7 +269,7 @@ class SPDMean(Problem):
 
     # ------------------------------------------------------------------ global
 
-    def f(self, x):
+    def f(self, x: ArrayLike) -> float:
         """``sum_i (w_i/m_i) sum_j dist^2(X, Z_ij)``, all samples in one batch -> float.
 
         Parameters
@@ -282,7 +287,7 @@ class SPDMean(Problem):
         lam = np.linalg.eigvalsh(0.5 * (c + _t(c)))
         return float(self._sw @ np.sum(np.log(lam) ** 2, axis=-1))
 
-    def grad(self, x):
+    def grad(self, x: ArrayLike) -> FloatArray:
         """``-2 sum_i (w_i/m_i) sum_j Log_X(Z_ij)`` -> (n, n).
 
         Parameters
@@ -301,7 +306,7 @@ class SPDMean(Problem):
         g = -2.0 * lo[0] @ np.tensordot(self._sw, lg, axes=1) @ lo[0].T
         return 0.5 * (g + g.T)
 
-    def solution(self):
+    def solution(self) -> FloatArray:
         """The Frechet mean, by centralized Riemannian gradient descent (cached)."""
         if self._solution is None:
             lam, q = np.linalg.eigh(self._flat)

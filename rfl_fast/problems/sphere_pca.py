@@ -1,7 +1,10 @@
 """PCA on the sphere: the leading eigenvector of the clients' pooled covariance."""
 
+from typing import Self
+
 import numpy as np
 
+from .._typing import ArrayLike, ClientSamples, Weighting
 from ..manifolds import Sphere
 from ._quadratic import QuadraticProblem
 
@@ -41,12 +44,13 @@ class SpherePCA(QuadraticProblem):
     form : {"samples", "covariances"}
     """
 
-    def __init__(self, data, *, weighting="uniform", gram=None):
+    def __init__(self, data: ClientSamples, *, weighting: Weighting = "uniform",
+                 gram: bool | None = None) -> None:
         self._setup_samples(data, 1, weighting, gram)
         self._make_manifold()
 
     @classmethod
-    def from_covariances(cls, A, *, weighting="uniform"):
+    def from_covariances(cls, A: ArrayLike, *, weighting: Weighting = "uniform") -> Self:
         """``f_i(x) = -x' A_i x / 2`` (seeds 001, 004).
 
         Parameters
@@ -73,7 +77,7 @@ class SpherePCA(QuadraticProblem):
     def _unmat(self, g):
         return g[..., 0]
 
-    def angle(self, x):
+    def angle(self, x: ArrayLike) -> float:
         """Angle between the lines ``span(x)`` and ``span(x*)``, in ``[0, pi/2]``; accurate
         for tiny angles (``atan2(|x - (x'x*) x*|, |x'x*|)`` for unit ``x``).
 
@@ -92,7 +96,7 @@ class SpherePCA(QuadraticProblem):
         c = float(x @ xs)
         return float(np.arctan2(np.linalg.norm(x - c * xs), abs(c)))
 
-    def dist_to_solution(self, x):
+    def dist_to_solution(self, x: ArrayLike) -> float:
         """Geodesic distance to the nearer of ``x*`` and ``-x*`` (equals ``angle`` on the
         sphere).
 
@@ -107,7 +111,7 @@ class SpherePCA(QuadraticProblem):
         """
         return self.angle(x)
 
-    def feasibility(self, x):
+    def feasibility(self, x: ArrayLike) -> float:
         """``| |x| - 1 |``.
 
         Parameters
@@ -121,7 +125,7 @@ class SpherePCA(QuadraticProblem):
         """
         return abs(float(np.linalg.norm(self._point(x))) - 1.0)
 
-    def metrics(self, x):
+    def metrics(self, x: ArrayLike) -> dict[str, float]:
         """``grad_norm``, ``f_gap``, ``dist``, ``feasibility`` and ``angle`` (the angle
         between the lines of ``x`` and ``x*``).
 
