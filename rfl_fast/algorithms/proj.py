@@ -163,7 +163,7 @@ class RFedProj(FederatedAlgorithm):
         Returns
         -------
         dict of str to ndarray
-            ``cstate`` with the new ``c``, shape (k, *M.shape).
+            ``cstate`` with the new ``c``, shape ``(k, *M.shape)``.
         """
         tau = self.local_steps
         c = ((memo["p"] - msg["xhat"]) / (self.step_global * memo["eta"] * tau)

@@ -229,7 +229,7 @@ class RFedSVRG(_RetractionBased):
         cstate : dict of str to ndarray
             Passed through unchanged.
         memo : dict
-            ``{"x", "grad"}`` from :meth:`client_prepare`, each (k, *M.shape).
+            ``{"x", "grad"}`` from :meth:`client_prepare`, each ``(k, *M.shape)``.
         ctx : rfl_fast.federation.ClientContext
             The round and the participants' random streams (client option 2).
 

@@ -163,7 +163,7 @@ class RFedSVRG2BB(RFedSVRG):
         msg : dict of str to ndarray
             ``{"x": x_t}``, the server point, M.shape.
         cstate : dict of str to ndarray
-            ``{"x_prev", "g_prev"}``, each (k, *M.shape).
+            ``{"x_prev", "g_prev"}``, each ``(k, *M.shape)``.
         ctx : rfl_fast.federation.ClientContext
             The round (unused).
 
