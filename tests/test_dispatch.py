@@ -108,3 +108,12 @@ def test_public_surface():
     import rfl_fast._core as core
 
     assert core.__version__ == rf.__version__
+
+
+@pytest.mark.parametrize("query", ["is_available", "backend_error", "backend_kernels"])
+def test_backend_queries_refuse_auto_and_unknown_names(query):
+    """``auto`` is a choice among the backends, not one of them: a clear error, not KeyError."""
+    fn = getattr(_dispatch, query)
+    for bad in ("auto", "fortran"):
+        with pytest.raises(ValueError, match=r"backend: expected one of \('cpp', 'numba'"):
+            fn(bad)

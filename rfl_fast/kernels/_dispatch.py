@@ -72,6 +72,13 @@ def _check_choice(name, where):
     return name
 
 
+def _check_backend(name):
+    """``name`` if it names a backend (not ``"auto"``, a choice among them), else ValueError."""
+    if name not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {name!r}")
+    return name
+
+
 def is_available(name: str) -> bool:
     """Whether backend ``name`` ("cpp", "numba" or "numpy") can be imported.
 
@@ -84,7 +91,7 @@ def is_available(name: str) -> bool:
     -------
     bool
     """
-    return load(_check_choice(name, "backend")) is not None
+    return load(_check_backend(name)) is not None
 
 
 def available_backends() -> list[str]:
@@ -94,13 +101,13 @@ def available_backends() -> list[str]:
 
 def backend_error(name):
     """Why backend ``name`` is unavailable (``None`` if it is available)."""
-    load(_check_choice(name, "backend"))
+    load(_check_backend(name))
     return _errors.get(name)
 
 
 def backend_kernels(name):
     """Sorted names of the kernels backend ``name`` provides (empty if unavailable)."""
-    mod = load(_check_choice(name, "backend"))
+    mod = load(_check_backend(name))
     return sorted(k for k in KERNELS if mod is not None and callable(getattr(mod, k, None)))
 
 
