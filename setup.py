@@ -62,7 +62,8 @@ class optional_build_ext(build_ext):
     def _skip(self, ext, exc):
         if REQUIRE_CXX:
             raise exc
-        reason = f"{type(exc).__name__}: {exc}".strip()
+        # a failed command is quoted as its whole argument list: keep the program's name
+        reason = re.sub(r"\['([^']*)'(?:, '[^']*')*\]", r"\1 ...", f"{type(exc).__name__}: {exc}")
         note = Path(self.get_ext_fullpath(ext.name)).parent / BUILD_NOTE
         note.parent.mkdir(parents=True, exist_ok=True)
         note.write_text(reason + "\n", encoding="utf-8")
