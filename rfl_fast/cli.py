@@ -7,6 +7,7 @@ Subcommands: ``demo``, ``run CONFIG``, ``reproduce E1..E8``, ``bench``, ``info``
 """
 
 import argparse
+import logging
 import os
 import sys
 import traceback
@@ -289,6 +290,10 @@ def main(argv=None):
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2 with a message, --help 0
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    logger = logging.getLogger("rfl_fast")
+    level = logger.level
+    if args.quiet:  # also the package's notices (e.g. Numba compiling a kernel family)
+        logger.setLevel(logging.ERROR)
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -300,6 +305,8 @@ def main(argv=None):
         _error(args.command, f"{type(exc).__name__}: {exc}"
                + ("" if getattr(args, "verbose", False) else " (--verbose for the traceback)"))
         return EXIT_FAILED
+    finally:
+        logger.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -394,3 +394,19 @@ def test_bench_smoke_says_what_it_checked(capsys):
     assert capsys.readouterr().out.startswith("checked 1 kernels against the NumPy reference")
     assert main(["bench", "--smoke", "--only", "sphere_exp", "-v"]) == 0
     assert "    sphere_exp" in capsys.readouterr().out
+
+
+def test_quiet_also_silences_the_package_notices(monkeypatch, caplog):
+    import logging
+
+    from rfl_fast import cli
+
+    def notice(args):  # as the Numba backend announces a first compilation
+        logging.getLogger("rfl_fast.kernels").warning("compiling the Numba kernels")
+        return 0
+
+    monkeypatch.setattr(cli, "_info", notice)
+    assert main(["info", "-q"]) == 0
+    assert not caplog.records
+    assert main(["info"]) == 0
+    assert [r.getMessage() for r in caplog.records] == ["compiling the Numba kernels"]
