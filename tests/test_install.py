@@ -64,10 +64,11 @@ from rfl_fast import kernels
 from rfl_fast.kernels import KERNELS
 
 assert not kernels.is_available("cpp") and "cpp" not in rf.available_backends()
-chosen = {kernels.resolve(k, "auto", size)[0] for k in KERNELS for size in (1, 3, 9, 50, 784)}
+from test_install import auto_choices
+chosen = auto_choices()
 print("auto chose:", sorted(chosen))
 assert "cpp" not in chosen
-assert kernels.fast_lane("stiefel_retr_polar", "auto", 5) is None
+assert kernels.fast_lane("stiefel_retr_polar", "auto", (784, 5)) is None
 S = rf.Sphere(3)                        # a manifold op under auto: Numba or NumPy
 x = S.random_point(4, rng=0)
 v = S.proj(x, np.ones((4, 3)))
@@ -77,9 +78,33 @@ sys.exit(main(["info"]))
 """
 
 
+def auto_choices():
+    """The backends auto chooses for every kernel at a few shapes of its first argument."""
+    import numpy as np
+
+    from rfl_fast import kernels
+    from rfl_fast.kernels.testing import kernel_inputs
+
+    rng = np.random.default_rng(0)
+    chosen = set()
+    for k in kernels.KERNELS:
+        sizes = ([(9, 1), (50, 5), (784, 8)] if k.startswith(("stiefel", "polar"))
+                 else [(3, None), (9, None), (40, None)])
+        for n_items in (1, 200):
+            for n, p in sizes:
+                shape = kernel_inputs(k, rng, n_items, n, p)[0].shape
+                chosen.add(kernels.resolve(k, "auto", shape)[0])
+    return chosen
+
+
 def test_without_the_extension_auto_never_picks_cpp_and_info_says_why():
+    if "cpp" in rf.available_backends():  # the same shapes do take C++ when it is there
+        assert "cpp" in auto_choices()
+    env = same_package()
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env["env"]["PYTHONPATH"] = os.pathsep.join([env["env"]["PYTHONPATH"], tests])
     proc = subprocess.run([sys.executable, "-c", WITHOUT_CORE], capture_output=True, text=True,
-                          timeout=300, **same_package())
+                          timeout=300, **env)
     assert proc.returncode == 0, proc.stderr
     assert "C++ backend not built: the extension rfl_fast._core is missing" in proc.stdout
     assert "cpp    unavailable" in proc.stdout
