@@ -85,7 +85,8 @@ def _demo(args):
     print(summary_table(results))
     print(f"histories (CSV){' and plots (grad_norm.png, .pdf)' if plot else ''} in {args.out}/")
     if not plot:
-        print("install matplotlib (pip install matplotlib, or '.[cli]' in the source folder) for the plots")
+        print("install matplotlib (pip install matplotlib, or '.[cli]' in the source folder) "
+              "for the plots")
     return EXIT_OK
 
 
