@@ -81,7 +81,10 @@ def cache_note(driver=None):
 
 def _first_call(driver):
     _seen.add(driver)
-    family = driver.py_func.__module__.rsplit(".", 1)[-1]
+    py_func = getattr(driver, "py_func", None)  # a plain function (tests) compiles nothing
+    if py_func is None:
+        return
+    family = py_func.__module__.rsplit(".", 1)[-1]
     if family in _announced or _is_cached(driver):
         return
     _announced.add(family)
