@@ -1,7 +1,11 @@
 """Build of the C++ extension ``rfl_fast._core`` (pybind11) and shipping of the C++ headers.
 
 Portable optimisation flags by default; set ``RFL_FAST_NATIVE=1`` at build time for
-``-march=native`` (faster on the build machine, not portable to other CPUs).
+``-march=native`` (faster on the build machine, not portable to other CPUs). Translation units
+compile in parallel (``RFL_FAST_BUILD_JOBS``, default: all cores). The extension is optional:
+without a working C++17 compiler the install goes on with a warning and the package runs on its
+Numba and NumPy backends (``rfl-fast info`` says why C++ is missing); ``RFL_FAST_REQUIRE_CXX=1``
+makes a failed C++ build an error (CI sets it).
 """
 
 import os
@@ -10,9 +14,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from pybind11.setup_helpers import Pybind11Extension, build_ext
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 HERE = Path(__file__).parent.resolve()
 HEADERS = HERE / "cpp" / "include"
@@ -28,6 +33,46 @@ def compile_flags():
     if os.environ.get("RFL_FAST_NATIVE", "0") not in ("", "0"):
         flags += ["-march=native", "-DRFL_FAST_NATIVE=1"]  # no runtime clones needed
     return flags
+
+
+# The file the package reads to say why the C++ backend is missing (see rfl_fast.show_config).
+BUILD_NOTE = "_core_not_built.txt"
+REQUIRE_CXX = os.environ.get("RFL_FAST_REQUIRE_CXX", "0") not in ("", "0")
+
+
+class optional_build_ext(build_ext):
+    """``build_ext`` that turns a failed C++ build into a warning (unless ``RFL_FAST_REQUIRE_CXX``)
+    and leaves the reason in ``rfl_fast/_core_not_built.txt`` for ``rfl-fast info``."""
+
+    def run(self):
+        try:
+            super().run()
+        except (CCompilerError, ExecError, PlatformError, OSError) as exc:  # no compiler at all
+            self._skip(self.extensions[0], exc)
+
+    def build_extension(self, ext):
+        note = Path(self.get_ext_fullpath(ext.name)).parent / BUILD_NOTE
+        try:
+            super().build_extension(ext)
+        except (CCompilerError, ExecError, PlatformError, OSError) as exc:
+            self._skip(ext, exc)
+        else:
+            note.unlink(missing_ok=True)  # a stale note from an earlier failed in-place build
+
+    def _skip(self, ext, exc):
+        if REQUIRE_CXX:
+            raise exc
+        # a failed command is quoted as its whole argument list: keep the program's name
+        reason = re.sub(r"\['([^']*)'(?:, '[^']*')*\]", r"\1 ...", f"{type(exc).__name__}: {exc}")
+        note = Path(self.get_ext_fullpath(ext.name)).parent / BUILD_NOTE
+        note.parent.mkdir(parents=True, exist_ok=True)
+        note.write_text(reason + "\n", encoding="utf-8")
+        bar = "*" * 78
+        print(f"\n{bar}\nWARNING: rfl_fast's C++ extension ({ext.name}) could not be built:\n"
+              f"  {reason}\nrfl_fast is installed without it and runs on its Numba and NumPy "
+              f"backends.\nFor the C++ kernels install a C++17 compiler (g++ or clang++) and "
+              f"reinstall;\nset RFL_FAST_REQUIRE_CXX=1 to make this an error.\n{bar}\n",
+              file=sys.stderr, flush=True)
 
 
 class build_py_with_headers(build_py):
@@ -53,8 +98,10 @@ ext = Pybind11Extension(
     define_macros=[("RFL_FAST_VERSION", f'"{VERSION}"')],
 )
 
+ParallelCompile("RFL_FAST_BUILD_JOBS", default=0).install()  # 0: all cores
+
 setup(
     ext_modules=[ext],
     package_data={"rfl_fast": ["_core.pyi", "py.typed"]},  # typed stub, PEP 561 marker
-    cmdclass={"build_ext": build_ext, "build_py": build_py_with_headers},
+    cmdclass={"build_ext": optional_build_ext, "build_py": build_py_with_headers},
 )

@@ -102,6 +102,22 @@ def _thread_settings():
     return lines
 
 
+# setup.py leaves the reason here when the C++ build failed at install time
+_CORE_NOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_core_not_built.txt")
+
+
+def _cpp_missing_note():
+    """Why the C++ backend is missing (the build's reason, if it left one) and what to do."""
+    try:
+        with open(_CORE_NOTE, encoding="utf-8") as fh:
+            why = f"its build failed at install time ({fh.read().strip()})"
+    except OSError:
+        why = "the extension rfl_fast._core is missing"
+    return (f"  C++ backend not built: {why}. Every kernel runs on Numba or NumPy; for the C++ "
+            f"kernels reinstall with a C++17 compiler (RFL_FAST_REQUIRE_CXX=1 makes a failed "
+            f"build an error).")
+
+
 def show_config(file=None):
     """Print versions, backends (with the kernels each provides) and thread settings.
 
@@ -120,6 +136,8 @@ def show_config(file=None):
     out.append(f"backends (auto: per kernel and shape, from the shape sweep; in force: "
                f"{get_backend()!r}):")
     out.extend(describe_backends())
+    if "cpp" not in available_backends():
+        out.append(_cpp_missing_note())
     out.append("threads:")
     out.extend(_thread_settings())
     out.append(f"C++ headers: {get_include()}")

@@ -17,6 +17,8 @@ with the reference.
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import platform
@@ -29,7 +31,7 @@ import rfl_fast as rf
 from . import kernels
 from .kernels import reference as ref
 from .kernels.testing import kernel_inputs
-from .timing import WARMUP_S, agree, block_medians, median_time
+from .timing import AGREE_ATOL, WARMUP_S, agree, block_medians, median_time, scaled_error
 
 # (kernel, (N, n, p)) at the papers' shapes; vectors use (N, d)
 FULL_CASES = [
@@ -100,11 +102,13 @@ def run(cases, repeats, bandwidth, warmup_s=WARMUP_S):
         rng = np.random.default_rng(0)
         args = tuple(np.ascontiguousarray(a) for a in kernel_inputs(name, rng, *shape))
         want = getattr(ref, name)(*args)
-        row = {"kernel": name, "shape": list(shape), "times": {}, "agree": {}}
+        row = {"kernel": name, "shape": list(shape), "times": {}, "agree": {}, "error": {}}
         calls = {}
         for b in backends:
             _, fn = kernels.resolve(name, b)
-            row["agree"][b] = agree(fn(*args), want)
+            got = fn(*args)
+            row["agree"][b] = agree(got, want)
+            row["error"][b] = scaled_error(got, want)
             calls[b] = (fn, args)
         row["times"] = block_medians(calls, repeats, warmup_s=warmup_s)
         if name.startswith(MEMORY_BOUND):
@@ -227,8 +231,37 @@ def dispatch_overhead(repeats, number=100):
     return rows
 
 
+def agreement_summary(rows, verbose=False):
+    """What a run checked: which kernels, which backends agreed with the reference, to what
+    tolerance (and with ``verbose`` each kernel's largest scaled error per backend)."""
+    kernels_seen = list(dict.fromkeys(r["kernel"] for r in rows if "error" in r))
+    backends = [b for b in dict.fromkeys(b for r in rows for b in r.get("error", {}))
+                if b != "numpy"]
+    lines = [f"checked {len(kernels_seen)} kernels against the NumPy reference "
+             f"(agree: |backend - reference| <= {AGREE_ATOL:g} * max(1, max|reference|), "
+             f"NaN where it is NaN): {', '.join(kernels_seen)}"]
+    for b in backends:
+        mine = [r for r in rows if b in r.get("error", {})]
+        ok = sum(r["agree"][b] for r in mine)
+        worst = max((r["error"][b] for r in mine), default=0.0)
+        lines.append(f"  {b:6s} {ok}/{len(mine)} agree, largest scaled error {worst:.1e}")
+    if not backends:
+        lines.append("  no compiled backend available: only the reference ran")
+    if verbose:
+        for r in rows:
+            if "error" in r:
+                errs = ", ".join(f"{b} {e:.1e}" for b, e in r["error"].items() if b != "numpy")
+                lines.append(f"    {r['kernel']:24s} {str(tuple(r['shape'])):>14s}  {errs}")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="rfl-fast bench", description=__doc__.split("\n\n")[0])
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("-q", "--quiet", action="store_true",
+                       help="print only what was checked (and disagreements)")
+    level.add_argument("-v", "--verbose", action="store_true",
+                       help="also each kernel's largest error against the reference")
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, check agreement")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (median)")
     parser.add_argument("--only", default="", help="run kernels whose name contains this")
@@ -240,10 +273,20 @@ def main(argv=None):
     parser.add_argument("--write-auto", action="store_true",
                         help="with --sweep: regenerate auto's per-shape table from the sweep")
     args = parser.parse_args(argv)
-    if args.sweep:
-        return _sweep(args)
-    if args.write_auto:
+    if args.write_auto and not args.sweep:
         parser.error("--write-auto needs --sweep")
+    if args.quiet:  # the tables go nowhere; the summary and errors are printed below
+        with contextlib.redirect_stdout(io.StringIO()):
+            rows, status = _sweep(args) if args.sweep else _compare(args)
+    else:
+        rows, status = _sweep(args) if args.sweep else _compare(args)
+    if not args.sweep:  # the sweep prints its own summary
+        print(agreement_summary(rows, verbose=args.verbose))
+    return status
+
+
+def _compare(args):
+    """The side-by-side table at the papers' (or smoke) shapes: ``(rows, exit status)``."""
     repeats = args.repeats or (2 if args.smoke else 7)
     cases = [c for c in (SMOKE_CASES if args.smoke else FULL_CASES) if args.only in c[0]]
 
@@ -274,11 +317,12 @@ def main(argv=None):
     bad = [(r["kernel"], b) for r in rows for b, ok in r["agree"].items() if not ok]
     if bad:
         print(f"\nbackends disagree with the reference: {bad}", file=sys.stderr)
-        return 1
-    return 0
+        return rows, 1
+    return rows, 0
 
 
 def _sweep(args):
+    """The shape sweep (``rfl_fast.sweep``): ``(rows, exit status)``."""
     from . import sweep
     from .kernels import KERNELS
 
@@ -300,8 +344,8 @@ def _sweep(args):
     bad = [(r["kernel"], r["point"], b) for r in rows for b, ok in r["agree"].items() if not ok]
     if bad:
         print(f"\nbackends disagree with the reference: {bad}", file=sys.stderr)
-        return 1
-    return 0
+        return rows, 1
+    return rows, 0
 
 
 if __name__ == "__main__":

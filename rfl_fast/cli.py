@@ -1,11 +1,13 @@
 """The ``rfl-fast`` console command.
 
-Subcommands: ``demo``, ``run CONFIG``, ``reproduce E1..E8``, ``bench``, ``info``. Exit codes:
+Subcommands: ``demo``, ``run CONFIG``, ``reproduce E1..E8``, ``bench``, ``info``; each takes
+``-q/--quiet`` and ``-v/--verbose``; ``rfl-fast --version``. Exit codes:
 0 success, 1 a run failed, 2 bad input (command line or experiment file; nothing written),
 130 interrupted by Ctrl-C (results so far written and marked).
 """
 
 import argparse
+import logging
 import os
 import sys
 import traceback
@@ -19,10 +21,30 @@ def _error(command, msg):
     print(f"rfl-fast {command}: error: {msg}", file=sys.stderr)
 
 
+def _version():
+    """The installed distribution's version (without importing the package and its kernels)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("rfl_fast")
+    except metadata.PackageNotFoundError:  # a source tree
+        import rfl_fast
+
+        return rfl_fast.__version__
+
+
 def _info(args):
     import rfl_fast
 
+    if args.quiet:  # one line: version and backends
+        print(f"rfl_fast {rfl_fast.__version__}: backends "
+              f"{', '.join(rfl_fast.available_backends())}")
+        return EXIT_OK
     rfl_fast.show_config()
+    if args.verbose:
+        from .kernels import numba_cache_note
+
+        print(numba_cache_note())
     return EXIT_OK
 
 
@@ -63,7 +85,8 @@ def _demo(args):
     print(summary_table(results))
     print(f"histories (CSV){' and plots (grad_norm.png, .pdf)' if plot else ''} in {args.out}/")
     if not plot:
-        print("install matplotlib (pip install 'rfl_fast[cli]') for the plots")
+        print("install matplotlib (pip install matplotlib, or '.[cli]' in the source folder) "
+              "for the plots")
     return EXIT_OK
 
 
@@ -176,7 +199,10 @@ def _plot_experiment(exp_id, res, out, quiet):
 def _bench(argv):
     from .bench import main as bench_main
 
-    return bench_main(argv)
+    try:
+        return bench_main(argv)
+    except SystemExit as exc:  # its argparse: usage errors exit 2, --help 0
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 
 
 def _experiment_id(value):
@@ -201,6 +227,7 @@ def _nonnegative_int(value):
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="rfl-fast", description="Riemannian federated learning")
+    parser.add_argument("--version", action="version", version=f"rfl-fast {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chat = argparse.ArgumentParser(add_help=False)
     level = chat.add_mutually_exclusive_group()
@@ -249,8 +276,10 @@ def build_parser():
                           "and write it as ID.md in the results folder")
     rep.set_defaults(func=_reproduce)
 
-    sub.add_parser("info", help="versions, backends and thread settings").set_defaults(func=_info)
-    # parsed by rfl_fast.bench itself (its own --help)
+    sub.add_parser("info", parents=[chat],
+                   help="versions, backends and thread settings (-q: one line; -v: also "
+                        "Numba's compilation cache)").set_defaults(func=_info)
+    # parsed by rfl_fast.bench itself (its own --help, -q and -v)
     sub.add_parser("bench", help="kernel timings of every backend against NumPy", add_help=False)
     return parser
 
@@ -263,6 +292,10 @@ def main(argv=None):
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2 with a message, --help 0
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    logger = logging.getLogger("rfl_fast")
+    level = logger.level
+    if args.quiet:  # also the package's notices (e.g. Numba compiling a kernel family)
+        logger.setLevel(logging.ERROR)
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -274,6 +307,8 @@ def main(argv=None):
         _error(args.command, f"{type(exc).__name__}: {exc}"
                + ("" if getattr(args, "verbose", False) else " (--verbose for the traceback)"))
         return EXIT_FAILED
+    finally:
+        logger.setLevel(level)
 
 
 if __name__ == "__main__":

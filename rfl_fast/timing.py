@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 
-__all__ = ["BLOCK_CALLS", "WARMUP_S", "block_medians", "median_time", "agree"]
+__all__ = ["BLOCK_CALLS", "WARMUP_S", "AGREE_ATOL", "block_medians", "median_time", "agree",
+           "scaled_error"]
 
 
 #: Timed back-to-back calls per block (``block_medians``), after WARMUP_S seconds of untimed
@@ -57,7 +58,23 @@ def median_time(fn, args, repeats):
     return statistics.median(times)
 
 
+#: Agreement with the reference: |backend - reference| <= AGREE_ATOL * max(1, max|reference|)
+#: elementwise, NaN where the reference is NaN.
+AGREE_ATOL = 1e-9
+
+
+def _scale(want):
+    return max(1.0, float(np.nanmax(np.abs(want))))
+
+
 def agree(got, want):
-    """Whether ``got`` equals ``want`` to 1e-9 of its largest entry (NaN where NaN)."""
-    scale = max(1.0, float(np.nanmax(np.abs(want))))
-    return bool(np.allclose(got, want, rtol=0, atol=1e-9 * scale, equal_nan=True))
+    """Whether ``got`` equals ``want`` to ``AGREE_ATOL`` of its largest entry (NaN where NaN)."""
+    return bool(np.allclose(got, want, rtol=0, atol=AGREE_ATOL * _scale(want), equal_nan=True))
+
+
+def scaled_error(got, want):
+    """max |got - want| / max(1, max|want|) over the entries where both are finite."""
+    both = np.isfinite(got) & np.isfinite(want)
+    if not both.any():
+        return 0.0
+    return float(np.max(np.abs(got[both] - want[both]))) / _scale(want)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import rfl_fast
-from rfl_fast.cli import main
+from rfl_fast.cli import build_parser, main
 from rfl_fast.config import ConfigError, load_plan, resolve_config
 from rfl_fast.federation import History
 from rfl_fast.runner import execute
@@ -349,3 +349,64 @@ def test_python_dash_m_rfl_fast_runs_the_command_line():
                           text=True, timeout=120, **same_package())
     assert proc.returncode == 0, proc.stderr
     assert "backends" in proc.stdout
+
+
+# ----------------------------------------------------------------------------- every command
+
+def _subcommands():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sorted(sub.choices)
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"rfl-fast {rfl_fast.__version__}"
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_every_command_takes_quiet_and_verbose(command, capsys):
+    assert main([command, "--help"]) == 0
+    usage = capsys.readouterr().out
+    assert "-q, --quiet" in usage and "-v, --verbose" in usage
+    assert main([command, "-q", "-v"]) == 2          # one or the other
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_info_quiet_is_one_line_and_verbose_adds_the_numba_cache(capsys):
+    assert main(["info", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith(f"rfl_fast {rfl_fast.__version__}: backends")
+    assert main(["info", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "backends" in out and ("Numba cache:" in out or "Numba unavailable" in out)
+
+
+def test_bench_smoke_says_what_it_checked(capsys):
+    assert main(["bench", "--smoke", "--only", "sphere_"]) == 0
+    out = capsys.readouterr().out
+    summary = out[out.index("checked 4 kernels against the NumPy reference"):]
+    assert "sphere_exp, sphere_log, sphere_transport, sphere_dist" in summary
+    for b in rfl_fast.available_backends():
+        if b != "numpy":
+            assert f"  {b:6s} 4/4 agree, largest scaled error" in summary
+    assert main(["bench", "--smoke", "--only", "sphere_exp", "-q"]) == 0
+    assert capsys.readouterr().out.startswith("checked 1 kernels against the NumPy reference")
+    assert main(["bench", "--smoke", "--only", "sphere_exp", "-v"]) == 0
+    assert "    sphere_exp" in capsys.readouterr().out
+
+
+def test_quiet_also_silences_the_package_notices(monkeypatch, caplog):
+    import logging
+
+    from rfl_fast import cli
+
+    def notice(args):  # as the Numba backend announces a first compilation
+        logging.getLogger("rfl_fast.kernels").warning("compiling the Numba kernels")
+        return 0
+
+    monkeypatch.setattr(cli, "_info", notice)
+    assert main(["info", "-q"]) == 0
+    assert not caplog.records
+    assert main(["info"]) == 0
+    assert [r.getMessage() for r in caplog.records] == ["compiling the Numba kernels"]

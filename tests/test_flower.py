@@ -34,7 +34,7 @@ from rfl_fast.manifolds import SPD, Euclidean, Lorentz, Sphere, Stiefel
 HAS_FLWR = importlib.util.find_spec("flwr") is not None
 HAS_DP = importlib.util.find_spec("dp_accounting") is not None
 needs_flwr = pytest.mark.skipif(not HAS_FLWR, reason="flwr not installed: pip install "
-                                "'rfl_fast[flower]' (flwr==1.41.0) to test the Flower link")
+                                "'.[flower]' (flwr==1.41.0) to test the Flower link")
 
 TASK = "rfl_fast.flower.tasks:synthetic_kpca"
 
@@ -389,7 +389,7 @@ def federation(request):
     """One SuperLink and 4 SuperNodes on 127.0.0.1, stopped (with their descendants) at the
     end of the module; the finalizer checks that none of the started processes survives."""
     if not HAS_FLWR or not _flower_binaries():
-        pytest.skip("flwr not installed (pip install 'rfl_fast[flower]'): the deployment "
+        pytest.skip("flwr not installed (pip install '.[flower]'): the deployment "
                     "test needs flower-superlink, flower-supernode and flwr")
     from rfl_fast.flower.local import LocalFederation, _alive, _descendants
 

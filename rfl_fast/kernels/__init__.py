@@ -21,7 +21,8 @@ from .registry import KERNELS, REGISTRY
 
 __all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "backend",
            "get_backend", "available_backends", "is_available", "describe_backends",
-           "compiled_version", "set_threads", "get_threads", "limit_blas_threads"]
+           "compiled_version", "set_threads", "get_threads", "limit_blas_threads",
+           "numba_cache_note"]
 
 
 def resolve(name: str, backend: str | None = None, shape: tuple[int, ...] | None = None
@@ -57,6 +58,14 @@ def compiled_version() -> str | None:
     """The C++ extension's version (``None`` if it is not built)."""
     core = _dispatch.load("cpp")
     return None if core is None else core.__version__
+
+
+def numba_cache_note() -> str:
+    """One line: where Numba caches the compiled kernels (or why Numba is unavailable)."""
+    mod = _dispatch.load("numba")
+    if mod is None:
+        return f"Numba unavailable ({_dispatch.backend_error('numba')})"
+    return mod.cache_note()
 
 
 def describe_backends() -> list[str]:

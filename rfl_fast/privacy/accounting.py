@@ -498,7 +498,8 @@ def _dp():
         import dp_accounting
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("the RDP/PLD accountants need Google's dp-accounting: "
-                          "pip install 'rfl_fast[privacy]' (or dp-accounting)") from exc
+                          "pip install dp-accounting (or '.[privacy]' in the rfl_fast "
+                          "source folder)") from exc
     return dp_accounting
 
 

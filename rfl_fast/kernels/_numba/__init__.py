@@ -13,7 +13,7 @@ Jacobi SVD fallback for ill-conditioned items, and direct solves of the small Ly
 triangular systems of the inverse retractions.
 """
 
-from ._runtime import PARALLEL_MIN_WORK
+from ._runtime import PARALLEL_MIN_WORK, cache_note
 from .lorentz import lorentz_dist, lorentz_exp, lorentz_log, lorentz_transport
 from .spd import (spd_dist, spd_exp, spd_log, sym_expm, sym_invsqrtm, sym_logm, sym_sqrtm)
 from .sphere import sphere_dist, sphere_exp, sphere_log, sphere_transport
@@ -26,5 +26,5 @@ __all__ = [
     "sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm", "spd_exp", "spd_log", "spd_dist",
     "sphere_exp", "sphere_log", "sphere_dist", "sphere_transport",
     "lorentz_exp", "lorentz_log", "lorentz_dist", "lorentz_transport",
-    "PARALLEL_MIN_WORK",
+    "PARALLEL_MIN_WORK", "cache_note",
 ]
