@@ -13,7 +13,8 @@ Jacobi SVD fallback for ill-conditioned items, and direct solves of the small Ly
 triangular systems of the inverse retractions.
 """
 
-from ._runtime import PARALLEL_MIN_WORK, cache_note
+from . import _runtime, sphere
+from ._runtime import PARALLEL_MIN_WORK
 from .lorentz import lorentz_dist, lorentz_exp, lorentz_log, lorentz_transport
 from .spd import (spd_dist, spd_exp, spd_log, sym_expm, sym_invsqrtm, sym_logm, sym_sqrtm)
 from .sphere import sphere_dist, sphere_exp, sphere_log, sphere_transport
@@ -28,3 +29,8 @@ __all__ = [
     "lorentz_exp", "lorentz_log", "lorentz_dist", "lorentz_transport",
     "PARALLEL_MIN_WORK", "cache_note",
 ]
+
+
+def cache_note():
+    """Where Numba caches this package's compiled kernels, and why there."""
+    return _runtime.cache_note(sphere._exp_serial)

@@ -65,10 +65,9 @@ def _is_cached(driver):
         return False
 
 
-def cache_note(driver=None):
-    """Where Numba caches this package's compiled kernels, and why there."""
-    if driver is None:
-        from .sphere import _exp_serial as driver
+def cache_note(driver):
+    """Where Numba caches this package's compiled kernels (``driver``: one of them), and why
+    there."""
     where = _cache_dir(driver)
     if os.environ.get("NUMBA_CACHE_DIR"):
         return f"Numba cache: {where} (NUMBA_CACHE_DIR)"
