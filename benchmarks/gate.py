@@ -24,6 +24,8 @@ with the reference fails its row. The table is printed and written to ``DIR/gate
 
 import argparse
 import json
+import math
+import multiprocessing
 import os
 import platform
 import sys
@@ -61,6 +63,7 @@ HEADLINE_FRACTION = 0.5  # of the recorded speed-up
 QUICK_STRIDE = 5         # --quick: every 5th point of each kernel's grid
 REPEATS = 5
 BUDGET_S = 540.0         # stop timing new points past this (the gate must end within 10 min)
+ROW_LIMIT_S = 90.0       # a row without a result by then fails: auto stuck at a shape
 
 
 def set_thread_counts(n):
@@ -126,32 +129,78 @@ def gate_row(kind, name, point, need, repeats):
 
 def _fmt(row):
     result = "ok" if row["ok"] else "FAIL" if row["agrees"] else "FAIL (disagrees)"
-    again = "" if row["first_ratio"] == row["ratio"] else f" (first {row['first_ratio']:.2f})"
+    if "note" in row:
+        result += f" ({row['note']})"
+    same = row["first_ratio"] == row["ratio"] or math.isnan(row["ratio"])
+    again = "" if same else f" (first {row['first_ratio']:.2f})"
     return (f"| {row['kind']} | {row['kernel']} | {tuple(row['point'])} | {row['auto']} | "
             f"{row['ratio']:.2f}x{again} | >= {row['need']:.2f}x | {result} |")
 
 
+def _init_worker(threads):
+    global _LIMITER
+    _LIMITER, _ = set_thread_counts(threads)
+
+
+class Worker:
+    """Gate rows timed in one worker process under the given thread settings; a row that
+    overruns its time limit (a compiled call cannot be interrupted) ends the worker, and the
+    next row starts a fresh one."""
+
+    def __init__(self, threads):
+        self.threads, self.pool = threads, None
+
+    def row(self, args, limit):
+        """``gate_row(*args)``, or ``None`` after ``limit`` seconds."""
+        if self.pool is None:
+            self.pool = multiprocessing.get_context("spawn").Pool(
+                1, initializer=_init_worker, initargs=(self.threads,))
+        try:
+            return self.pool.apply_async(gate_row, args).get(timeout=limit)
+        except multiprocessing.TimeoutError:
+            self.close()
+            return None
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+
 def run_gate(quick, threads, repeats, budget_s, only="", out=print):
     """Time every row (headline rows first, then the sweep) of kernels whose name contains
-    ``only``; ``(rows, notes)``."""
+    ``only``, in a worker process; ``(rows, notes)``."""
     t0 = time.perf_counter()
     points, what = sweep_points(quick)
     todo = [("headline", k, p, HEADLINE_FRACTION * s) for (k, p), s in RECORDED.items()]
     todo += [("sweep", k, p, SWEEP_MIN) for k, p in points]
     todo = [t for t in todo if only in t[1]]
-    notes = [f"sweep rows: {what}", f"threads: {threads}", f"repeats: {repeats} "
-             "(a row below its threshold is timed again with twice the repeats)"]
+    notes = [f"sweep rows: {what}", f"threads: {threads} for BLAS, C++ and Numba, both sides",
+             f"repeats: {repeats} "
+             "(a row below its threshold is timed again with twice the repeats)",
+             f"a row without a result within {ROW_LIMIT_S:.0f} s fails"]
     out("| kind | kernel | point (N, dims) | auto | reference / auto | need | result |")
     out("|---|---|---|---|---|---|---|")
-    rows = []
-    for i, (kind, name, point, need) in enumerate(todo):
-        if time.perf_counter() - t0 > budget_s:
-            notes.append(f"time budget {budget_s:.0f} s spent: {len(todo) - i} of {len(todo)} "
-                         "rows not timed (not failed)")
-            break
-        row = gate_row(kind, name, point, need, repeats)
-        rows.append(row)
-        out(_fmt(row))
+    rows, worker = [], Worker(threads)
+    try:
+        for i, (kind, name, point, need) in enumerate(todo):
+            left = budget_s - (time.perf_counter() - t0)
+            row = worker.row((kind, name, point, need, repeats), min(ROW_LIMIT_S, left)) \
+                if left > 0 else None
+            if row is None and left < ROW_LIMIT_S:
+                notes.append(f"time budget {budget_s:.0f} s spent: {len(todo) - i} of "
+                             f"{len(todo)} rows not timed (not failed)")
+                break
+            if row is None:
+                row = {"kind": kind, "kernel": name, "point": list(point), "auto": "?",
+                       "ratio": float("nan"), "first_ratio": float("nan"), "need": need,
+                       "agrees": True, "ok": False,
+                       "note": f"no result within {ROW_LIMIT_S:.0f} s"}
+            rows.append(row)
+            out(_fmt(row))
+    finally:
+        worker.close()
     notes.append(f"gate time: {time.perf_counter() - t0:.0f} s")
     return rows, notes
 
@@ -189,13 +238,13 @@ def main(argv=None):
     import rfl_fast as rf
     from rfl_fast.bench import machine
 
-    limiter, threads = set_thread_counts(args.threads)
+    limiter, _ = set_thread_counts(args.threads)      # for the machine report
     info = machine()
     info["rfl_fast path"] = os.path.dirname(rf.__file__)
     info["python"] = f"{platform.python_version()} ({sys.executable})"
     for k, v in info.items():
         print(f"{k}: {v}")
-    rows, notes = run_gate(args.quick, threads, args.repeats, args.budget_s, args.only)
+    rows, notes = run_gate(args.quick, args.threads, args.repeats, args.budget_s, args.only)
     for n in notes:
         print(n)
     write_outputs(args.out, rows, notes, info)
@@ -207,7 +256,8 @@ def main(argv=None):
         for r in failed:
             print(f"gate FAILED: {r['kind']} {r['kernel']} at {tuple(r['point'])}: auto "
                   f"({r['auto']}) {r['ratio']:.2f}x the reference, needs {r['need']:.2f}x"
-                  + ("" if r["agrees"] else ", and disagrees with it"), file=sys.stderr)
+                  + ("" if r["agrees"] else ", and disagrees with it")
+                  + (f" ({r['note']})" if "note" in r else ""), file=sys.stderr)
         return 1
     return 0
 
