@@ -79,7 +79,7 @@ def series_style(i, n):
 
 
 def _draw(ax, histories, y, x):
-    """One line per history on ``ax`` (x = ``"round"`` or ``"cpu"``); returns the count."""
+    """One line per history with values on ``ax`` (x = ``"round"`` or ``"cpu"``)."""
     series = [(name, _plottable(h, y)) for name, h in histories.items()]
     series = [(name, xy) for name, xy in series if xy[2].size]
     for i, (name, (rounds, cpu, values)) in enumerate(series):
@@ -94,7 +94,6 @@ def _draw(ax, histories, y, x):
     ax.set_xlabel(X_AXES[x])
     ax.set_ylabel(METRIC_LABELS.get(y, y.replace("_", " ")))
     ax.grid(True, which="both", alpha=0.3)
-    return len(series)
 
 
 def _legend(ax):
