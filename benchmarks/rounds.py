@@ -16,8 +16,14 @@ steps, a d x d covariance per client, metrics from every client). Also reported:
 * peak traced memory (tracemalloc) of the fast path, data generation included, against the
   size of the client data.
 
+Both paths run under the same thread settings (``--threads``, default 1): BLAS limited to that
+many threads around each path (``run(..., blas_threads=)`` for the fast path,
+:func:`rfl_fast.kernels.limit_blas_threads` around the reference), the same count for the C++
+kernels and Numba. Without that, the reference's BLAS ran on every core while the fast path's
+ran on one, and the speed-up mostly measured the machine's load.
+
     python benchmarks/rounds.py [--rounds 8] [--warmup 2] [--ref-rounds 4] [--quick]
-                                [--full-gradient all|participants] [--json PATH]
+                                [--threads 1] [--full-gradient all|participants] [--json PATH]
 """
 
 import argparse
@@ -83,11 +89,28 @@ def make_algorithm(name, full_gradient="all"):
     return RFedSVRG(STEP, TAU, full_gradient=full_gradient)
 
 
-def time_fast(P, name, x0, rounds, warmup, metrics, seed=0, full_gradient="all"):
-    """Median seconds per round (wall, + metrics when on) after ``warmup`` rounds; final x."""
+def set_compiled_threads(threads):
+    """``threads`` threads for the C++ kernels and Numba (BLAS is limited per path); a
+    description."""
+    import rfl_fast as rf
+    from rfl_fast import kernels
+    said = [f"BLAS {threads}"]
+    if kernels.is_available("cpp"):
+        rf.set_threads(threads)
+        said.append(f"C++ {threads}")
+    if kernels.is_available("numba"):
+        import numba
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        said.append(f"Numba {numba.get_num_threads()}")
+    return ", ".join(said)
+
+
+def time_fast(P, name, x0, rounds, warmup, metrics, seed=0, full_gradient="all", threads=1):
+    """Median seconds per round (wall, + metrics when on) after ``warmup`` rounds, BLAS on
+    ``threads`` threads; final x."""
     from rfl_fast.federation import Uniform, run
     res = run(P, make_algorithm(name, full_gradient), warmup + rounds, participation=Uniform(K),
-              x0=x0, seed=seed, metrics=metrics)
+              x0=x0, seed=seed, metrics=metrics, blas_threads=threads)
     h = res.history
     per = np.asarray(h.wall[1 + warmup:], dtype=float)
     if metrics:
@@ -95,10 +118,14 @@ def time_fast(P, name, x0, rounds, warmup, metrics, seed=0, full_gradient="all")
     return float(np.median(per)), res.x
 
 
-def time_reference(RP, name, x0, rounds, warmup, metrics, seed=0, full_gradient="all"):
+def time_reference(RP, name, x0, rounds, warmup, metrics, seed=0, full_gradient="all",
+                   threads=1):
+    """As :func:`time_fast` for the reference path, BLAS on ``threads`` threads."""
     from rfl_fast.experiments.reference_path import run_reference
-    x, rows = run_reference(RP, name, warmup + rounds, K, x0, seed=seed, step=STEP,
-                            local_steps=TAU, metrics=metrics, full_gradient=full_gradient)
+    from rfl_fast.kernels import limit_blas_threads
+    with limit_blas_threads(threads):
+        x, rows = run_reference(RP, name, warmup + rounds, K, x0, seed=seed, step=STEP,
+                                local_steps=TAU, metrics=metrics, full_gradient=full_gradient)
     per = [r["wall"] + r.get("wall_metrics", 0.0) for r in rows[warmup:]]
     return float(np.median(per)), x
 
@@ -126,28 +153,36 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--ref-rounds", type=int, default=4, help="timed rounds, reference path")
     ap.add_argument("--full-gradient", default="all", choices=("all", "participants"))
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads of BLAS, C++ and Numba, the same for both paths")
     ap.add_argument("--quick", action="store_true", help="fewer rounds, no memory run")
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.warmup, args.ref_rounds = 3, 1, 2
+    if args.threads < 1:
+        ap.error(f"--threads: expected an integer >= 1, got {args.threads}")
+    threads = set_compiled_threads(args.threads)
 
     from rfl_fast.experiments.reference_path import ReferenceKPCA
+    from rfl_fast.kernels import limit_blas_threads
     from rfl_fast.problems import KPCA
     fg = args.full_gradient
     Z, source = client_data(0)
-    t0 = time.perf_counter()
-    P = KPCA(Z, R)
-    P.solution()
-    P.f_star()
-    t_fast_setup = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    RP = ReferenceKPCA(list(Z), R)
-    t_ref_setup = time.perf_counter() - t0
+    with limit_blas_threads(args.threads):     # set-up times under the same settings
+        t0 = time.perf_counter()
+        P = KPCA(Z, R)
+        P.solution()
+        P.f_star()
+        t_fast_setup = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        RP = ReferenceKPCA(list(Z), R)
+        t_ref_setup = time.perf_counter() - t0
     x0 = P.manifold.random_point(rng=1)
     bw = copy_bandwidth()
     print(f"kPCA St({D},{R}), n={N} x {M} samples ({source}), k={K}, tau={TAU}, "
-          f"RFedSVRG g_t over {'all n' if fg == 'all' else 'participants'}")
+          f"RFedSVRG g_t over {'all n' if fg == 'all' else 'participants'}; threads of both "
+          f"paths: {threads}")
     print(f"client data {Z.nbytes / 2**20:.0f} MiB; reference covariances "
           f"{N * D * D * 8 / 2**20:.0f} MiB; copy bandwidth {bw / 1e9:.1f} GB/s; "
           f"set-up fast {t_fast_setup:.1f} s, reference {t_ref_setup:.1f} s")
@@ -160,12 +195,13 @@ def main(argv=None):
     for name in ("RFedAvg", "RFedSVRG"):
         floor = bytes_per_round(name, full_gradient=fg) / bw
         for metrics in (False, True):
-            tf, xf = time_fast(P, name, x0, args.rounds, args.warmup, metrics, full_gradient=fg)
+            tf, xf = time_fast(P, name, x0, args.rounds, args.warmup, metrics, full_gradient=fg,
+                               threads=args.threads)
             tr, xr = time_reference(RP, name, x0, args.ref_rounds, args.warmup, metrics,
-                                    full_gradient=fg)
+                                    full_gradient=fg, threads=args.threads)
             # same number of rounds for the iterate comparison
             _, xf2 = time_fast(P, name, x0, args.ref_rounds, args.warmup, False,
-                               full_gradient=fg)
+                               full_gradient=fg, threads=args.threads)
             dx = float(np.max(np.abs(xf2 - xr)))
             touched = bytes_touched(name, full_gradient=fg) / bw
             row = {"algorithm": name, "metrics": metrics, "fast_s": tf, "reference_s": tr,
@@ -177,6 +213,7 @@ def main(argv=None):
                   f"{tr / tf:7.1f}x {floor:8.4f} {tf / floor:9.1f}x {dx:9.1e} "
                   f"{tf / touched:12.1f}x")
     out = {"shape": {"d": D, "r": R, "n": N, "m": M, "k": K, "tau": TAU}, "source": source,
+           "threads": args.threads,
            "full_gradient": fg, "copy_bandwidth_Bps": bw, "rows": rows}
     if not args.quick:
         del RP

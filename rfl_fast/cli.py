@@ -164,28 +164,12 @@ def _print_progress(exp_id, done, total, label, elapsed):
 
 
 def _plot_experiment(exp_id, res, out, quiet):
-    """Plots of the histories an experiment wrote (``<id>_<setting>_<algorithm>.csv``): one
-    figure per setting and metric, one line per algorithm."""
-    csvs = [f for f in res.get("files", []) if f.endswith(".csv")]
-    if not csvs:
-        return []
+    """Plots of the histories an experiment wrote: per metric, one panel per setting, one line
+    per run (:func:`rfl_fast.experiments.plots.plot_experiment`)."""
     try:
-        from .federation import History
-        from .plotting import plot_metrics
+        from .experiments.plots import plot_experiment
 
-        groups = {}
-        for path in csvs:
-            label = os.path.splitext(os.path.basename(path))[0][len(exp_id) + 1:] or exp_id
-            setting, _, algo = label.rpartition("_")
-            if not setting or not ("Fed" in algo or algo.startswith("Pri")):
-                setting, algo = "all", label
-            groups.setdefault(setting, {})[algo] = History.from_csv(path)
-        files = []
-        for setting, hists in groups.items():
-            files += plot_metrics(hists, out, ("grad_norm", "angle", "f_gap"),
-                                  title=f"{exp_id}: {res['title']} ({setting})",
-                                  prefix=f"{exp_id}_plot_{setting}_")
-        return files
+        return plot_experiment(exp_id, res, out)
     except ImportError as exc:
         if not quiet:
             print(f"plots skipped: {exc}")

@@ -10,6 +10,23 @@ def _seeded():
     np.random.seed(0)
 
 
+@pytest.fixture(scope="session")
+def small_runs(tmp_path_factory):
+    """``get(exp_id) -> (result, folder)``: each experiment's ``small=True`` run (seed 0, files
+    in a temporary folder), run once per session and shared by every test that reads it (the
+    small forms take seconds to a minute each; results are read, never changed)."""
+    from rfl_fast.experiments import run_experiment
+
+    cache = {}
+
+    def get(exp_id):
+        if exp_id not in cache:
+            out = tmp_path_factory.mktemp(exp_id)
+            cache[exp_id] = (run_experiment(exp_id, small=True, seed=0, out=out), out)
+        return cache[exp_id]
+    return get
+
+
 @pytest.fixture(params=rf.available_backends())
 def backend(request):
     """Run the test under every importable backend ("cpp", "numba", "numpy")."""

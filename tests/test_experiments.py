@@ -35,19 +35,6 @@ def test_registry_names_every_experiment_and_fails_clearly():
 
 # ----------------------------------------------------------------------------- every small form
 
-@pytest.fixture(scope="module")
-def small_runs(tmp_path_factory):
-    """Each experiment's ``small=True`` run (seed 0, files in a temporary folder), run once."""
-    cache = {}
-
-    def get(exp_id):
-        if exp_id not in cache:
-            out = tmp_path_factory.mktemp(exp_id)
-            cache[exp_id] = (run_experiment(exp_id, small=True, seed=0, out=out), out)
-        return cache[exp_id]
-    return get
-
-
 @pytest.mark.parametrize("exp_id", list(EXPERIMENTS))
 def test_every_small_form_runs_every_declared_algorithm(small_runs, exp_id):
     """Every declared run (``<setting>_<algorithm>``) wrote a history with its rounds; only

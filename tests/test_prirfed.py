@@ -301,13 +301,11 @@ def test_dpsettings_reexported_for_users():
     assert DPSettings(n_samples=10).batch_size == 10
 
 
-def test_e7_small_reproduction():
+def test_e7_small_reproduction(small_runs):
     """Measured (small, seed 0): floor ratio eps 0.15 / sigma 0 = 1.44 (sphere DP-RSGD), 1.73
     (sphere DP-RSVRG), 9.3 / 19.4 (SPD), 1.24 / 19.4 (hyperbolic); sigma = 0 is RFedAvg
     bit for bit."""
-    from rfl_fast.experiments import e7
-
-    r = e7.run(small=True, seed=0)
+    r = small_runs("E7")[0]
     for name, rows in r["results"].items():
         assert rows["floor_decreases_with_eps"], (name, rows)
         if name.startswith("hyperbolic"):  # uncertified since issue 15: no DP claim to check

@@ -14,7 +14,9 @@ def _data():
 
 class Rounds:
     """One round (after set-up and a warm-up round) per (algorithm, metrics, path); with
-    metrics on, both paths also evaluate them at the start point (as the engine records row 0)."""
+    metrics on, both paths also evaluate them at the start point (as the engine records row 0).
+    BLAS runs on one thread in both paths (``run``'s default ``blas_threads=1``; the reference
+    inside ``limit_blas_threads(1)``)."""
 
     params = [["RFedAvg", "RFedSVRG"], [False, True], ["rfl_fast", "reference"]]
     param_names = ["algorithm", "metrics", "path"]
@@ -40,11 +42,13 @@ class Rounds:
                 run(P, alg, 1, participation=Uniform(K), x0=self.x0, seed=0, metrics=metrics)
         else:
             from rfl_fast.experiments.reference_path import ReferenceKPCA, run_reference
+            from rfl_fast.kernels import limit_blas_threads
             RP = ReferenceKPCA(list(Z), R)
 
             def one_round():
-                run_reference(RP, algorithm, 1, K, self.x0, seed=0, step=STEP,
-                              local_steps=TAU, metrics=metrics)
+                with limit_blas_threads(1):
+                    run_reference(RP, algorithm, 1, K, self.x0, seed=0, step=STEP,
+                                  local_steps=TAU, metrics=metrics)
         self.one_round = one_round
         one_round()  # warm-up (compilation, caches)
 

@@ -69,12 +69,14 @@ class Recorder:
         self.settings, self.results, self.paper, self.notes = {}, {}, {}, []
         self._histories = {}
         self.declared, self.produced, self.skipped = [], set(), {}
+        self.labels = {}        # file-name form (slug) -> the label as declared
         self._progress = _PROGRESS[0]
         self._t0 = time.perf_counter()
 
     def declare(self, *labels):
         """Announce runs (``<setting>_<algorithm>`` labels) that must produce a history."""
         self.declared += [_slug(lb) for lb in labels if _slug(lb) not in self.declared]
+        self.labels.update({_slug(lb): str(lb) for lb in labels})
 
     def diverged(self, label, reason):
         """A declared run that ran but left the floating-point range: a result, noted."""
@@ -112,7 +114,8 @@ class Recorder:
                "small": self.small, "seed": self.seed, "settings": self.settings,
                "results": self.results, "paper": self.paper, "notes": self.notes,
                "elapsed_s": time.perf_counter() - self._t0, "files": [],
-               "runs": {"declared": list(self.declared), "skipped": dict(self.skipped)}}
+               "runs": {"declared": list(self.declared), "skipped": dict(self.skipped),
+                        "labels": dict(self.labels)}}
         if self.out is not None:
             os.makedirs(self.out, exist_ok=True)
             for label, h in self._histories.items():

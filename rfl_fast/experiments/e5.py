@@ -48,6 +48,19 @@ __all__ = ["run", "TABLE1"]
 #: (small, full) run time in seconds: measured, seed 0, shared 2-core machine.
 EXPECTED_S = (4, 75)
 
+#: How the figures name the problems (``rfl_fast.experiments.plots``).
+PLOT_NAMES = {"CPESph": "CPE sphere (principal eigenvector)",
+              "CFMSPD": "CFM SPD (Frechet mean)",
+              "MBCFSti": "MBCF Stiefel (Brockett cost)"}
+
+
+def plot_series(label):
+    """``(problem, series)`` of a run label ``<problem>_<step>_K<K>[_fullbatch]``: one figure
+    panel per problem."""
+    problem, _, series = label.partition("_")
+    return problem, series
+
+
 #: Seed 003, Table 1 (S = agents, N = samples per agent; see the module docstring).
 TABLE1 = {
     "CPESph": {"d": 25, "nu": 1e-3, "S": 10, "N": 80, "alpha": 1.0, "a0": 1.0, "beta": 0.1,

@@ -55,6 +55,10 @@ __all__ = ["run", "sphere_clients", "subspace_clients"]
 #: (small, full) run time in seconds: measured, seed 0, shared 2-core machine.
 EXPECTED_S = (12, 80)
 
+#: How the figures name the two parts (``rfl_fast.experiments.plots``).
+PLOT_NAMES = {"A": "A: AGS-AP against AGS-RS (003 Fig. 4-5)",
+              "B": "B: RFedAGS against the others (003 Fig. 7)"}
+
 A_ALGS = ("AGS-AP(true p)", "AGS-AP(frequency)", "AGS-RS")
 B_ALGS = ("RFedAGS(AP, frequency)", "RFedAGS(RS)", "RFedAvg", "RFedSVRG", "RFedProj")
 

@@ -68,6 +68,11 @@ __all__ = ["run", "CONFIGS", "EPSILONS", "sphere_lg"]
 #: rounds, repeats, eps levels, RDP accounting), not measured.
 EXPECTED_S = (75, 2400)
 
+#: How the figures name the problems (``rfl_fast.experiments.plots``); one panel per
+#: configuration, one line per eps.
+PLOT_NAMES = {"sphere": "sphere PCA", "spd": "SPD Frechet mean",
+              "hyperbolic": "hyperbolic prediction"}
+
 DELTA = 1e-4
 EPSILONS = (0.15, 0.5, 2.0, 8.0)
 _RSGD = {"local": "DP-RSGD", "K": 3, "b": 0.5, "alpha": 0.1, "tau": 1.0, "s": 1}

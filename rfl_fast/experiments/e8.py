@@ -28,6 +28,16 @@ __all__ = ["run", "load_data"]
 #: (small, full) run time in seconds: small measured; full estimated.
 EXPECTED_S = (6, 90)
 
+#: How the figures name the two parts (``rfl_fast.experiments.plots``).
+PLOT_NAMES = {"compare": "algorithms compared", "batch": "RFedProj, batch size b",
+              "full": "full batch"}
+
+
+def plot_series(label):
+    """``(part, series)``: ``compare_<algorithm>`` or ``batch_<b or full>`` (a line per b)."""
+    part, _, series = label.partition("_")
+    return part, f"b{series}" if series.isdigit() else series
+
 
 def load_data():
     """``(X, y, name, note)``: MNIST if present, else digits."""
