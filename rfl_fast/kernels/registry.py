@@ -38,7 +38,7 @@ def _stiefel_grid():
 
 def _stiefel_quick():
     return tuple((b, n, p) for b, n, p in _stiefel_grid()
-                 if (b, n) in ((1, 784), (16, 784), (200, 50), (16, 3072), (1, 50)))
+                 if (b, n) in ((1, 50), (1, 784), (1, 3072), (16, 784), (16, 3072), (200, 50)))
 
 
 def _square_grid():
@@ -53,7 +53,7 @@ def _vector_grid():
 
 FAMILIES = {
     "stiefel": Family("stiefel", _stiefel_grid(), _stiefel_quick()),
-    "square": Family("square", _square_grid(), tuple(p for p in _square_grid() if p[0] != 16)),
+    "square": Family("square", _square_grid(), _square_grid()),
     "vector": Family("vector", _vector_grid(), tuple(p for p in _vector_grid() if p[0] != 200)),
 }
 
