@@ -3,7 +3,7 @@
     python benchmarks/gate.py [--quick] [--out DIR] [--threads N] [--repeats R]
 
 Two kinds of rows, each a ratio ``t(reference) / t(auto)`` of raw kernels measured side by side
-in one process (``rfl_fast.sweep.time_point``: blocks of back-to-back calls, the two routes
+in one process (``rfl_fast.app.sweep.time_point``: blocks of back-to-back calls, the two routes
 alternating block by block, medians), both routes under the same thread settings (BLAS through
 threadpoolctl, the C++ kernels through ``rfl_fast.set_threads``, Numba through
 ``numba.set_num_threads``; all ``--threads``):
@@ -33,7 +33,7 @@ import time
 
 #: Speed-up of the C++ kernels over the NumPy reference at the papers' shapes, as recorded by
 #: ``rfl-fast bench`` on the project's 2-core machine (the lower of two runs; closing note of
-#: the compiled-core work). Key: (kernel, (N, *dims)) as in ``rfl_fast.bench.FULL_CASES``.
+#: the compiled-core work). Key: (kernel, (N, *dims)) as in ``rfl_fast.app.bench.FULL_CASES``.
 RECORDED = {
     ("sym_expm", (10_000, 9)): 9.2, ("sym_logm", (10_000, 9)): 6.0,
     ("sym_expm", (1_000, 20)): 7.0, ("sym_logm", (1_000, 20)): 6.4,
@@ -107,7 +107,7 @@ def sweep_points(quick):
 def measure(name, point, repeats):
     """``(auto backend, ratio reference / auto, agrees)`` at ``point``; auto = numpy is 1.0
     by construction (the same function) and not timed."""
-    from rfl_fast.sweep import auto_backend, time_point
+    from rfl_fast.app.sweep import auto_backend, time_point
 
     auto = auto_backend(name, point)
     if auto == "numpy":
@@ -236,7 +236,7 @@ def main(argv=None):
         ap.error(f"--repeats: expected an integer >= 1, got {args.repeats}")
 
     import rfl_fast as rf
-    from rfl_fast.bench import machine
+    from rfl_fast.app.bench import machine
 
     limiter, _ = set_thread_counts(args.threads)      # for the machine report
     info = machine()

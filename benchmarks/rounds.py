@@ -4,7 +4,7 @@ kPCA on St(784, 5), n = 200 clients x 300 samples (MNIST when ``$RFL_FAST_DATA/m
 the IDX files, else synthetic Gaussian data of that shape), k = 20 per round, tau = 5, for
 RFedAvg and RFedSVRG (its full-gradient phase included), with and without the per-round
 metrics (grad norm, principal angles, f - f*), side by side with
-:mod:`rfl_fast.experiments.reference_path` (the papers' style: Python loops over clients and
+:mod:`rfl_fast.app.experiments.reference_path` (the papers' style: Python loops over clients and
 steps, a d x d covariance per client, metrics from every client). Also reported:
 
 * the largest difference between the two paths' server iterates (same seed, participants, x0);
@@ -121,7 +121,7 @@ def time_fast(P, name, x0, rounds, warmup, metrics, seed=0, full_gradient="all",
 def time_reference(RP, name, x0, rounds, warmup, metrics, seed=0, full_gradient="all",
                    threads=1):
     """As :func:`time_fast` for the reference path, BLAS on ``threads`` threads."""
-    from rfl_fast.experiments.reference_path import run_reference
+    from rfl_fast.app.experiments.reference_path import run_reference
     from rfl_fast.kernels import limit_blas_threads
     with limit_blas_threads(threads):
         x, rows = run_reference(RP, name, warmup + rounds, K, x0, seed=seed, step=STEP,
@@ -164,7 +164,7 @@ def main(argv=None):
         ap.error(f"--threads: expected an integer >= 1, got {args.threads}")
     threads = set_compiled_threads(args.threads)
 
-    from rfl_fast.experiments.reference_path import ReferenceKPCA
+    from rfl_fast.app.experiments.reference_path import ReferenceKPCA
     from rfl_fast.kernels import limit_blas_threads
     from rfl_fast.problems import KPCA
     fg = args.full_gradient

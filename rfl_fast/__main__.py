@@ -15,6 +15,6 @@ if len(sys.argv) == 2 and sys.argv[1] in _FOLDERS:
     print(_FOLDERS[sys.argv[1]]())
     sys.exit(0)
 
-from .cli import main  # noqa: E402 (the folder flags above need no CLI imports)
+from .app.cli import main  # noqa: E402 (the folder flags above need no CLI imports)
 
 sys.exit(main())

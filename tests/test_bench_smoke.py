@@ -5,8 +5,8 @@ Times are printed, never asserted (benchmarks measure speed; tests measure corre
 
 import json
 
-from rfl_fast import bench
-from rfl_fast.cli import main
+from rfl_fast.app import bench
+from rfl_fast.app.cli import main
 
 
 def test_compare_smoke_runs_and_backends_agree(tmp_path, capsys):

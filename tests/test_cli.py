@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import rfl_fast
-from rfl_fast.cli import build_parser, main
-from rfl_fast.config import ConfigError, load_plan, resolve_config
+from rfl_fast.app.cli import build_parser, main
+from rfl_fast.app.config import ConfigError, load_plan, resolve_config
 from rfl_fast.federation import History
-from rfl_fast.runner import execute
+from rfl_fast.app.runner import execute
 
 TINY = """\
 name = "tiny"
@@ -201,7 +201,7 @@ ALGORITHMS = ("RFedAvg", "RFedProx", "RFedSVRG", "RFedSVRG2BB", "RFedSVRG2BBS", 
 
 def test_only_federated_algorithms_are_algorithm_names():
     from rfl_fast import algorithms
-    from rfl_fast.config import algorithm_names
+    from rfl_fast.app.config import algorithm_names
     from rfl_fast.flower.spec import build_algorithm
 
     assert algorithm_names() == ALGORITHMS
@@ -258,8 +258,8 @@ def test_reproduce_shows_expected_time_progress_and_table(tmp_path, capsys):
 
 def test_reproduce_exits_1_with_the_reason_when_a_declared_run_is_missing(tmp_path, capsys,
                                                                          monkeypatch):
-    from rfl_fast.experiments import e1
-    from rfl_fast.experiments._common import Recorder
+    from rfl_fast.app.experiments import e1
+    from rfl_fast.app.experiments._common import Recorder
 
     def broken(small=False, seed=0, out=None):
         rec = Recorder("E1", "t", "s", small, seed, out)
@@ -325,7 +325,7 @@ def test_ctrl_c_on_the_command_line_exits_130_with_results(tmp_path):
     cfg = _write(tmp_path, TINY.format(plots="[]").replace("rounds = 6", "rounds = 100000")
                  .replace("name = \"tiny\"", "name = \"long\"\nmetrics_every = 100"))
     out = tmp_path / "res"
-    proc = subprocess.Popen([sys.executable, "-m", "rfl_fast.cli", "run", cfg, "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "rfl_fast.app.cli", "run", cfg, "--out",
                              str(out), "-q"], env=_env(), cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
@@ -399,7 +399,7 @@ def test_bench_smoke_says_what_it_checked(capsys):
 def test_quiet_also_silences_the_package_notices(monkeypatch, caplog):
     import logging
 
-    from rfl_fast import cli
+    from rfl_fast.app import cli
 
     def notice(args):  # as the Numba backend announces a first compilation
         logging.getLogger("rfl_fast.kernels").warning("compiling the Numba kernels")

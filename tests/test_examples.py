@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import rfl_fast
-from rfl_fast.cli import main
+from rfl_fast.app.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from rfl_fast.algorithms import RFedAvg, RFedSVRG
-from rfl_fast.experiments import EXPERIMENTS, get_experiment, run_experiment
-from rfl_fast.experiments.reference_path import ReferenceKPCA, run_reference
+from rfl_fast.app.experiments import EXPERIMENTS, get_experiment, run_experiment
+from rfl_fast.app.experiments.reference_path import ReferenceKPCA, run_reference
 from rfl_fast.federation import Uniform, run
 from rfl_fast.problems import KPCA
 
@@ -28,7 +28,7 @@ def test_registry_names_every_experiment_and_fails_clearly():
         try:
             mod = get_experiment(key.lower())
         except ImportError as exc:
-            assert f"rfl_fast.experiments.{EXPERIMENTS[key]}" in str(exc)
+            assert f"rfl_fast.app.experiments.{EXPERIMENTS[key]}" in str(exc)
         else:
             assert callable(mod.run)
 
@@ -56,7 +56,7 @@ def test_every_small_form_runs_every_declared_algorithm(small_runs, exp_id):
 
 
 def test_every_small_form_has_a_results_table_with_verdicts(small_runs, tmp_path):
-    from rfl_fast.experiments.tables import results_table, write_table
+    from rfl_fast.app.experiments.tables import results_table, write_table
     verdicts = ("reproduced", "partly", "not reproduced", "paper inconsistent", "setting")
     for exp_id in EXPERIMENTS:
         res, _ = small_runs(exp_id)
@@ -133,7 +133,7 @@ def test_e3_wine_rfedsvrg_reaches_1e_8_while_rfedavg_rfedprox_stall(small_runs):
 
 def test_e3_full_declares_mnist_and_skips_it_only_for_missing_files(monkeypatch):
     """Without MNIST files the MNIST runs are a documented skip, never a silent drop."""
-    from rfl_fast.experiments import _common, e3
+    from rfl_fast.app.experiments import _common, e3
     rec = _common.Recorder("E3", "t", "s", True, 0, None)
 
     def missing(split):
@@ -146,7 +146,7 @@ def test_e3_full_declares_mnist_and_skips_it_only_for_missing_files(monkeypatch)
 
 
 def test_a_declared_run_without_history_is_an_error():
-    from rfl_fast.experiments._common import ExperimentError, Recorder
+    from rfl_fast.app.experiments._common import ExperimentError, Recorder
     rec = Recorder("EX", "t", "s", True, 0, None)
     rec.declare("set_RFedAvg", "set_RFedSVRG")
     rec.history("set_RFedAvg", None)
@@ -193,8 +193,8 @@ def test_e6b_heterogeneous_clients_make_participation_bias_visible():
     original and re-weighted optima 1.78; f - f* AGS-AP 0.041, AGS-RS 0.91, RFedAvg 0.91,
     RFedSVRG 0.92 (they sit at the re-weighted optimum, angle 0.09), RFedProj 0.015 (its
     per-client corrections c_i remember the absent clients)."""
-    from rfl_fast.experiments import e6
-    from rfl_fast.experiments._common import Recorder
+    from rfl_fast.app.experiments import e6
+    from rfl_fast.app.experiments._common import Recorder
     rec = Recorder("E6", "t", "s", True, 0, None)
     b = e6._part_b(rec, True, 0)
     assert b["angle_between_optima"] > 0.5, b
@@ -213,7 +213,7 @@ def test_e7_sphere_rows_use_seed_002s_three_columns(small_runs):
     """Measured (40 rounds, 2 repeats): f - f* floors eps 0.15 / 2 / sigma = 0 -- left
     1.1e-2 / 5.0e-3 / 4.5e-3, middle 1.1e-2 / 8.3e-3 / 3.1e-5, right 8.0e-3 / 4.2e-3 /
     6.1e-4; sigma = 0 DP-RSGD is RFedAvg bitwise."""
-    from rfl_fast.experiments import e7
+    from rfl_fast.app.experiments import e7
     from rfl_fast.problems import SpherePCA
     c = e7.CONFIGS
     assert (c["sphere_DP-RSGD"]["s"], c["sphere_DP-RSGD"]["K"], c["sphere_DP-RSGD"]["b"]) \
@@ -244,7 +244,7 @@ def test_e8_rfedproj_wins_and_larger_batches_help():
     |grad| RFedProj 6.4e-5, RFedSVRG 1.3e-4, RFedAvg 0.91, RFedProx 0.90; RFedProj tail mean
     b = 1: 3.4, b = 10: 1.2, full: 1.5e-4."""
     from rfl_fast.data import load_sklearn
-    from rfl_fast.experiments import e8
+    from rfl_fast.app.experiments import e8
     X, y = load_sklearn("digits")
     r = e8.run(small=True, seed=0, data=(X, y, "digits"))
     c = {a: v["grad_norm_final"] for a, v in r["results"]["comparison"].items()}

@@ -10,7 +10,7 @@ from subprocess_env import same_package
 
 import rfl_fast as rf
 from rfl_fast._files import atomic_write
-from rfl_fast.cli import main
+from rfl_fast.app.cli import main
 
 # ----------------------------------------------------------------------------- umask
 
@@ -73,7 +73,7 @@ S = rf.Sphere(3)                        # a manifold op under auto: Numba or Num
 x = S.random_point(4, rng=0)
 v = S.proj(x, np.ones((4, 3)))
 assert np.allclose(S.log(x, S.exp(x, 0.1 * v)), 0.1 * v)
-from rfl_fast.cli import main
+from rfl_fast.app.cli import main
 sys.exit(main(["info"]))
 """
 

@@ -4,8 +4,8 @@ Every import statement counts, including those inside functions (a lazy import i
 dependency). The floors, lowest first: the basement (kernels, and the validation, error and
 file helpers everything uses), the ground (manifolds, linalg), the first floor (problems,
 algorithms with their building blocks, privacy, data), the second floor (federation: the round
-engine) and the roof (the Flower app, CLI, config, runner, experiments, estimators, benchmarks,
-interop adapters). A new top-level module or folder must be given its floor here.
+engine) and the roof (``app/``: CLI, config, runner, experiments, estimators, benchmarks; the
+Flower app; the interop adapters). A new top-level module or folder must be given its floor here.
 """
 
 import ast
@@ -20,8 +20,10 @@ FLOORS = {
     1: ("manifolds", "linalg"),
     2: ("problems", "algorithms", "privacy", "data"),
     3: ("federation",),
-    4: ("flower", "cli", "config", "runner", "demo", "bench", "sweep", "timing", "plotting",
-        "estimators", "experiments", "interop", "__main__"),
+    # the roof: app/ (CLI, config, runner, experiments, estimators, demo, bench, plotting), the
+    # Flower app, the interop adapters, and the old import paths of app modules (re-exports)
+    4: ("app", "flower", "interop", "__main__", "config", "runner", "plotting", "estimators",
+        "experiments"),
 }
 FLOOR = {name: level for level, names in FLOORS.items() for name in names}
 

@@ -10,10 +10,10 @@ pytest.importorskip("matplotlib")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
-from rfl_fast.experiments._common import Recorder  # noqa: E402
-from rfl_fast.experiments.plots import experiment_panels, readable, split_label  # noqa: E402
+from rfl_fast.app.experiments._common import Recorder  # noqa: E402
+from rfl_fast.app.experiments.plots import experiment_panels, readable, split_label  # noqa: E402
 from rfl_fast.federation import History  # noqa: E402
-from rfl_fast.plotting import histories_figure, panels_figure, plot_panels  # noqa: E402
+from rfl_fast.app.plotting import histories_figure, panels_figure, plot_panels  # noqa: E402
 
 
 def _history(rate, rounds=20):
@@ -60,7 +60,7 @@ def test_readable_labels_use_words_not_keys():
 
 
 def test_e5_figure_has_one_panel_per_problem_with_readable_unique_lines(tmp_path):
-    from rfl_fast.experiments.e5 import PLOT_NAMES, TABLE1
+    from rfl_fast.app.experiments.e5 import PLOT_NAMES, TABLE1
 
     series = ("fixed_K1", "fixed_K5", "decaying_K1", "decaying_K5", "fixed_K1_fullbatch")
     res = _recorded("E5", [f"{p}_{s}" for p in TABLE1 for s in series], tmp_path)
@@ -80,7 +80,7 @@ def test_e5_figure_has_one_panel_per_problem_with_readable_unique_lines(tmp_path
 
 
 def test_e7_figure_has_one_panel_per_configuration(tmp_path):
-    from rfl_fast.experiments.e7 import CONFIGS
+    from rfl_fast.app.experiments.e7 import CONFIGS
 
     eps = ("eps0.15", "eps2", "sigma0")
     res = _recorded("E7", [f"{c}_{e}" for c in CONFIGS for e in eps], tmp_path)

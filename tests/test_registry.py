@@ -116,7 +116,7 @@ def test_only_kernels_touch_the_compiled_module_and_the_dispatcher():
 def test_derive_auto_orders_backends_by_their_time_per_point():
     """The table derivation from sweep rows (times given, not measured): each point orders the
     backends that agree with the reference fastest first, a disagreeing one last."""
-    from rfl_fast.sweep import derive_auto
+    from rfl_fast.app.sweep import derive_auto
 
     def row(b, p, cpp, numba, numba_ok=True):
         return {"kernel": "stiefel_proj", "point": [b, 784, p], "auto": "cpp",
@@ -143,7 +143,7 @@ def test_a_backend_beyond_its_declared_size_is_never_auto():
 
 
 def test_one_sweep_point_times_every_backend_and_agrees():
-    from rfl_fast.sweep import time_point
+    from rfl_fast.app.sweep import time_point
 
     row = time_point("stiefel_retr_polar", (2, 12, 3), kernels.available_backends(), 1)
     assert set(row["times"]) == set(kernels.available_backends())

@@ -1,6 +1,6 @@
 """asv: seconds per communication round at the MNIST shape (kPCA St(784, 5), n = 200 x 300
 samples, k = 20, tau = 5), rfl_fast against the papers'-style reference path
-(:mod:`rfl_fast.experiments.reference_path`); see ``benchmarks/rounds.py`` for the
+(:mod:`rfl_fast.app.experiments.reference_path`); see ``benchmarks/rounds.py`` for the
 side-by-side table, the memory-traffic floor and the peak memory."""
 
 import numpy as np
@@ -41,7 +41,7 @@ class Rounds:
             def one_round():
                 run(P, alg, 1, participation=Uniform(K), x0=self.x0, seed=0, metrics=metrics)
         else:
-            from rfl_fast.experiments.reference_path import ReferenceKPCA, run_reference
+            from rfl_fast.app.experiments.reference_path import ReferenceKPCA, run_reference
             from rfl_fast.kernels import limit_blas_threads
             RP = ReferenceKPCA(list(Z), R)
 

@@ -4,7 +4,7 @@ prints the same grid as ratios against the reference in one run."""
 
 from rfl_fast import kernels
 from rfl_fast.kernels.registry import REGISTRY, sweep_grid
-from rfl_fast.sweep import _inputs, _size
+from rfl_fast.app.sweep import _inputs, _size
 
 
 def _points(family):

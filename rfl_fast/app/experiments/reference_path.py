@@ -26,7 +26,7 @@ import time
 import numpy as np
 import scipy.linalg
 
-from ..federation.context import STREAM_PARTICIPATION, stream
+from ...federation.context import STREAM_PARTICIPATION, stream
 
 __all__ = ["ReferenceKPCA", "run_reference", "sample_participants"]
 

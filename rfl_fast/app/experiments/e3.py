@@ -32,10 +32,10 @@ initial points (001).
 
 import numpy as np
 
-from ..algorithms import RFedAvg, RFedProx, RFedSVRG2BB, RFedSVRG2BBS
-from ..data import load_mnist, load_sklearn, split_equal
-from ..federation import Uniform, run as fed_run
-from ..problems import KPCA
+from ...algorithms import RFedAvg, RFedProx, RFedSVRG2BB, RFedSVRG2BBS
+from ...data import load_mnist, load_sklearn, split_equal
+from ...federation import Uniform, run as fed_run
+from ...problems import KPCA
 from ._common import Recorder, aggregate, make_svrg, mean_curve, summarize, svrg_gradient_mode
 
 __all__ = ["run", "SETTINGS"]

@@ -44,10 +44,10 @@ which seed 003 says AGS-AP (unbiased) should beat the biased methods.
 
 import numpy as np
 
-from ..algorithms import RFedAGS, RFedAvg, RFedProj, RFedSVRG, reweighted_weights
-from ..data import eigengap_clients
-from ..federation import Bernoulli, Decaying, run as fed_run
-from ..problems import KPCA, SpherePCA
+from ...algorithms import RFedAGS, RFedAvg, RFedProj, RFedSVRG, reweighted_weights
+from ...data import eigengap_clients
+from ...federation import Bernoulli, Decaying, run as fed_run
+from ...problems import KPCA, SpherePCA
 from ._common import Recorder, summarize
 
 __all__ = ["run", "sphere_clients", "subspace_clients"]
@@ -55,7 +55,7 @@ __all__ = ["run", "sphere_clients", "subspace_clients"]
 #: (small, full) run time in seconds: measured, seed 0, shared 2-core machine.
 EXPECTED_S = (12, 80)
 
-#: How the figures name the two parts (``rfl_fast.experiments.plots``).
+#: How the figures name the two parts (``rfl_fast.app.experiments.plots``).
 PLOT_NAMES = {"A": "A: AGS-AP against AGS-RS (003 Fig. 4-5)",
               "B": "B: RFedAGS against the others (003 Fig. 7)"}
 

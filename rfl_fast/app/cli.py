@@ -42,7 +42,7 @@ def _info(args):
         return EXIT_OK
     rfl_fast.show_config()
     if args.verbose:
-        from .kernels import numba_cache_note
+        from ..kernels import numba_cache_note
 
         print(numba_cache_note())
     return EXIT_OK
@@ -123,7 +123,7 @@ def _reproduce(args):
         t = expected_seconds(args.id, small=args.small)
         if t is not None:
             print(f"expected time: about {_duration(t)} (2-core machine; see "
-                  f"rfl_fast.experiments.{args.id.lower()}.EXPECTED_S)", flush=True)
+                  f"rfl_fast.app.experiments.{args.id.lower()}.EXPECTED_S)", flush=True)
     try:
         res = run_experiment(args.id, small=args.small, seed=args.seed, out=out,
                              progress=None if args.quiet else _print_progress)
@@ -165,7 +165,7 @@ def _print_progress(exp_id, done, total, label, elapsed):
 
 def _plot_experiment(exp_id, res, out, quiet):
     """Plots of the histories an experiment wrote: per metric, one panel per setting, one line
-    per run (:func:`rfl_fast.experiments.plots.plot_experiment`)."""
+    per run (:func:`rfl_fast.app.experiments.plots.plot_experiment`)."""
     try:
         from .experiments.plots import plot_experiment
 
@@ -263,7 +263,7 @@ def build_parser():
     sub.add_parser("info", parents=[chat],
                    help="versions, backends and thread settings (-q: one line; -v: also "
                         "Numba's compilation cache)").set_defaults(func=_info)
-    # parsed by rfl_fast.bench itself (its own --help, -q and -v)
+    # parsed by rfl_fast.app.bench itself (its own --help, -q and -v)
     sub.add_parser("bench", help="kernel timings of every backend against NumPy", add_help=False)
     return parser
 

@@ -142,14 +142,14 @@ def algorithm_names():
     """Names of the federated algorithms of :mod:`rfl_fast.algorithms` (in export order):
     the :class:`~rfl_fast.algorithms.FederatedAlgorithm` dataclasses, never the state classes
     or helpers exported next to them."""
-    from .algorithms import algorithm_classes
+    from ..algorithms import algorithm_classes
 
     return tuple(name for name, cls in algorithm_classes().items()
                  if dataclasses.is_dataclass(cls))
 
 
 def _algorithm_class(name):
-    from .algorithms import algorithm_classes
+    from ..algorithms import algorithm_classes
 
     return algorithm_classes()[name]
 
@@ -537,7 +537,7 @@ def _rekey(exc, prefix, known):
 
 
 def _load_rows(data):
-    from . import data as D
+    from .. import data as D
 
     source = data["source"]
     if source in _BUNDLED:
@@ -580,7 +580,7 @@ def _load_rows(data):
 def _build_data(cfg):
     """Client data for the problem: ``(payload, form, info)`` with ``form`` one of
     ``"clients"`` (list/stack/ClientData of per-client samples) or ``"covariances"``."""
-    from . import data as D
+    from .. import data as D
 
     data, seed = cfg["data"], cfg["data"]["seed"]
     source = data["source"]
@@ -620,7 +620,7 @@ def _build_data(cfg):
 
 
 def _build_problem(cfg, payload, form):
-    from . import problems
+    from .. import problems
 
     p = cfg["problem"]
     cls = getattr(problems, p["type"])
@@ -636,7 +636,7 @@ def _build_problem(cfg, payload, form):
 
 
 def _build_algorithm(spec):
-    from .federation import Constant, Decaying
+    from ..federation import Constant, Decaying
 
     params = {k: _plain(v) for k, v in spec.items() if k not in ("name", "label")}
     step = params.get("step")
@@ -647,7 +647,7 @@ def _build_algorithm(spec):
 
 
 def _build_participation(spec):
-    from .federation import Bernoulli, Full, Uniform
+    from ..federation import Bernoulli, Full, Uniform
 
     if spec["type"] == "uniform":
         return Uniform(spec["k"])

@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from . import kernels
-from .kernels.registry import REGISTRY, handles, sweep_grid
-from .kernels.testing import kernel_inputs
+from .. import kernels
+from ..kernels.registry import REGISTRY, handles, sweep_grid
+from ..kernels.testing import kernel_inputs
 from .timing import agree, block_medians
 
 __all__ = ["run_sweep", "derive_auto", "write_auto_table", "print_summary"]
@@ -145,7 +145,7 @@ def derive_auto(rows):
 
 def write_auto_table(table, path, note):
     """Write ``table`` (merged over the existing one) as the module ``kernels/_auto_table.py``."""
-    from .kernels._auto_table import AUTO
+    from ..kernels._auto_table import AUTO
 
     merged = dict(AUTO)
     merged.update(table)

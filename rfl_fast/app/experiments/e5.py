@@ -37,10 +37,10 @@ stochastic neighbourhood of the mini-batch ``B``.
 
 import numpy as np
 
-from ..algorithms import RFedAGS
-from ..data import brockett_matrices, eigengap_clients, wishart_clients
-from ..federation import Decaying, run as fed_run
-from ..problems import Brockett, SPDMean, SpherePCA
+from ...algorithms import RFedAGS
+from ...data import brockett_matrices, eigengap_clients, wishart_clients
+from ...federation import Decaying, run as fed_run
+from ...problems import Brockett, SPDMean, SpherePCA
 from ._common import Recorder, summarize
 
 __all__ = ["run", "TABLE1"]
@@ -48,7 +48,7 @@ __all__ = ["run", "TABLE1"]
 #: (small, full) run time in seconds: measured, seed 0, shared 2-core machine.
 EXPECTED_S = (4, 75)
 
-#: How the figures name the problems (``rfl_fast.experiments.plots``).
+#: How the figures name the problems (``rfl_fast.app.experiments.plots``).
 PLOT_NAMES = {"CPESph": "CPE sphere (principal eigenvector)",
               "CFMSPD": "CFM SPD (Frechet mean)",
               "MBCFSti": "MBCF Stiefel (Brockett cost)"}

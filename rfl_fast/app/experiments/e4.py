@@ -21,10 +21,10 @@ the linear rate (least-squares slope of ``log10 |grad f|`` over the rounds befor
 
 import numpy as np
 
-from ..algorithms import RFedAvg, RFedProx, RFedSVRG, RFedSVRG2BB, RFedSVRG2BBS
-from ..data import gaussian_gram_spd
-from ..federation import Uniform, run as fed_run
-from ..problems import SPDMean
+from ...algorithms import RFedAvg, RFedProx, RFedSVRG, RFedSVRG2BB, RFedSVRG2BBS
+from ...data import gaussian_gram_spd
+from ...federation import Uniform, run as fed_run
+from ...problems import SPDMean
 from ._common import Recorder, summarize
 
 __all__ = ["run"]

@@ -28,9 +28,9 @@ import numpy as np
 
 import rfl_fast as rf
 
-from . import kernels
-from .kernels import reference as ref
-from .kernels.testing import kernel_inputs
+from .. import kernels
+from ..kernels import reference as ref
+from ..kernels.testing import kernel_inputs
 from .timing import AGREE_ATOL, WARMUP_S, agree, block_medians, median_time, scaled_error
 
 # (kernel, (N, n, p)) at the papers' shapes; vectors use (N, d)
@@ -161,7 +161,7 @@ def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
     ``-c (I - XX') Z'(ZX)`` (BLAS). Printed as ratios; the floor is one read of Z / copy
     bandwidth. Each repeat runs every route as a block: :data:`WARMUP_S` seconds of untimed
     calls, then :data:`BLOCK_CALLS` timed ones (the materialized route: one timed call)."""
-    from . import privacy as P
+    from .. import privacy as P
 
     m, d, r = shape
     rng = np.random.default_rng(0)
@@ -179,7 +179,7 @@ def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
 
     cases = {"non-private gradient (BLAS)": nonprivate, "materialized (m,d,r) NumPy": materialized}
     routes = ["numpy"] + (["numba"] if kernels.is_available("numba") else [])
-    from .kernels import fused
+    from ..kernels import fused
     if fused.compiled_available():
         routes.append("cpp")
     for b in routes:
@@ -267,7 +267,7 @@ def main(argv=None):
     parser.add_argument("--only", default="", help="run kernels whose name contains this")
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--sweep", action="store_true",
-                        help="every kernel over the registry's shape grid (see rfl_fast.sweep)")
+                        help="every kernel over the registry's shape grid (see rfl_fast.app.sweep)")
     parser.add_argument("--quick", action="store_true",
                         help="with --sweep: the registry's sample of each grid (minutes)")
     parser.add_argument("--write-auto", action="store_true",
@@ -322,9 +322,9 @@ def _compare(args):
 
 
 def _sweep(args):
-    """The shape sweep (``rfl_fast.sweep``): ``(rows, exit status)``."""
+    """The shape sweep (``rfl_fast.app.sweep``): ``(rows, exit status)``."""
     from . import sweep
-    from .kernels import KERNELS
+    from ..kernels import KERNELS
 
     info = machine()
     for k, v in info.items():

@@ -20,10 +20,10 @@ the installed RFedSVRG supports it (``results["svrg_full_gradient"]``). Metrics:
 
 import numpy as np
 
-from ..algorithms import RFedAvg, RFedProx
-from ..data import gaussian_covariances
-from ..federation import Uniform, run as fed_run
-from ..problems import KPCA, SpherePCA
+from ...algorithms import RFedAvg, RFedProx
+from ...data import gaussian_covariances
+from ...federation import Uniform, run as fed_run
+from ...problems import KPCA, SpherePCA
 from ._common import Recorder, aggregate, make_svrg, mean_curve, summarize, svrg_gradient_mode
 
 __all__ = ["run", "STEP"]

@@ -17,10 +17,10 @@ term ``sigma^2 / b`` of its theorem). Here:
 
 import numpy as np
 
-from ..algorithms import RFedAvg, RFedProj, RFedProx
-from ..data import load_mnist, load_sklearn, split_dirichlet
-from ..federation import run as fed_run
-from ..problems import KPCA
+from ...algorithms import RFedAvg, RFedProj, RFedProx
+from ...data import load_mnist, load_sklearn, split_dirichlet
+from ...federation import run as fed_run
+from ...problems import KPCA
 from ._common import Recorder, make_svrg, summarize
 
 __all__ = ["run", "load_data"]
@@ -28,7 +28,7 @@ __all__ = ["run", "load_data"]
 #: (small, full) run time in seconds: small measured; full estimated.
 EXPECTED_S = (6, 90)
 
-#: How the figures name the two parts (``rfl_fast.experiments.plots``).
+#: How the figures name the two parts (``rfl_fast.app.experiments.plots``).
 PLOT_NAMES = {"compare": "algorithms compared", "batch": "RFedProj, batch size b",
               "full": "full batch"}
 

@@ -10,10 +10,10 @@ import os
 
 import numpy as np
 
-from . import algorithms as alg
-from .data import load_wine, split_dirichlet
-from .federation import Decaying, run
-from .problems import KPCA
+from .. import algorithms as alg
+from ..data import load_wine, split_dirichlet
+from ..federation import Decaying, run
+from ..problems import KPCA
 
 __all__ = ["demo_algorithms", "run_demo", "summary_table"]
 

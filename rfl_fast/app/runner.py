@@ -1,6 +1,6 @@
 """Running an experiment plan and writing its results folder (``rfl-fast run``).
 
-:func:`execute` runs every algorithm of a :class:`~rfl_fast.config.RunPlan` and writes one
+:func:`execute` runs every algorithm of a :class:`~rfl_fast.app.config.RunPlan` and writes one
 folder per run::
 
     <out>/config.toml             the experiment file as given (or .yaml)
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._files import atomic_write
+from .._files import atomic_write
 from .config import ConfigError
 
 __all__ = ["execute", "RunOutcome", "InterruptGuard", "atomic_write", "summary_table"]
@@ -179,8 +179,8 @@ def _metrics_row0(problem, x0):
 def _history_from_rows(rows, meta):
     """A History from the rows seen by the callback (used when a run was cut short by a
     KeyboardInterrupt inside the engine)."""
-    from .federation import History
-    from .federation.history import BASE_COLUMNS, INT_COLUMNS
+    from ..federation import History
+    from ..federation.history import BASE_COLUMNS, INT_COLUMNS
 
     names = list(BASE_COLUMNS)
     for row in rows:
@@ -211,7 +211,7 @@ def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
 
     Parameters
     ----------
-    plan : rfl_fast.config.RunPlan
+    plan : rfl_fast.app.config.RunPlan
     overwrite : bool
         Allow writing into a non-empty ``plan.out``.
     progress : bool
@@ -236,7 +236,7 @@ def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
     ConfigError
         ``plan.out`` exists and is not empty (without ``overwrite``); nothing is written.
     """
-    from .federation import run
+    from ..federation import run
 
     stream = sys.stdout if stream is None else stream
     cfg = plan.config
@@ -395,7 +395,7 @@ def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
 
 def _version():
     try:
-        from . import __version__
+        from .. import __version__
 
         return __version__
     except ImportError:  # pragma: no cover

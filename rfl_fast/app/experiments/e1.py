@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from ..federation import karcher_mean, tangent_mean
-from ..manifolds import Sphere
+from ...federation import karcher_mean, tangent_mean
+from ...manifolds import Sphere
 from ._common import Recorder
 
 __all__ = ["run", "PAPER_TABLE"]

@@ -17,10 +17,10 @@ side-by-side reading), ``notes`` (deviations, skipped parts with their reason),
 
 Nothing is dropped silently: every run is declared before it starts, and a declared run that
 produced no history makes the experiment raise
-:class:`~rfl_fast.experiments._common.ExperimentError` (``rfl-fast reproduce`` exits 1 with
+:class:`~rfl_fast.app.experiments._common.ExperimentError` (``rfl-fast reproduce`` exits 1 with
 the reason), unless it is a documented skip of missing local data (MNIST files).
 ``run_experiment(..., progress=fn)`` reports each finished run; :func:`expected_seconds`
-gives the measured run time; :mod:`rfl_fast.experiments.tables` turns a result into the
+gives the measured run time; :mod:`rfl_fast.app.experiments.tables` turns a result into the
 results table (ours next to the paper's, with verdicts; ``reproduce ID --table``, ``ID.md``).
 
 The registry maps ids to module names and imports a module only when it is asked for, so an

@@ -39,7 +39,7 @@ def _check_int(v, name, lo):
 def _participation(p):
     """``None`` -> Full(), int k -> Uniform(k), float p in (0, 1] -> Bernoulli(p), or a
     Participation as given."""
-    from .federation import Bernoulli, Full, Participation, Uniform
+    from ..federation import Bernoulli, Full, Participation, Uniform
 
     if p is None:
         return Full()
@@ -71,7 +71,7 @@ def _seed(random_state):
 
 
 def _make_algorithm(name, step, local_steps, params):
-    from . import algorithms
+    from .. import algorithms
 
     if isinstance(name, algorithms.FederatedAlgorithm):
         return name
@@ -249,8 +249,8 @@ class FederatedPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         -------
         self
         """
-        from .federation import run
-        from .problems import KPCA
+        from ..federation import run
+        from ..problems import KPCA
 
         seed = _seed(self.random_state)
         X, groups = self._client_rows(X, clients, seed)
@@ -419,8 +419,8 @@ class FederatedFrechetMean(BaseEstimator):
         -------
         self
         """
-        from .federation import run
-        from .problems import SPDMean
+        from ..federation import run
+        from ..problems import SPDMean
 
         seed = _seed(self.random_state)
         if _is_client_list(X, 2):

@@ -136,13 +136,13 @@ def _fields(cls):
 def svrg_gradient_mode():
     """``"all"`` if RFedSVRG can gather ``g_t = grad f(x_t)`` over all n clients (the
     paper's Algorithm 1), else ``"participants"`` (older versions: ``g_t`` over ``S_t``)."""
-    from ..algorithms import RFedSVRG
+    from ...algorithms import RFedSVRG
     return "all" if "full_gradient" in _fields(RFedSVRG) else "participants"
 
 
 def make_svrg(step, local_steps, **kw):
     """RFedSVRG with the paper's full gradient over all clients where supported."""
-    from ..algorithms import RFedSVRG
+    from ...algorithms import RFedSVRG
     if "full_gradient" in _fields(RFedSVRG):
         kw.setdefault("full_gradient", "all")
     return RFedSVRG(step, local_steps, **kw)

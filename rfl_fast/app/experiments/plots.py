@@ -57,7 +57,7 @@ def split_label(label):
 def experiment_panels(exp_id, res):
     """``{panel title: {line label: History}}`` from the history CSVs listed in ``res["files"]``,
     in the order the experiment recorded them."""
-    from ..federation import History
+    from ...federation import History
     from . import get_experiment
 
     module = get_experiment(exp_id)

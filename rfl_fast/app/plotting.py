@@ -13,7 +13,7 @@ import textwrap
 
 import numpy as np
 
-from ._files import atomic_write
+from .._files import atomic_write
 
 __all__ = ["plot_histories", "plot_metrics", "plot_panels", "histories_figure", "panels_figure",
            "METRIC_LABELS", "X_AXES"]

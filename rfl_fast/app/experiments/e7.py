@@ -54,12 +54,12 @@ import math
 
 import numpy as np
 
-from ..algorithms.fedavg_prox import RFedAvg
-from ..algorithms.pri import PriRFed
-from ..data import eigengap_clients, hyperbolic_tree, wishart_clients
-from ..federation import Uniform, run as fed_run
-from ..privacy import dp_rsgd_sigma, dp_rsvrg_sigma
-from ..problems import HyperbolicPrediction, SPDMean, SpherePCA
+from ...algorithms.fedavg_prox import RFedAvg
+from ...algorithms.pri import PriRFed
+from ...data import eigengap_clients, hyperbolic_tree, wishart_clients
+from ...federation import Uniform, run as fed_run
+from ...privacy import dp_rsgd_sigma, dp_rsvrg_sigma
+from ...problems import HyperbolicPrediction, SPDMean, SpherePCA
 from ._common import Recorder
 
 __all__ = ["run", "CONFIGS", "EPSILONS", "sphere_lg"]
@@ -68,7 +68,7 @@ __all__ = ["run", "CONFIGS", "EPSILONS", "sphere_lg"]
 #: rounds, repeats, eps levels, RDP accounting), not measured.
 EXPECTED_S = (75, 2400)
 
-#: How the figures name the problems (``rfl_fast.experiments.plots``); one panel per
+#: How the figures name the problems (``rfl_fast.app.experiments.plots``); one panel per
 #: configuration, one line per eps.
 PLOT_NAMES = {"sphere": "sphere PCA", "spd": "SPD Frechet mean",
               "hyperbolic": "hyperbolic prediction"}
