@@ -42,7 +42,6 @@ behind. Every problem found is a :class:`ConfigError` naming the key (``data.sou
 documents every key.
 """
 
-import dataclasses
 import math
 import numbers
 import os
@@ -50,6 +49,9 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from . import registry as R
+from .registry import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
 
 __all__ = ["ConfigError", "RunPlan", "read_config", "resolve_config", "build_plan", "load_plan",
            "PROBLEMS", "DATA_SOURCES", "PARTITIONS", "PARTICIPATIONS", "PLOT_METRICS",
@@ -78,30 +80,8 @@ class ConfigError(ValueError):
 
 # ------------------------------------------------------------------------------ vocabulary
 
-#: Problem type -> (extra keys with defaults, data kinds it accepts). ``REQUIRED`` marks a key
-#: without a default.
-REQUIRED = object()
+# Problems, data sources, participation, schedules and algorithms: rfl_fast.app.registry
 _WEIGHTINGS = ("uniform", "samples")
-PROBLEMS = {
-    "KPCA": ({"r": REQUIRED, "weighting": "uniform"}, ("rows", "client_rows", "covariances")),
-    "SpherePCA": ({"weighting": "uniform"}, ("rows", "client_rows", "covariances")),
-    "Brockett": ({"p": REQUIRED, "weighting": "uniform"}, ("symmetric", "spd")),
-    "SPDMean": ({"weighting": "uniform"}, ("spd",)),
-}
-
-_BUNDLED = ("iris", "wine", "breast_cancer", "digits")
-#: Data source -> (keys with defaults, kind of data it yields).
-DATA_SOURCES = {
-    **{name: ({"normalize": "standardize"}, "rows") for name in _BUNDLED},
-    "mnist": ({"path": None, "split": "train", "normalize": "unit", "limit": None}, "rows"),
-    "cifar10": ({"path": None, "split": "train", "normalize": "unit", "limit": None}, "rows"),
-    "npy": ({"path": REQUIRED, "labels": None, "normalize": "none", "limit": None}, "rows"),
-    "heterogeneous_gaussian": ({"n_clients": 10, "n_samples": 100, "d": 10}, "client_rows"),
-    "gaussian_covariances": ({"n_clients": 10, "d": 10, "p": 100, "normalize": "mean"},
-                             "covariances"),
-    "wishart": ({"n_clients": 10, "n_samples": 20, "d": 2}, "spd"),
-    "brockett": ({"n_clients": 10, "n_samples": 20, "d": 10}, "symmetric"),
-}
 _KIND_TEXT = {"rows": "sample rows (m, d)", "client_rows": "per-client sample rows",
               "covariances": "client covariance matrices", "spd": "SPD matrices",
               "symmetric": "symmetric matrices"}
@@ -113,60 +93,31 @@ PARTITIONS = {
     "dirichlet": {"n_clients": 10, "alpha": 0.5},
     "quantity": {"n_clients": 10, "alpha": 1.0},
 }
-#: Participation type -> keys with defaults.
-PARTICIPATIONS = {"full": {}, "uniform": {"k": REQUIRED}, "bernoulli": {"p": REQUIRED}}
 #: History columns that can be plotted.
 PLOT_METRICS = ("grad_norm", "angle", "f_gap", "dist")
-_SCHEDULES = {"constant": {"value": REQUIRED},
-              "decaying": {"a0": REQUIRED, "beta": 1.0, "dec": 1, "power": 1.0}}
 _TOP_KEYS = ("name", "rounds", "seed", "out", "metrics_every", "plots", "problem", "data",
              "partition", "participation", "algorithm")
-#: Algorithm fields that are set by the library, never by a user.
-_INTERNAL_FIELDS = ("ledger",)
 _LABEL = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 SCHEMA_HELP = f"""\
 top level : name (str, default: the file name), rounds (int >= 0, default 100),
             seed (int >= 0, default 0), out (folder, default rfl_fast_runs/<name>),
             metrics_every (int >= 1, default 1), plots (list of {', '.join(PLOT_METRICS)})
-[problem] : type = {' | '.join(PROBLEMS)}; KPCA: r; Brockett: p; all: weighting
+[problem] : type = {' | '.join(PROBLEMS)}; {'; '.join(
+    f"{n}: {', '.join(k for k, v in e.keys.items() if v is REQUIRED)}"
+    for n, e in PROBLEMS.items() if REQUIRED in e.keys.values())}; all: weighting
 [data]    : source = {' | '.join(list(DATA_SOURCES)[:7])}
             | {' | '.join(list(DATA_SOURCES)[7:])}; seed (default: the run's seed)
 [partition]     : method = {' | '.join(PARTITIONS)}, n_clients, alpha (sample rows only)
 [participation] : type = {' | '.join(PARTICIPATIONS)}; uniform: k; bernoulli: p
-[[algorithm]]   : name (an rfl_fast algorithm), label (optional), and its parameters;
-                  step = number or {{ schedule = "constant" | "decaying", ... }}"""
+[[algorithm]]   : name = {' | '.join(list(R.ALGORITHMS)[:5])}
+                  | {' | '.join(list(R.ALGORITHMS)[5:])}; label (optional) and its parameters;
+                  step = number or {{ schedule = {' | '.join(f'"{s}"' for s in R.SCHEDULES)}, ... }}"""
 
 
 def algorithm_names():
-    """Names of the federated algorithms of :mod:`rfl_fast.algorithms` (in export order):
-    the :class:`~rfl_fast.algorithms.FederatedAlgorithm` dataclasses, never the state classes
-    or helpers exported next to them."""
-    from ..algorithms import algorithm_classes
-
-    return tuple(name for name, cls in algorithm_classes().items()
-                 if dataclasses.is_dataclass(cls))
-
-
-def _algorithm_class(name):
-    from ..algorithms import algorithm_classes
-
-    return algorithm_classes()[name]
-
-
-def _algorithm_fields(cls):
-    """``{name: default or REQUIRED}`` of the user-settable fields of an algorithm class."""
-    out = {}
-    for f in dataclasses.fields(cls):
-        if not f.init or f.name in _INTERNAL_FIELDS:
-            continue
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            out[f.name] = f.default_factory()
-        else:
-            out[f.name] = REQUIRED
-    return out
+    """Names of the federated algorithms an experiment file may use (the registry's)."""
+    return tuple(R.ALGORITHMS)
 
 
 # ------------------------------------------------------------------------------ reading
@@ -277,6 +228,14 @@ def _choice(v, key, choices):
     return v
 
 
+def _name(kind, v, key):
+    """``v``'s canonical spelling in the registry's table of ``kind``."""
+    try:
+        return R.canonical(kind, v)
+    except R.UnknownName as exc:
+        raise ConfigError(key, f"got {v!r}", allowed=exc.known) from None
+
+
 def _table(raw, key, required=False):
     if key not in raw or raw[key] is None:
         if required:
@@ -308,16 +267,13 @@ def _fill(tbl, prefix, spec, skip=()):
 
 def _step(v, key):
     """A step: a number > 0 or ``{schedule = ..., ...}`` (resolved to a plain dict)."""
-    if isinstance(v, dict):
-        kind = _choice(v.get("schedule"), f"{key}.schedule", tuple(_SCHEDULES))
-        out = {"schedule": kind, **_fill(v, key, _SCHEDULES[kind], skip=("schedule",))}
-        for k, val in out.items():
-            if k == "schedule":
-                continue
-            out[k] = (_int(val, f"{key}.{k}", lo=1) if k == "dec"
-                      else _real(val, f"{key}.{k}", positive=True))
-        return out
-    return _real(v, key, positive=True)
+    try:
+        return R.step_config(R.build_step(v, key))
+    except R.UnknownName as exc:
+        raise ConfigError(f"{key}.schedule", f"got {exc.name!r}", allowed=exc.known) from None
+    except (TypeError, ValueError) as exc:
+        at, _, message = str(exc).partition(": ")
+        raise ConfigError(at, message) from None
 
 
 def _plain(v):
@@ -376,9 +332,9 @@ def resolve_config(raw, *, name=None, overrides=None):
 
     # problem
     ptbl = _table(raw, "problem", required=True)
-    ptype = _choice(ptbl.get("type"), "problem.type", tuple(PROBLEMS))
-    pspec, kinds = PROBLEMS[ptype]
-    prob = {"type": ptype, **_fill(ptbl, "problem", pspec, skip=("type",))}
+    ptype = _name("problem", ptbl.get("type"), "problem.type")
+    kinds = PROBLEMS[ptype].data
+    prob = {"type": ptype, **_fill(ptbl, "problem", PROBLEMS[ptype].keys, skip=("type",))}
     for k in ("r", "p"):
         if k in prob:
             prob[k] = _int(prob[k], f"problem.{k}", lo=1)
@@ -387,10 +343,10 @@ def resolve_config(raw, *, name=None, overrides=None):
 
     # data
     dtbl = _table(raw, "data", required=True)
-    source = _choice(dtbl.get("source"), "data.source", tuple(DATA_SOURCES))
-    dspec, kind = DATA_SOURCES[source]
-    data = {"source": source,
-            **_fill(dtbl, "data", {**dspec, "seed": res["seed"]}, skip=("source",))}
+    source = _name("data source", dtbl.get("source"), "data.source")
+    (kind,) = DATA_SOURCES[source].data
+    data = {"source": source, **_fill(dtbl, "data", {**DATA_SOURCES[source].keys,
+                                                     "seed": res["seed"]}, skip=("source",))}
     data["seed"] = _int(data["seed"], "data.seed", lo=0)
     for k in ("n_clients", "n_samples", "d", "p"):
         if k in data:
@@ -406,7 +362,7 @@ def resolve_config(raw, *, name=None, overrides=None):
     if "split" in data:
         data["split"] = _choice(data["split"], "data.split", ("train", "test", "all"))
     if kind not in kinds:
-        fitting = [s for s, (_, k) in DATA_SOURCES.items() if k in kinds]
+        fitting = [s for s, e in DATA_SOURCES.items() if e.data[0] in kinds]
         raise ConfigError("data.source", f"{source!r} gives {_KIND_TEXT[kind]}, "
                           f"which problem.type = {ptype!r} cannot use", allowed=fitting)
     data["kind"] = kind
@@ -431,8 +387,9 @@ def resolve_config(raw, *, name=None, overrides=None):
 
     # participation
     qtbl = _table(raw, "participation")
-    qtype = _choice(qtbl.get("type", "full"), "participation.type", tuple(PARTICIPATIONS))
-    part = {"type": qtype, **_fill(qtbl, "participation", PARTICIPATIONS[qtype], skip=("type",))}
+    qtype = _name("participation", qtbl.get("type", "full"), "participation.type")
+    part = {"type": qtype, **_fill(qtbl, "participation",
+                                   R.parameters(R.get("participation", qtype)), skip=("type",))}
     if qtype == "uniform":
         part["k"] = _int(part["k"], "participation.k", lo=1)
     if qtype == "bernoulli":
@@ -453,14 +410,13 @@ def resolve_config(raw, *, name=None, overrides=None):
         algs = [algs]
     if not isinstance(algs, list) or not algs:
         raise ConfigError("algorithm", "expected one or more [[algorithm]] tables")
-    names = algorithm_names()
     resolved, labels = [], set()
     for i, a in enumerate(algs):
         key = f"algorithm[{i}]"
         if not isinstance(a, dict):
             raise ConfigError(key, f"expected a table, got {type(a).__name__}")
-        aname = _choice(a.get("name"), f"{key}.name", names)
-        fields = _algorithm_fields(_algorithm_class(aname))
+        aname = _name("algorithm", a.get("name"), f"{key}.name")
+        fields = R.parameters(R.get("algorithm", aname))
         params = _fill(a, key, fields, skip=("name", "label"))
         if "step" in params and params["step"] is not None:
             params["step"] = _step(params["step"], f"{key}.step")
@@ -536,124 +492,65 @@ def _rekey(exc, prefix, known):
     return prefix
 
 
-def _load_rows(data):
-    from .. import data as D
-
-    source = data["source"]
-    if source in _BUNDLED:
-        return D.load_sklearn(source, normalize=data["normalize"])
-    if source in ("mnist", "cifar10"):
-        loader = D.load_mnist if source == "mnist" else D.load_cifar10
-        X, y = loader(data["path"], split=data["split"], normalize=data["normalize"])
-    else:  # npy / npz
-        path = data["path"]
-        if not os.path.isfile(path):
-            raise ConfigError("data.path", f"no such file: {path!r}")
-        y = None
-        loaded = np.load(path, allow_pickle=False)
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            with loaded:
-                if "X" not in loaded.files:
-                    raise ConfigError("data.path", f"{path!r}: an .npz file needs an array "
-                                      f"named X (and optionally y); found {loaded.files}")
-                X = loaded["X"]
-                y = loaded["y"] if "y" in loaded.files else None
-        else:
-            X = loaded
-        if data.get("labels") is not None:
-            if not os.path.isfile(data["labels"]):
-                raise ConfigError("data.labels", f"no such file: {data['labels']!r}")
-            y = np.load(data["labels"], allow_pickle=False)
-        if X.ndim != 2:
-            raise ConfigError("data.path", f"{path!r}: expected an array of shape (m, d) "
-                              f"(one sample per row), got shape {X.shape}")
-        if y is not None and (y.ndim != 1 or y.shape[0] != X.shape[0]):
-            raise ConfigError("data.labels", f"expected {X.shape[0]} labels (one per row of X), "
-                              f"got shape {y.shape}")
-        X = D.normalize_features(X, data["normalize"])
-    if data.get("limit") is not None:
-        X = X[:data["limit"]]
-        y = None if y is None else y[:data["limit"]]
-    return X, y
-
-
 def _build_data(cfg):
     """Client data for the problem: ``(payload, form, info)`` with ``form`` one of
     ``"clients"`` (list/stack/ClientData of per-client samples) or ``"covariances"``."""
     from .. import data as D
 
     data, seed = cfg["data"], cfg["data"]["seed"]
-    source = data["source"]
-    if data["kind"] == "rows":
-        X, y = _load_rows(data)
-        part = cfg["partition"]
-        n = part["n_clients"]
-        if n > X.shape[0]:
-            raise ConfigError("partition.n_clients", f"{n} clients but the data has only "
-                              f"{X.shape[0]} samples")
-        if part["method"] == "dirichlet":
-            if y is None:
-                raise ConfigError("partition.method", "'dirichlet' splits by label but the data "
-                                  "has no labels", allowed=("equal", "quantity"))
-            cd = D.split_dirichlet(X, np.asarray(y).astype(np.int64), n, alpha=part["alpha"],
-                                   rng=seed)
-        elif part["method"] == "quantity":
-            cd = D.split_quantity(X, n, alpha=part["alpha"], rng=seed)
-        else:
-            cd = D.split_equal(X, n, rng=seed)
-        info = {"n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
-                "client_sizes": cd.sizes.tolist()}
-        return cd, "clients", info
-    if source == "heterogeneous_gaussian":
-        Z = D.heterogeneous_gaussian_clients(data["n_clients"], data["n_samples"], data["d"],
-                                             rng=seed)
-        return Z, "clients", {"shape": list(Z.shape)}
-    if source == "gaussian_covariances":
-        A = D.gaussian_covariances(data["n_clients"], data["d"], data["p"],
-                                   normalize=data["normalize"], rng=seed)
-        return A, "covariances", {"shape": list(A.shape)}
-    if source == "wishart":
-        Z = D.wishart_clients(data["n_clients"], data["n_samples"], data["d"], rng=seed)
-        return Z, "clients", {"shape": list(Z.shape)}
-    Z = D.brockett_matrices(data["n_clients"], data["n_samples"], data["d"], rng=seed)
-    return Z, "clients", {"shape": list(Z.shape)}
+    entry = DATA_SOURCES[data["source"]]
+    load = entry.load()
+    params = {k: data[k] for k in entry.keys if k != "limit"}
+    if data["kind"] != "rows":  # generated already split into clients
+        payload = load(**params, rng=seed)
+        form = "covariances" if data["kind"] == "covariances" else "clients"
+        return payload, form, {"shape": list(payload.shape)}
+    X, y = load(**params)
+    if data.get("limit") is not None:
+        X = X[:data["limit"]]
+        y = None if y is None else y[:data["limit"]]
+    part = cfg["partition"]
+    n = part["n_clients"]
+    if n > X.shape[0]:
+        raise ConfigError("partition.n_clients", f"{n} clients but the data has only "
+                          f"{X.shape[0]} samples")
+    if part["method"] == "dirichlet":
+        if y is None:
+            raise ConfigError("partition.method", "'dirichlet' splits by label but the data "
+                              "has no labels", allowed=("equal", "quantity"))
+        cd = D.split_dirichlet(X, np.asarray(y).astype(np.int64), n, alpha=part["alpha"],
+                               rng=seed)
+    elif part["method"] == "quantity":
+        cd = D.split_quantity(X, n, alpha=part["alpha"], rng=seed)
+    else:
+        cd = D.split_equal(X, n, rng=seed)
+    info = {"n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
+            "client_sizes": cd.sizes.tolist()}
+    return cd, "clients", info
 
 
 def _build_problem(cfg, payload, form):
-    from .. import problems
-
     p = cfg["problem"]
-    cls = getattr(problems, p["type"])
-    kw = {"weighting": p["weighting"]}
+    cls = R.get("problem", p["type"])
+    params = {k: p[k] for k in PROBLEMS[p["type"]].keys}
     if form == "covariances":
         if p["weighting"] != "uniform":
             raise ConfigError("problem.weighting", "covariance data has one 'sample' per "
                               "client; only 'uniform' applies", allowed=("uniform",))
-        args = (p["r"],) if p["type"] == "KPCA" else ()
-        return cls.from_covariances(payload, *args, **kw)
-    args = {"KPCA": ("r",), "Brockett": ("p",)}.get(p["type"], ())
-    return cls(payload, *(p[a] for a in args), **kw)
+        return cls.from_covariances(payload, **params)
+    return cls(payload, **params)
 
 
 def _build_algorithm(spec):
-    from ..federation import Constant, Decaying
-
     params = {k: _plain(v) for k, v in spec.items() if k not in ("name", "label")}
-    step = params.get("step")
-    if isinstance(step, dict):
-        kw = {k: v for k, v in step.items() if k != "schedule"}
-        params["step"] = Constant(**kw) if step["schedule"] == "constant" else Decaying(**kw)
-    return _algorithm_class(spec["name"])(**params)
+    if params.get("step") is not None:
+        params["step"] = R.build_step(params["step"])
+    return R.build("algorithm", spec["name"], **params)
 
 
 def _build_participation(spec):
-    from ..federation import Bernoulli, Full, Uniform
-
-    if spec["type"] == "uniform":
-        return Uniform(spec["k"])
-    if spec["type"] == "bernoulli":
-        return Bernoulli(spec["p"])
-    return Full()
+    return R.build("participation", spec["type"], **{k: v for k, v in spec.items()
+                                                      if k != "type"})
 
 
 def build_plan(cfg, *, text=None, source=None):

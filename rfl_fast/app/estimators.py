@@ -19,11 +19,12 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import registry
+
 __all__ = ["FederatedPCA", "FederatedFrechetMean", "ALGORITHMS"]
 
-#: Algorithms the estimators accept by name.
-ALGORITHMS = ("RFedAvg", "RFedProx", "RFedSVRG", "RFedSVRG2BB", "RFedSVRG2BBS", "RFedProj",
-              "RFedAGS")
+#: Algorithms the estimators accept by name (those of :mod:`rfl_fast.app.registry`).
+ALGORITHMS = tuple(registry.ALGORITHMS)
 
 
 def _is_int(v):
@@ -39,16 +40,16 @@ def _check_int(v, name, lo):
 def _participation(p):
     """``None`` -> Full(), int k -> Uniform(k), float p in (0, 1] -> Bernoulli(p), or a
     Participation as given."""
-    from ..federation import Bernoulli, Full, Participation, Uniform
+    from ..federation import Participation
 
     if p is None:
-        return Full()
+        return registry.build("participation", "full")
     if isinstance(p, Participation):
         return p
     if _is_int(p):
-        return Uniform(int(p))
+        return registry.build("participation", "uniform", k=int(p))
     if isinstance(p, numbers.Real) and not isinstance(p, bool) and 0 < p <= 1:
-        return Bernoulli(float(p))
+        return registry.build("participation", "bernoulli", p=float(p))
     raise ValueError(f"participation: expected None (all clients), an int k (k clients per "
                      f"round), a float p in (0, 1] (each client answers with probability p) or "
                      f"a rfl_fast.federation Participation, got {p!r}")
@@ -75,15 +76,16 @@ def _make_algorithm(name, step, local_steps, params):
 
     if isinstance(name, algorithms.FederatedAlgorithm):
         return name
-    if name not in ALGORITHMS:
-        raise ValueError(f"algorithm: got {name!r}; allowed: {', '.join(ALGORITHMS)} or an "
-                         f"algorithm instance")
+    try:
+        name = registry.canonical("algorithm", name)
+    except registry.UnknownName as exc:
+        raise ValueError(f"{exc} or an algorithm instance") from None
     kw = dict(params or {})
-    kw.setdefault("step", step)
+    kw["step"] = registry.build_step(kw.get("step", step))
     kw.setdefault("local_steps", local_steps)
     if name == "RFedProx":
         kw.setdefault("mu", 0.1)
-    return getattr(algorithms, name)(**kw)
+    return registry.build("algorithm", name, **kw)
 
 
 def _group(X, clients, n_rows, seed, n_clients):

@@ -40,8 +40,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..federation import participation as _part
-from ..federation import schedules as _sched
+from ..algorithms.participation import Participation
+from ..app import registry
 
 __all__ = ["FederationConfig", "build_algorithm", "build_participation", "load_ref",
            "parse_faults", "APP_CONFIG_DEFAULTS"]
@@ -77,56 +77,49 @@ def load_ref(ref, what):
     return obj
 
 
-def _decode_value(v):
-    if isinstance(v, dict) and len(v) == 1:
-        (name, args), = v.items()
-        if name in ("Constant", "Decaying"):
-            return getattr(_sched, name)(**args)
-    return v
-
-
 def build_algorithm(name, kwargs):
-    """The algorithm ``name`` (a class of rfl_fast.algorithms or ``"module:Class"``) built
-    with ``kwargs`` (dict, or its JSON text)."""
+    """The algorithm ``name`` (a name of :data:`rfl_fast.app.registry.ALGORITHMS` or
+    ``"module:Class"``) built with ``kwargs`` (dict, or its JSON text); a ``step`` is read by
+    :func:`rfl_fast.app.registry.build_step`."""
     if isinstance(kwargs, str):
         kwargs = json.loads(kwargs or "{}")
-    from ..algorithms import algorithm_classes
-
-    classes = algorithm_classes()
-    if name in classes:
-        cls = classes[name]
-    elif ":" in str(name):
+    if ":" in str(name):
         cls = load_ref(name, "algorithm")
     else:
-        raise ValueError(f"algorithm: unknown {name!r}; known: {sorted(classes)} or "
-                         f"'module:Class'")
-    return cls(**{k: _decode_value(v) for k, v in kwargs.items()})
+        try:
+            cls = registry.get("algorithm", name)
+        except registry.UnknownName as exc:
+            raise ValueError(f"{exc} or 'module:Class'") from None
+    if kwargs.get("step") is not None:
+        kwargs = {**kwargs, "step": registry.build_step(kwargs["step"])}
+    return cls(**kwargs)
 
 
-_CALL = re.compile(r"^\s*(Full|Uniform|Bernoulli)\s*(?:\((.*)\))?\s*$")
+_CALL = re.compile(r"^\s*([A-Za-z]+)\s*(?:\((.*)\))?\s*$")
 
 
 def build_participation(spec):
     """``"Full"``, ``"Uniform(3)"``, ``"Bernoulli(0.5)"`` or a JSON object
-    ``{"Uniform": {"k": 3}}`` / ``{"Bernoulli": {"p": [...]}}``."""
-    if isinstance(spec, _part.Participation):
+    ``{"Uniform": {"k": 3}}`` / ``{"Bernoulli": {"p": [...]}}`` (names of
+    :data:`rfl_fast.app.registry.PARTICIPATIONS`, any case)."""
+    if isinstance(spec, Participation):
         return spec
     if isinstance(spec, str) and spec.strip().startswith("{"):
         spec = json.loads(spec)
     if isinstance(spec, dict):
         (name, args), = spec.items()
-        return getattr(_part, name)(**args)
+        return registry.build("participation", name, **args)
     m = _CALL.match(str(spec))
     if m is None:
         raise ValueError(f"participation: expected 'Full', 'Uniform(k)', 'Bernoulli(p)' or "
                          f"JSON, got {spec!r}")
     name, arg = m.group(1), m.group(2)
-    if name == "Full":
-        return _part.Full()
-    if not arg:
+    cls = registry.get("participation", name)
+    if arg:
+        return cls(json.loads(arg))
+    if registry.REQUIRED in registry.parameters(cls).values():
         raise ValueError(f"participation: {name} needs an argument, e.g. {name}(3)")
-    value = json.loads(arg)
-    return _part.Uniform(int(value)) if name == "Uniform" else _part.Bernoulli(value)
+    return cls()
 
 
 def parse_faults(text):
