@@ -15,8 +15,8 @@ import pytest
 import rfl_fast
 from rfl_fast.app.cli import build_parser, main
 from rfl_fast.app.config import ConfigError, load_plan, resolve_config
-from rfl_fast.federation import History
 from rfl_fast.app.runner import execute
+from rfl_fast.federation import History
 
 TINY = """\
 name = "tiny"

@@ -12,8 +12,8 @@ from matplotlib.colors import to_rgba  # noqa: E402
 
 from rfl_fast.app.experiments._common import Recorder  # noqa: E402
 from rfl_fast.app.experiments.plots import experiment_panels, readable, split_label  # noqa: E402
-from rfl_fast.federation import History  # noqa: E402
 from rfl_fast.app.plotting import histories_figure, panels_figure, plot_panels  # noqa: E402
+from rfl_fast.federation import History  # noqa: E402
 
 
 def _history(rate, rounds=20):

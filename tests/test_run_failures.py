@@ -9,9 +9,9 @@ from fed_toy import heterogeneous_pca
 
 from rfl_fast.algorithms import RFedAvg, RFedSVRG
 from rfl_fast.app.config import load_plan
+from rfl_fast.app.runner import execute
 from rfl_fast.federation import run
 from rfl_fast.problems import KPCA
-from rfl_fast.app.runner import execute
 
 TINY = """\
 name = "tiny"
