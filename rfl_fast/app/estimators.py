@@ -80,9 +80,12 @@ def _make_algorithm(name, step, local_steps, params):
         name = registry.canonical("algorithm", name)
     except registry.UnknownName as exc:
         raise ValueError(f"{exc} or an algorithm instance") from None
+    fields = registry.parameters(registry.get("algorithm", name))
     kw = dict(params or {})
-    kw["step"] = registry.build_step(kw.get("step", step))
-    kw.setdefault("local_steps", local_steps)
+    if "step" in fields:
+        kw["step"] = registry.build_step(kw.get("step", step))
+    if "local_steps" in fields:
+        kw.setdefault("local_steps", local_steps)
     if name == "RFedProx":
         kw.setdefault("mu", 0.1)
     return registry.build("algorithm", name, **kw)
