@@ -8,8 +8,8 @@ are TOML scalars; structured values are JSON strings):
 =====================  ===========================================================  ==========
 key                    meaning                                                      default
 =====================  ===========================================================  ==========
-``algorithm``          a class of :mod:`rfl_fast.algorithms` (``"RFedSVRG"``) or     required
-                       ``"module:Class"``
+``algorithm``          a name of :data:`rfl_fast.app.registry.ALGORITHMS`           required
+                       (``"RFedSVRG"``) or ``"module:Class"``
 ``algorithm-kwargs``   JSON object of its arguments; a step schedule is            ``"{}"``
                        ``{"Decaying": {"a0": 0.1}}`` or ``{"Constant": {...}}``
 ``participation``      ``"Full"``, ``"Uniform(3)"``, ``"Bernoulli(0.5)"`` or JSON    ``"Full"``
