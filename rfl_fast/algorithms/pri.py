@@ -500,7 +500,7 @@ class PriRFed(FederatedAlgorithm):
             accounting without ``uncertified=True`` (module docstring).
         """
         self.validate(problem)
-        why = getattr(problem, "dp_unbounded", None)
+        why = problem.dp_unbounded
         claims = self.target is not None or (math.isfinite(self.clip)
                                              and bool((np.asarray(self.sigma) > 0).any()))
         if why and not claims:
@@ -755,7 +755,7 @@ class PriRFed(FederatedAlgorithm):
             The problem is outside the accounting, holds more than one client, or its ``N``
             is smaller than the batch size.
         """
-        why = getattr(problem, "dp_unbounded", None)
+        why = problem.dp_unbounded
         if why:
             raise ValueError(f"{self.name}: {type(problem).__name__} is not covered by the "
                              f"privacy accounting: {why}")

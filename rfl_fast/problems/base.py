@@ -343,6 +343,12 @@ class Problem:
         xs = np.broadcast_to(x, (self.n_clients,) + self.manifold.shape)
         return np.tensordot(self.weights, self.rgrad(idx, xs), axes=1)
 
+    def has_pooled_grad(self) -> bool:
+        """Whether :meth:`grad` avoids a pass over the clients' data (e.g. one product with a
+        pooled ``d x d`` matrix); ``False`` by default. RFedSVRG's simulation then takes its
+        all-client ``g_t`` from :meth:`grad`."""
+        return False
+
     def solution(self) -> FloatArray:
         """A global minimizer ``x*`` ``(*shape)``: closed form where one exists, else a
         centralized high-precision solver. Cached."""
