@@ -84,7 +84,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .._validation import check_choice, check_int, check_positive
-from ._checks import has_method, inverse_pair, transport_name
+from ._checks import inverse_pair, transport_name
 from .consensus import tangent_mean
 from .participation import Full, Uniform
 from .schedules import as_schedule
@@ -330,7 +330,7 @@ class PriRFed(FederatedAlgorithm):
         if local not in M.retractions:
             raise ValueError(f"{self.name}: manifold {M!r} has no retraction {local!r}; "
                              f"available: {M.retractions}")
-        if not has_method(M, "tangent_gaussian"):
+        if not M.has_tangent_gaussian:
             raise ValueError(f"{self.name}: manifold {M!r} has no tangent Gaussian "
                              f"(`tangent_gaussian`) for the privacy noise")
         if self.local == "DP-RSVRG":
