@@ -14,12 +14,13 @@ Round ``t``:
      all ``n`` clients), for a problem whose ``has_pooled_grad()`` is true (kPCA, sphere
      PCA), the uploads are not formed: ``g_t`` is ``problem.grad(x_t)``, the pooled route
      (mathematically identical: ``grad f = sum_i w_i grad f_i``, e.g. one ``d x d`` product
-     for the PCA problems instead of a pass over all clients' data), and each participant computes its own ``grad f_i(x_t)`` at the start of its local steps. The
-     upload is still accounted at full size (``n`` gradients) and the CPU model is unchanged
-     (one gradient evaluation per client). Clients and server make the same choice from the
-     same ``(problem, recipients)``; a subclass with ``_pooled_prepare = False`` (the BB
-     variants keep every client's gradient) gets the plain exchange, and so does a deployment
-     (one client per call, real uploads; the server's problem holds no data).
+     for the PCA problems instead of a pass over all clients' data), and each participant
+     computes its own ``grad f_i(x_t)`` at the start of its local steps. The upload is still
+     accounted at full size (``n`` gradients) and the CPU model is unchanged (one gradient
+     evaluation per client). Clients and server make the same choice from the same
+     ``(problem, recipients)``; a subclass with ``_pooled_prepare = False`` (the BB variants
+     keep every client's gradient) gets the plain exchange, and so does a deployment (one
+     client per call, real uploads; the server's problem holds no data).
    * ``full_gradient="participants"`` (a cheaper variant): only the round's participants
      answer and ``g_t = sum_{i in S_t} w_i grad f_i(x_t)`` with the weights normalized over
      ``S_t``, an unbiased but noisy estimate of ``grad f(x_t)``; under ``Uniform(k < n)``
