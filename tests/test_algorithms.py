@@ -315,44 +315,64 @@ def test_on_sphere_pca_all_algorithms():
 
 def _unfused(monkeypatch):
     from rfl_fast.problems._quadratic import QuadraticProblem
-    monkeypatch.setattr(QuadraticProblem, "local_steps", lambda self, *a, **k: None)
+    monkeypatch.setattr(QuadraticProblem, "quadratic_rows", lambda self: None)
+
+
+def _batched_steps(P, idx, x0, eta, steps):
+    x = np.broadcast_to(x0, (idx.size,) + x0.shape)
+    for _ in range(steps):
+        x = P.manifold.retr(x, -eta * P.rgrad(idx, x), "polar")
+    return x
 
 
 @pytest.mark.parametrize("sizes,d,r", [([300] * 6, 40, 5), ([700, 20, 300, 5], 30, 3),
                                        ([50] * 4, 60, 1)])
 def test_fused_rfedavg_local_steps_equal_the_batched_route(monkeypatch, sizes, d, r):
     import rfl_fast as rf
+    from rfl_fast.algorithms.fedavg_prox import fused_local_steps
     from rfl_fast.federation import Uniform, run
+    from rfl_fast.kernels import fused
     from rfl_fast.problems import KPCA
 
     rng = np.random.default_rng(d + r)
     P = KPCA([rng.standard_normal((m, d)) for m in sizes], r, gram=False)
     x0 = P.manifold.random_point(rng=1)
     idx = np.array([len(sizes) - 1, 0, 1])
-    fused_x = P.local_steps(idx, x0, 0.01, 4, "polar")
+    fused_x = fused_local_steps(P, idx, x0, 0.01, 4, "polar")
     assert fused_x is not None and fused_x.shape == (3, d, r)
     alg = RFedAvg(0.01, 4)
     kw = dict(participation=Uniform(3), x0=x0, seed=2, metrics=False)
-    a = run(P, alg, 3, **kw)
+    calls = []
+    with monkeypatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+        a = run(P, alg, 3, **kw)
+    assert len(calls) == 3                     # RFedAvg takes the fused kernel every round
+    if fused.compiled_available("pca_local_steps"):
+        assert fused.route("pca_local_steps") == "cpp"
     with monkeypatch.context() as mp:
         _unfused(mp)
-        x = np.broadcast_to(x0, (3, d, r))
-        for _ in range(4):
-            x = P.manifold.retr(x, -0.01 * P.rgrad(idx, x), "polar")
+        assert fused_local_steps(P, idx, x0, 0.01, 4, "polar") is None
+        x = _batched_steps(P, idx, x0, 0.01, 4)
         b = run(P, alg, 3, **kw)
     np.testing.assert_array_equal(fused_x, x)  # the same arithmetic: the same bits
     np.testing.assert_array_equal(a.x, b.x)
-    with rf.backend("numpy"):
-        assert P.local_steps(idx, x0, 0.01, 4, "polar") is None
+    with rf.backend("numpy"):  # the kernel's NumPy reference: the batched NumPy route's bits
+        np.testing.assert_array_equal(fused_local_steps(P, idx, x0, 0.01, 4, "polar"),
+                                      _batched_steps(P, idx, x0, 0.01, 4))
 
 
 def test_fused_local_steps_only_where_they_apply():
+    from rfl_fast.algorithms.fedavg_prox import fused_local_steps
     from rfl_fast.problems import KPCA, SpherePCA
 
     rng = np.random.default_rng(0)
     data = [rng.standard_normal((30, 8)) for _ in range(3)]
     x = KPCA(data, 2).manifold.random_point(rng=1)
-    assert KPCA(data, 2, gram=True).local_steps([0, 1], x, 0.1, 2, "polar") is None
-    assert KPCA(data, 2, gram=False).local_steps([0, 1], x, 0.1, 2, "qr") is None
+    idx = np.array([0, 1])
+    assert KPCA(data, 2, gram=True).quadratic_rows() is None
+    assert fused_local_steps(KPCA(data, 2, gram=True), idx, x, 0.1, 2, "polar") is None
+    assert fused_local_steps(KPCA(data, 2, gram=False), idx, x, 0.1, 2, "qr") is None
     S = SpherePCA(data, gram=False)
-    assert S.local_steps([0], S.manifold.random_point(rng=1), 0.1, 2, "exp") is None
+    assert S.quadratic_rows() is not None     # declared, but the kernel steps on Stiefel only
+    assert fused_local_steps(S, idx, S.manifold.random_point(rng=1), 0.1, 2, "exp") is None

@@ -183,6 +183,34 @@ def test_svrg_pooled_exchange_equals_the_gathered_one(monkeypatch):
         assert (pooled.history[col] == gathered.history[col]).all()
 
 
+def test_every_fused_kernel_has_a_reference_and_a_route():
+    from rfl_fast.kernels.registry import FUSED
+
+    for name, k in FUSED.items():
+        assert callable(getattr(fused, name + "_reference")), name
+        assert k.order[-1] == "numpy", name
+    for name in ("pca_grad_sum", "pca_local_steps"):
+        with rf.backend("numpy"):
+            assert fused.route(name) == "numpy"
+        assert fused.route(name) == ("cpp" if fused.compiled_available(name) else "numpy")
+
+
+@pytest.mark.parametrize("sizes,d,r", SHAPES[:5])
+def test_local_steps_equal_the_reference(sizes, d, r):
+    """The compiled fused local steps against their NumPy reference (and the reference with
+    zero steps is the start)."""
+    rng = np.random.default_rng(d * 10 + r)
+    Z, offsets = _clients(rng, sizes, d)
+    idx = np.array([len(sizes) - 1, 0], dtype=np.int64)
+    x0 = _points(rng, 2, d, r)
+    scale = -2.0 / np.diff(offsets)[idx]
+    want = fused.pca_local_steps_reference(Z, offsets, idx, x0, scale, 0.05, 3)
+    assert want.shape == (2, d, r)
+    _close(fused.pca_local_steps(Z, offsets, idx, x0, scale, 0.05, 3), want)
+    np.testing.assert_array_equal(fused.pca_local_steps_reference(Z, offsets, idx, x0, scale,
+                                                                  0.05, 0), x0)
+
+
 @needs_cpp
 def test_local_steps_kernel_checks_its_arguments():
     from rfl_fast import _core

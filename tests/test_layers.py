@@ -10,6 +10,7 @@ Flower app; the interop adapters). A new top-level module or folder must be give
 
 import ast
 import pathlib
+import sys
 
 import rfl_fast
 
@@ -111,3 +112,96 @@ def test_no_import_cycles():
         if v not in index:
             visit(v)
     assert not cycles, cycles
+
+
+# ------------------------------------------------------------------------ hooks, not probes
+
+#: Packages whose hooks are base-class members with a default (read directly, never probed).
+HOOK_PACKAGES = ("algorithms", "problems", "privacy", "federation")
+#: Receivers whose optional members would be hooks (``getattr(problem, "x", None)``).
+HOOK_OWNERS = {"problem", "algorithm", "alg", "self", "cls"}
+#: The engine's own probes of the algorithm and the problem, which the round-driver work of
+#: issue 16 turns into base-class hooks (``FederatedAlgorithm.for_run`` & co.): remove each
+#: entry together with its probe (the test fails on an entry whose probe is gone).
+PENDING = {
+    ("rfl_fast/federation/engine.py", "hasattr", "algorithm", "client_update"),
+    ("rfl_fast/federation/engine.py", "hasattr", "algorithm", "server_update"),
+    ("rfl_fast/federation/engine.py", "getattr", "problem", "manifold"),
+    ("rfl_fast/federation/engine.py", "hasattr", "problem", "n_clients"),
+    ("rfl_fast/federation/engine.py", "getattr", "algorithm", "for_participation"),
+    ("rfl_fast/federation/engine.py", "getattr", "algorithm", "for_run"),
+    ("rfl_fast/federation/engine.py", "hasattr", "algorithm", "for_resume"),
+    ("rfl_fast/federation/engine.py", "getattr", "algorithm", "prepare_recipients"),
+    ("rfl_fast/federation/engine.py", "getattr", "algorithm", "history_row"),
+    ("rfl_fast/federation/arrival.py", "getattr", "algorithm", "array_kinds"),
+}
+
+
+def _is_class_member(node):
+    """``type(x).name``, ``Class.name`` or ``getattr(type(x) or Class, ...)``: a member looked
+    up on a class (what a method-identity check compares)."""
+    def is_class(v):
+        return ((isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
+                 and v.func.id == "type") or (isinstance(v, ast.Name) and v.id[:1].isupper()))
+    if isinstance(node, ast.Attribute):
+        return is_class(node.value)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr" and bool(node.args) and is_class(node.args[0]))
+
+
+def _hook_findings():
+    """(file, kind, receiver, name) of every hook probe, method-identity check and ndarray
+    subclass in ``HOOK_PACKAGES``."""
+    found = set()
+    for package in HOOK_PACKAGES:
+        for path in sorted((PACKAGE / package).rglob("*.py")):
+            rel = path.relative_to(PACKAGE.parent).as_posix()
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+                        and isinstance(node.args[0], ast.Name)
+                        and node.args[0].id in HOOK_OWNERS
+                        and isinstance(node.args[1], ast.Constant)):
+                    found.add((rel, node.func.id, node.args[0].id, node.args[1].value))
+                elif isinstance(node, ast.Compare) and any(
+                        isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                    sides = [node.left, *node.comparators]
+                    if any(_is_class_member(s) for s in sides):
+                        found.add((rel, "identity", ast.unparse(node), ""))
+                elif isinstance(node, ast.ClassDef):
+                    bases = [ast.unparse(b) for b in node.bases]
+                    if any(b in ("np.ndarray", "numpy.ndarray", "ndarray") for b in bases):
+                        found.add((rel, "ndarray subclass", node.name, ""))
+                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                      and node.func.attr == "view" and node.args
+                      and isinstance(node.args[0], ast.Name) and node.args[0].id[:1].isupper()):
+                    found.add((rel, "view as a type", node.args[0].id, ""))
+    return found
+
+
+def test_hooks_are_base_class_members_not_probes():
+    """Every optional algorithm/problem hook is a base-class method or attribute with a
+    default, read directly: no ``getattr(problem, "hook", None)`` / ``hasattr(algorithm, ...)``
+    probes, no method-identity checks (``type(self).m is Base.m``) and no ndarray subclass
+    whose type carries a message (a declared capability or an explicit field instead)."""
+    found = _hook_findings()
+    assert not found - PENDING, "\n".join(map(str, sorted(found - PENDING)))
+    assert not PENDING - found, f"gone, remove from PENDING: {sorted(PENDING - found)}"
+
+
+def test_the_hook_walk_sees_each_kind(tmp_path, monkeypatch):
+    bad = tmp_path / "rfl_fast" / "algorithms"
+    bad.mkdir(parents=True)
+    (bad / "bad.py").write_text(
+        "import numpy as np\n"
+        "class Tag(np.ndarray):\n    pass\n"
+        "def f(problem, algorithm, x):\n"
+        "    a = getattr(problem, 'local_steps', None)\n"
+        "    b = hasattr(algorithm, 'for_run')\n"
+        "    c = type(algorithm).step is Base.step\n"
+        "    return x.view(Tag)\n")
+    here = sys.modules[__name__]
+    monkeypatch.setattr(here, "PACKAGE", tmp_path / "rfl_fast")
+    monkeypatch.setattr(here, "HOOK_PACKAGES", ("algorithms",))
+    kinds = {f[1] for f in _hook_findings()}
+    assert kinds == {"getattr", "hasattr", "identity", "ndarray subclass", "view as a type"}

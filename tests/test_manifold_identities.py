@@ -145,6 +145,7 @@ def test_egrad2rgrad_matches_directional_derivative(M, backend):
 @manifolds
 def test_tangent_gaussian_covariance(M, backend):
     """E <u, w_k> <u, w_l> = sigma^2 <w_k, w_l> and E |u|^2 = sigma^2 dim, in the metric."""
+    assert M.has_tangent_gaussian                              # the declared capability
     x = points(M)[:1]
     n_samples, sigma = 20000, 0.7
     xs = np.broadcast_to(x, (n_samples,) + M.shape)
@@ -187,7 +188,8 @@ def test_float32_works_to_float32_tolerance(M, backend):
 
 @manifolds
 def test_project_or_explicit_absence(M, backend):
-    if isinstance(M, rf.SPD | rf.Lorentz):
+    assert M.has_project == (not isinstance(M, rf.SPD | rf.Lorentz))   # the declared capability
+    if not M.has_project:
         with pytest.raises(MethodNotAvailableError, match="provides no `project`"):
             M.project(points(M))
         return

@@ -6,14 +6,7 @@ are :mod:`rfl_fast._validation`'s.
 
 import numpy as np
 
-from ..manifolds.base import Manifold
-
-__all__ = ["has_method", "inverse_pair", "transport_name", "check_point_arg"]
-
-
-def has_method(M, name):
-    """Whether manifold ``M`` implements ``name`` (overrides the base class's raising stub)."""
-    return getattr(type(M), name, None) is not getattr(Manifold, name, None)
+__all__ = ["inverse_pair", "transport_name", "check_point_arg"]
 
 
 def inverse_pair(M, retraction, who):
@@ -46,7 +39,7 @@ def transport_name(M, transport, who, needed_for):
     Raises a ``ValueError`` naming ``who`` if ``M`` has no transport (saying that
     ``needed_for`` needs one) or no transport of that name.
     """
-    if not has_method(M, "transport") or not M.transports:
+    if not M.transports:
         raise ValueError(f"{who}: manifold {M!r} provides no vector transport (`transport`), "
                          f"which {needed_for} needs")
     if transport is None:

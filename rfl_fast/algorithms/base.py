@@ -55,6 +55,7 @@ and upload arrays into ``array_kinds``.
 import numpy as np
 
 from .._validation import check_choice, check_int, check_positive
+from ..problems import Problem
 from ._checks import inverse_pair
 from .consensus import karcher_mean, tangent_mean
 from .schedules import as_schedule
@@ -63,12 +64,11 @@ __all__ = ["FederatedAlgorithm", "check_problem", "stacked", "participant_weight
 
 
 def check_problem(problem, who):
-    """The problem's manifold, after checking the problem has the federated interface."""
-    M = getattr(problem, "manifold", None)
-    if M is None or not hasattr(problem, "rgrad") or not hasattr(problem, "sizes"):
+    """The problem's manifold, after checking the problem is a :class:`Problem` with one."""
+    if not isinstance(problem, Problem) or problem.manifold is None:
         raise TypeError(f"{who}: expected a rfl_fast Problem (with `manifold`, `sizes`, "
                         f"`rgrad`), got {type(problem).__name__}")
-    return M
+    return problem.manifold
 
 
 def stacked(x, k):
@@ -99,6 +99,9 @@ class FederatedAlgorithm:
     #: (tangent at the server point), ``"ambient"`` (shape only, off the manifold) or
     #: ``"scalar"``. Names not listed are checked for shape and finiteness only.
     array_kinds = {}
+    #: Mini-batch size of the local gradients (``None``: full); a field of the algorithms
+    #: that have one.
+    batch_size = None
 
     @property
     def name(self):
@@ -395,13 +398,13 @@ class FederatedAlgorithm:
     # ------------------------------------------------------------------ mini-batches
     # helpers of the algorithms with a ``batch_size`` field (None: full local gradients)
     def _check_batch_size(self):
-        b = getattr(self, "batch_size", None)
+        b = self.batch_size
         if b is not None:
             object.__setattr__(self, "batch_size",
                                check_int(b, f"{self.name}: batch_size", min_value=1))
 
     def _check_batch(self, problem):
-        b = getattr(self, "batch_size", None)
+        b = self.batch_size
         if b is None:
             return
         smallest = int(np.min(problem.sizes))
@@ -414,7 +417,7 @@ class FederatedAlgorithm:
     def _batch(self, problem, idx, ctx):
         """Mini-batch indices (k, b) of the participants ``idx`` (k,) from their own
         streams, or ``None`` for full local gradients."""
-        b = getattr(self, "batch_size", None)
+        b = self.batch_size
         if b is None:
             return None
         return ctx.rng.batches(np.asarray(problem.sizes)[idx], b)

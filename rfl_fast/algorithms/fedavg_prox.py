@@ -12,6 +12,11 @@ The server aggregates the last local iterates by the tangent-space mean (eq. 8, 
 ``beta``) or the Karcher mean (eq. 7), weights ``w_i`` of the problem normalized over the
 participants. The retraction is the same for local steps and consensus (default: Exp/Log
 where they exist, Stiefel's polar pair), as in the paper's experiments.
+
+RFedAvg's full-gradient steps on Stiefel with the polar retraction, for a problem whose
+gradient is a quadratic form of its rows (``problem.quadratic_rows()``: kPCA), run as one fused
+multi-client kernel (``kernels.fused.pca_local_steps``, chosen like any kernel), the same
+iterates as stepping through ``rgrad`` and ``retr``.
 """
 
 from dataclasses import dataclass, replace
@@ -19,6 +24,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_nonnegative
+from ..kernels import fused
+from ..manifolds import Stiefel
 from .base import _RetractionBased, check_problem, stacked
 
 __all__ = ["RFedAvg", "RFedProx", "PointState"]
@@ -37,9 +44,29 @@ class PointState:
     x: np.ndarray
 
 
+def fused_local_steps(problem, idx, x, step, steps, retraction):
+    """Full-gradient local steps ``x <- R_x(-step grad f_i(x))`` of the clients ``idx`` (k,)
+    from the point ``x`` ``(*shape)`` by a fused kernel, where one applies: a problem declaring
+    :meth:`~rfl_fast.problems.Problem.quadratic_rows`, on Stiefel, with the polar retraction.
+
+    Returns the last iterates ``(k, *shape)`` (those of stepping through ``rgrad`` and
+    ``retr``), or ``None`` where no fused kernel applies or an iterate is not finite (the
+    caller's own steps then raise the usual error).
+    """
+    rows = problem.quadratic_rows()
+    if rows is None or retraction != "polar" or not isinstance(problem.manifold, Stiefel):
+        return None
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + np.shape(x)), dtype=np.float64)
+    out = fused.pca_local_steps(rows.rows, rows.offsets, idx, x0, rows.scale[idx], step, steps)
+    return out if np.isfinite(out).all() else None
+
+
 class _LocalRetractionSteps(_RetractionBased):
 
     array_kinds = {"x": "point"}
+    #: Whether the local direction is the plain local gradient (fused steps may then apply).
+    _gradient_steps = True
 
     def __post_init__(self):
         self._check_common()
@@ -88,10 +115,8 @@ class _LocalRetractionSteps(_RetractionBased):
         method = self._retraction(M)
         eta = self.step(ctx.round)
         x_t = msg["x"]
-        fused = getattr(problem, "local_steps", None)  # optional (Problem.local_steps)
-        if (fused is not None and self.batch_size is None
-                and type(self)._direction is _LocalRetractionSteps._direction):
-            x = fused(idx, x_t, eta, self.local_steps, method)
+        if self._gradient_steps and self.batch_size is None:
+            x = fused_local_steps(problem, idx, x_t, eta, self.local_steps, method)
             if x is not None:
                 return {"x": x}, cstate, memo
         x = stacked(x_t, idx.size)
@@ -163,6 +188,8 @@ class RFedProx(_LocalRetractionSteps):
     consensus: str = "tangent"
     beta: float = 1.0
     karcher_tol: float = 1e-6
+
+    _gradient_steps = False
 
     def __post_init__(self):
         super().__post_init__()

@@ -63,6 +63,9 @@ Privacy (engine hooks ``for_run`` and ``history_row``). When a run starts,
   sample lives in one client), for every accountant listed in ``accountant``: columns
   ``eps_rdp`` / ``eps_pld`` / ``eps_seed`` (row 0: 0) and ``delta`` of the history.
 
+The ledger (:class:`rfl_fast.privacy.PrivacyLedger`, built by :mod:`rfl_fast.privacy.ledger`)
+holds the noise and these columns.
+
 Accountants (details and neighbouring relations in :mod:`rfl_fast.privacy.accounting`):
 ``"rdp"`` -- dp-accounting RDP, batches without replacement, replace-one relation, exact at
 every round; ``"pld"`` -- dp-accounting PLD, DP-RSGD with the full batch only (``batch_size=None``:
@@ -74,7 +77,6 @@ grows with ``t``;
 ``"seed"`` -- the seed's closed form and Theorem 9 (not certified with the default constant).
 """
 
-import functools
 import math
 import numbers
 from dataclasses import dataclass, field, replace
@@ -82,21 +84,19 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .._validation import check_choice, check_int, check_positive
-from ._checks import has_method, inverse_pair, transport_name
+from ._checks import inverse_pair, transport_name
 from .consensus import tangent_mean
 from .participation import Full, Uniform
 from .schedules import as_schedule
 from ..privacy import accounting as _acc
 from ..privacy.clipping import clip_factors
+from ..privacy.ledger import (DEFAULT_DELTA, PLD_POINTS, PrivacyLedger, calibrated_sigma,
+                              check_budget_delta, check_budget_eps, eps_total, ledger_columns)
 from .base import FederatedAlgorithm, check_problem, stacked
 
 __all__ = ["PriRFed", "PriState", "PrivacyLedger", "PLD_POINTS"]
 
 LOCALS = ("DP-RSGD", "DP-RSVRG")
-#: Rounds at which the PLD accountant is evaluated exactly (see the module docstring).
-PLD_POINTS = 32
-#: ``delta`` used to report the privacy of a run given ``sigma`` without ``target``/``delta``.
-DEFAULT_DELTA = 1e-5
 _DP_OPTIONS = ("o", "sigma_tilde", "rsvrg_split", "delta_hat_fraction")
 
 
@@ -117,132 +117,6 @@ class PriState:
     x: np.ndarray
     pick: int = 0
     x_out: np.ndarray | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class PrivacyLedger:
-    """What ``PriRFed.for_run`` fixed for one run.
-
-    Parameters
-    ----------
-    sigma : ndarray, shape (n,)
-        Noise standard deviation of every client (calibrated or as given).
-    batch : ndarray of int64, shape (n,)
-        DP-RSGD batch sizes ``b_i`` (``N_i`` for DP-RSVRG, unused).
-    delta : float
-        The run's ``delta``.
-    rounds : int
-        Rounds the columns cover.
-    clients_per_round : int
-        Clients sampled each round (``s``).
-    columns : dict of str to ndarray, shape (rounds + 1,)
-        Cumulative privacy spent after each round (``eps_<accountant>``, ``delta``).
-    settings : dict of int to DPSettings
-        The accounting settings of each client.
-    calibrated : bool
-        Whether ``sigma`` was calibrated from ``target``.
-    """
-
-    sigma: np.ndarray
-    batch: np.ndarray
-    delta: float
-    rounds: int
-    clients_per_round: int
-    columns: dict
-    settings: dict = field(repr=False)
-    calibrated: bool = False
-
-    @property
-    def epsilon(self):
-        """The spent epsilon of the whole run under each accountant (dict)."""
-        return {k[4:]: float(v[-1]) for k, v in self.columns.items() if k.startswith("eps_")}
-
-
-# ---------------------------------------------------------------------------- accounting
-
-def _check_budget_eps(eps, name):
-    v = _acc._real(eps, name)
-    if not (0.0 < v < math.inf):
-        raise ValueError(f"{name}: an (eps, delta) budget needs a finite eps > 0, got {eps!r} "
-                         f"(eps <= 0 cannot be reached by any noise)")
-    return v
-
-
-def _check_budget_delta(delta, name):
-    v = _acc._real(delta, name)
-    if not (0.0 < v < 1.0):
-        raise ValueError(f"{name}: an (eps, delta) budget needs 0 < delta < 1, got {delta!r} "
-                         f"(delta >= 1 is no guarantee, delta <= 0 is not reachable by "
-                         f"Gaussian noise)")
-    return v
-
-
-@functools.lru_cache(maxsize=256)
-def _rdp_round(sigma, settings):
-    """Orders and RDP of one round, as :func:`rfl_fast.privacy.epsilon_rdp` composes them (so
-    ``t * rdp`` reproduces it exactly); cached per ``(sigma, settings)``."""
-    return _acc._rdp_round(sigma, settings, "without_replacement")
-
-
-def _rdp_curve(sigma, delta, st, rounds):
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
-
-    orders, rdp_round = _rdp_round(sigma, replace(st, rounds=1))
-    out = np.empty(rounds)
-    with _acc._quiet_absl():
-        for t in range(1, rounds + 1):
-            out[t - 1] = rdp_mod.compute_epsilon(orders, t * rdp_round, delta)[0]
-    return out
-
-
-def _pld_grid(rounds, points):
-    """Every round up to ``points`` rounds, else ``points`` rounds spread geometrically."""
-    if rounds <= points:
-        return np.arange(1, rounds + 1, dtype=np.int64)
-    g = np.unique(np.round(np.geomspace(1, rounds, points)).astype(np.int64))
-    return np.union1d(g, [rounds])
-
-
-def _pld_curve(sigma, delta, st, rounds, vdi=1e-4):
-    if st.trainer != "dp-rsgd":
-        raise ValueError("accountant: the PLD accountant covers DP-RSGD only; use 'rdp'")
-    if st.batch_size != st.n_samples:
-        raise ValueError(f"accountant 'pld': covers the full batch only (batch_size=None, "
-                         f"fixed denominator N_i, replace-one); a client with batches of "
-                         f"{st.batch_size} of its {st.n_samples} samples drawn without "
-                         f"replacement needs accountant 'rdp' (dp-accounting's PLD has no "
-                         f"sampling without replacement)")
-    grid = _pld_grid(rounds, PLD_POINTS)
-    vals = np.empty(grid.size)
-    rnd = _acc._pld_round(sigma, st, vdi)
-    with _acc._quiet_absl():
-        total, prev = None, 0
-        for j, g in enumerate(grid):
-            inc = rnd.self_compose(int(g - prev)) if g - prev > 1 else rnd
-            total = inc if total is None else total.compose(inc)
-            vals[j] = total.get_epsilon_for_delta(delta)
-            prev = g
-    # row t holds eps at the first grid round >= t (exact on the grid, an upper bound between)
-    return vals[np.searchsorted(grid, np.arange(1, rounds + 1))]
-
-
-def _seed_curve(sigma, delta, st, rounds):
-    return np.array([_acc.epsilon_seed(sigma, delta, replace(st, rounds=t))
-                     for t in range(1, rounds + 1)])
-
-
-_CURVES = {"rdp": _rdp_curve, "pld": _pld_curve, "seed": _seed_curve}
-
-
-@functools.lru_cache(maxsize=256)
-def _calibrated(eps, delta, settings, accountant):
-    return _acc.calibrate_sigma(eps, delta, settings, accountant=accountant)
-
-
-def _eps_total(accountant, sigma, delta, st):
-    if accountant == "rdp":
-        return float(_rdp_curve(sigma, delta, st, st.rounds)[-1])
-    return float(_acc._epsilon(accountant, sigma, delta, st))
 
 
 # ---------------------------------------------------------------------------- algorithm
@@ -361,8 +235,8 @@ class PriRFed(FederatedAlgorithm):
             except (TypeError, ValueError):
                 raise TypeError(f"{name}: target: expected a pair (eps, delta), got "
                                 f"{self.target!r}") from None
-            set_("target", (_check_budget_eps(eps, f"{name}: target eps"),
-                            _check_budget_delta(delta, f"{name}: target delta")))
+            set_("target", (check_budget_eps(eps, f"{name}: target eps"),
+                            check_budget_delta(delta, f"{name}: target delta")))
             if self.delta is not None and float(self.delta) != self.target[1]:
                 raise ValueError(f"{name}: delta={self.delta!r} differs from the target's delta "
                                  f"{self.target[1]!r}; give one of them")
@@ -370,7 +244,7 @@ class PriRFed(FederatedAlgorithm):
                 raise ValueError(f"{name}: a privacy target needs a finite clip threshold tau "
                                  f"(clip=inf leaves the sensitivity unbounded)")
         if self.delta is not None:
-            set_("delta", _check_budget_delta(self.delta, f"{name}: delta"))
+            set_("delta", check_budget_delta(self.delta, f"{name}: delta"))
         if not isinstance(self.uncertified, (bool, np.bool_)):
             raise TypeError(f"{name}: uncertified: expected True or False, got "
                             f"{self.uncertified!r}")
@@ -456,7 +330,7 @@ class PriRFed(FederatedAlgorithm):
         if local not in M.retractions:
             raise ValueError(f"{self.name}: manifold {M!r} has no retraction {local!r}; "
                              f"available: {M.retractions}")
-        if not has_method(M, "tangent_gaussian"):
+        if not M.has_tangent_gaussian:
             raise ValueError(f"{self.name}: manifold {M!r} has no tangent Gaussian "
                              f"(`tangent_gaussian`) for the privacy noise")
         if self.local == "DP-RSVRG":
@@ -500,7 +374,7 @@ class PriRFed(FederatedAlgorithm):
             accounting without ``uncertified=True`` (module docstring).
         """
         self.validate(problem)
-        why = getattr(problem, "dp_unbounded", None)
+        why = problem.dp_unbounded
         claims = self.target is not None or (math.isfinite(self.clip)
                                              and bool((np.asarray(self.sigma) > 0).any()))
         if why and not claims:
@@ -540,7 +414,7 @@ class PriRFed(FederatedAlgorithm):
             sigma = np.empty(n)
             for st, members in groups.items():
                 try:
-                    sig = _calibrated(self.target[0], delta, st, first)
+                    sig = calibrated_sigma(self.target[0], delta, st, first)
                 except ValueError as exc:
                     raise ValueError(f"{self.name}: the privacy target {self.target} cannot be "
                                      f"reached for client {members[0]} (N_i = {st.n_samples}): "
@@ -551,45 +425,22 @@ class PriRFed(FederatedAlgorithm):
             if self.target is not None:
                 for st, members in groups.items():
                     for sig in np.unique(sigma[members]):
-                        spent = _eps_total(first, float(sig), delta, st)
+                        spent = eps_total(first, float(sig), delta, st)
                         if not spent <= self.target[0] * (1 + 1e-9):
                             raise ValueError(
                                 f"{self.name}: sigma = {sig:.6g} cannot reach the privacy "
                                 f"target {self.target}: over {rounds} rounds client "
                                 f"{members[0]} spends eps = {spent:.4g} ({first} accountant); "
                                 f"use sigma >= "
-                                f"{_calibrated(self.target[0], delta, st, first):.6g} or "
+                                f"{calibrated_sigma(self.target[0], delta, st, first):.6g} or "
                                 f"sigma=None to calibrate")
         sigma.setflags(write=False)
-        cols = self._columns(sigma, settings, delta, rounds, bool(why))
+        cols = ledger_columns(self.accountants, self.clip, sigma, settings, delta, rounds,
+                              bool(why))
         ledger = PrivacyLedger(sigma=sigma, batch=batch, delta=float(delta), rounds=rounds,
                                clients_per_round=s, columns=cols, settings=settings,
                                calibrated=self.sigma is None)
         return replace(self, ledger=ledger)
-
-    def _columns(self, sigma, settings, delta, rounds, uncertified):
-        """The cumulative privacy columns (``eps_<accountant>``, ``delta``) of ``rounds``
-        rounds: the maximum over clients of each accountant's curve (NaN when uncertified,
-        inf without noise or clipping)."""
-        groups = {}
-        for i, st in settings.items():
-            groups.setdefault(st, []).append(i)
-        cols = {}
-        for acc in self.accountants:
-            curve = np.zeros(rounds + 1)
-            if rounds:
-                for st, members in groups.items():
-                    for sig in np.unique(sigma[members]):
-                        if uncertified:
-                            c = np.full(rounds, math.nan)   # no guarantee (uncertified)
-                        elif sig == 0.0 or not math.isfinite(self.clip):
-                            c = np.full(rounds, math.inf)
-                        else:
-                            c = _CURVES[acc](float(sig), delta, st, rounds)
-                        curve[1:] = np.maximum(curve[1:], c)
-            cols[f"eps_{acc}"] = curve
-        cols["delta"] = np.full(rounds + 1, delta)
-        return cols
 
     def for_resume(self, problem, participation, rounds):
         """Continue the ledger of a resumed run to ``rounds`` rounds (engine hook).
@@ -627,7 +478,8 @@ class PriRFed(FederatedAlgorithm):
         budget = (self.target[0] if self.target is not None
                   else float(led.columns[f"eps_{first}"][-1]))
         uncertified = bool(np.isnan(led.columns[f"eps_{first}"][1:]).any())
-        cols = self._columns(led.sigma, led.settings, led.delta, rounds, uncertified)
+        cols = ledger_columns(self.accountants, self.clip, led.sigma, led.settings, led.delta,
+                              rounds, uncertified)
         spent = float(cols[f"eps_{first}"][-1])
         if spent > budget * (1 + 1e-9):
             raise ValueError(
@@ -653,7 +505,7 @@ class PriRFed(FederatedAlgorithm):
             A copy with ``target = (eps, ledger.delta)``.
         """
         led = self._plan()
-        eps = _check_budget_eps(eps, f"{self.name}: raise_budget eps")
+        eps = check_budget_eps(eps, f"{self.name}: raise_budget eps")
         return replace(self, target=(eps, led.delta), delta=None)
 
     def history_row(self, problem, state, t):
@@ -755,7 +607,7 @@ class PriRFed(FederatedAlgorithm):
             The problem is outside the accounting, holds more than one client, or its ``N``
             is smaller than the batch size.
         """
-        why = getattr(problem, "dp_unbounded", None)
+        why = problem.dp_unbounded
         if why:
             raise ValueError(f"{self.name}: {type(problem).__name__} is not covered by the "
                              f"privacy accounting: {why}")

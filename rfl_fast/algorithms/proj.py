@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_int, check_positive
-from ._checks import has_method
 from .schedules import as_schedule
 from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
 
@@ -80,7 +79,7 @@ class RFedProj(FederatedAlgorithm):
 
     def validate(self, problem):
         M = check_problem(problem, self.name)
-        if not has_method(M, "project"):
+        if not M.has_project:
             raise ValueError(f"RFedProj: manifold {M!r} provides no nearest-point projection "
                              f"`project` (P_M), which RFedProj needs; it runs on compact "
                              f"embedded manifolds such as Sphere and Stiefel (and Euclidean)")

@@ -12,13 +12,15 @@ Round ``t``:
      uploads, downloads and gradient evaluations are accounted.
      In the simulation (the engine hands the exchange to one batched ``client_prepare`` over
      all ``n`` clients), for a problem whose ``has_pooled_grad()`` is true (kPCA, sphere
-     PCA), the uploads are not formed: ``g_t`` is ``problem.grad(x_t)``, the pooled route (mathematically identical: ``grad f = sum_i w_i grad f_i``, e.g. one
-     ``d x d`` product for the PCA problems instead of a pass over all clients' data), and
-     each participant computes its own ``grad f_i(x_t)`` at the start of its local steps. The
-     upload is still accounted at full size (``n`` gradients) and the CPU model is unchanged
-     (one gradient evaluation per client). A subclass that overrides ``client_prepare`` or
-     ``server_prepare`` (the BB variants keep every client's gradient) gets the plain exchange,
-     and so does a deployment (one client per call, real uploads).
+     PCA), the uploads are not formed: ``g_t`` is ``problem.grad(x_t)``, the pooled route
+     (mathematically identical: ``grad f = sum_i w_i grad f_i``, e.g. one ``d x d`` product
+     for the PCA problems instead of a pass over all clients' data), and each participant
+     computes its own ``grad f_i(x_t)`` at the start of its local steps. The upload is still
+     accounted at full size (``n`` gradients) and the CPU model is unchanged (one gradient
+     evaluation per client). Clients and server make the same choice from the same
+     ``(problem, recipients)``; a subclass with ``_pooled_prepare = False`` (the BB variants
+     keep every client's gradient) gets the plain exchange, and so does a deployment (one
+     client per call, real uploads; the server's problem holds no data).
    * ``full_gradient="participants"`` (a cheaper variant): only the round's participants
      answer and ``g_t = sum_{i in S_t} w_i grad f_i(x_t)`` with the weights normalized over
      ``S_t``, an unbiased but noisy estimate of ``grad f(x_t)``; under ``Uniform(k < n)``
@@ -47,11 +49,6 @@ from ._checks import transport_name
 from .base import _RetractionBased, check_problem, participant_weights, stacked
 
 __all__ = ["RFedSVRG", "SVRGState"]
-
-
-class _DeferredGrads(np.ndarray):
-    """Upload placeholder of the pooled exchange: a zero-stride view of the accounted shape
-    ``(n, *shape)`` (no memory); its type tells ``server_prepare`` to use ``problem.grad``."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +112,8 @@ class RFedSVRG(_RetractionBased):
 
     has_prepare = True
     array_kinds = {"x": "point", "grad": "tangent", "g": "tangent"}
+    #: Whether the simulated all-``n`` exchange may be pooled (module docstring).
+    _pooled_prepare = True
 
     def __post_init__(self):
         self._check_common()
@@ -156,7 +155,7 @@ class RFedSVRG(_RetractionBased):
         return {"x": state.x}
 
     def server_prepare(self, problem, state, idx, upload, ctx):
-        if isinstance(upload["grad"], _DeferredGrads):        # see the module docstring
+        if self._pooled_exchange(problem, idx):               # see the module docstring
             g = np.asarray(problem.grad(state.x), dtype=float)
         else:
             g = np.tensordot(participant_weights(problem, idx), upload["grad"], axes=1)
@@ -172,14 +171,11 @@ class RFedSVRG(_RetractionBased):
 
     # ------------------------------------------------------------------ clients
     def _pooled_exchange(self, problem, idx):
-        """Whether this batched prepare call simulates the all-``n`` exchange by the pooled
-        ``problem.grad`` (module docstring)."""
-        cls = type(self)
-        pooled = getattr(problem, "has_pooled_grad", None)
-        return (self.full_gradient == "all" and idx.size == problem.n_clients > 1
-                and pooled is not None and pooled()
-                and cls.client_prepare is RFedSVRG.client_prepare
-                and cls.server_prepare is RFedSVRG.server_prepare)
+        """Whether the prepare exchange with the clients ``idx`` simulates the all-``n``
+        exchange by the pooled ``problem.grad`` (module docstring); the clients' and the
+        server's answer, from the same arguments."""
+        return (self._pooled_prepare and self.full_gradient == "all"
+                and idx.size == problem.n_clients > 1 and problem.has_pooled_grad())
 
     def client_prepare(self, problem, idx, msg, cstate, ctx):
         """Full local gradients at ``x_t``.
@@ -200,8 +196,8 @@ class RFedSVRG(_RetractionBased):
         Returns
         -------
         upload : dict of str to ndarray
-            ``{"grad": (k, *M.shape)}`` (a zero-stride placeholder when the all-``n`` exchange
-            is pooled, module docstring).
+            ``{"grad": (k, *M.shape)}`` (zeros of that shape without memory when the all-``n``
+            exchange is pooled, module docstring).
         cstate : dict of str to ndarray
             Unchanged.
         memo : dict
@@ -210,8 +206,7 @@ class RFedSVRG(_RetractionBased):
         x_t = stacked(msg["x"], idx.size)
         if self._pooled_exchange(problem, idx):
             shape = (idx.size,) + problem.manifold.shape
-            placeholder = np.broadcast_to(np.zeros(()), shape).view(_DeferredGrads)
-            return {"grad": placeholder}, cstate, {"x": x_t}
+            return {"grad": np.broadcast_to(np.zeros(()), shape)}, cstate, {"x": x_t}
         grad = problem.rgrad(idx, x_t)
         return {"grad": grad}, cstate, {"x": x_t, "grad": grad}
 

@@ -103,6 +103,7 @@ class RFedSVRG2BB(RFedSVRG):
     """
 
     array_kinds = {**RFedSVRG.array_kinds, "s": "tangent", "B": "scalar"}
+    _pooled_prepare = False   # every client keeps its own gradient at x_t
 
     def __post_init__(self):
         super().__post_init__()

@@ -1,12 +1,13 @@
-"""Fused one-pass gradient sums of PCA-type losses over clients' rows (private).
+"""Fused multi-client kernels of PCA-type losses over clients' rows (private).
 
-Not an entry of ``KERNELS``: that table's kernels map equal-shaped items ``(N, *core)`` one to
-one, while this one reads clients of different sizes from one contiguous row array through
-offsets (the layout of ``problems._clients.pack_clients``), so it is a separate entry point with
-the same two-level design: a NumPy reference (the blocked-BLAS route the problems used before,
-the test oracle and benchmark baseline) and the C++ kernel ``rfl_fast._core.pca_grad_sum``
-(header ``cpp/include/rfl/pca.hpp``). Callers hand clean arrays; nothing is validated here
-beyond what the compiled binding checks cheaply.
+The kernels of ``registry.FUSED``: not entries of ``KERNELS``, whose kernels map equal-shaped
+items ``(N, *core)`` one to one, since these read clients of different sizes from one
+contiguous row array through offsets (the layout of ``problems._clients.pack_clients``). The
+same two-level design: a NumPy reference ``<name>_reference`` (the test oracle and benchmark
+baseline) and compiled routes (``rfl_fast._core.<name>``, header ``cpp/include/rfl/pca.hpp``),
+the route chosen by :func:`route` from the backend in force and the kernel's ``order``.
+Callers hand clean arrays; nothing is validated here beyond what the compiled binding checks
+cheaply.
 
 For each selected client ``i = idx[j]`` with rows ``Z_i`` (m_i, d) and point ``X_j`` (d, r)::
 
@@ -25,21 +26,37 @@ point, for finite rows of any size. The kPCA / sphere-PCA gradient is ``-2c/m_i 
 
 import numpy as np
 
-from . import _dispatch
+from . import _dispatch, reference
 from ._dispatch import get_threads
+from .registry import FUSED
 
-__all__ = ["pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps_kernel", "compiled_available",
-           "BLOCK_BYTES", "row_norms", "clipped_pca_rows", "CLIPPED_PCA_ORDER",
-           "clipped_pca_route", "clipped_pca_sum"]
+__all__ = ["route", "pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps",
+           "pca_local_steps_reference", "compiled_available", "BLOCK_BYTES", "row_norms",
+           "clipped_pca_rows", "CLIPPED_PCA_ORDER", "clipped_pca_route", "clipped_pca_sum",
+           "clipped_pca_sum_reference"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
 BLOCK_BYTES = 2**18
 
-def compiled_available():
-    """Whether the C++ kernel is importable."""
+def compiled_available(name="pca_grad_sum"):
+    """Whether the C++ extension has fused kernel ``name``."""
     mod = _dispatch.load("cpp")
-    return mod is not None and hasattr(mod, "pca_grad_sum")
+    return mod is not None and hasattr(mod, name)
+
+
+def route(name, backend=None):
+    """``"cpp"`` or ``"numpy"``: the route of fused kernel ``name`` (``pca_grad_sum``,
+    ``pca_local_steps``) under ``backend`` (``None``: the choice in force). ``"numpy"`` runs the
+    reference; any other choice the first available backend of the kernel's ``order``
+    (``registry.FUSED``; there is no Numba version of these multi-client passes)."""
+    choice = _dispatch.get_backend() if backend is None else backend
+    if choice == "numpy":
+        return "numpy"
+    for b in FUSED[name].order:
+        if b == "numpy" or compiled_available(name):
+            return b
+    return "numpy"
 
 
 def row_norms(a):
@@ -137,27 +154,64 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
     rows the previous one left in cache) only change the speed, never the result. Arrays must be
     C-contiguous float64 (``Z``, ``Xt``) and int64 (``offsets``, ``idx``) for the fast path.
     """
-    choice = _dispatch.get_backend() if backend is None else backend
-    if choice != "numpy" and compiled_available():
+    if route("pca_grad_sum", backend) == "cpp":
         fn = _dispatch.load("cpp").pca_grad_sum
         return fn(Z, offsets, idx, Xt, float(tau), float(c), bool(clipped),
                   get_threads() if threads is None else int(threads), scale, bool(backward))
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)
 
 
-def pca_local_steps_kernel(backend=None):
-    """The C++ fused local-steps kernel ``_core.pca_local_steps`` (see
-    ``problems._quadratic.QuadraticProblem.local_steps``), or ``None`` when the extension lacks
-    it or ``backend`` (default: the choice in force) is ``"numpy"``."""
-    choice = _dispatch.get_backend() if backend is None else backend
-    core = _dispatch.load("cpp")
-    return None if choice == "numpy" else getattr(core, "pca_local_steps", None)
+def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps):
+    """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
+    ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
+    for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
+    Stiefel references: the batched NumPy route's arithmetic.
+
+    Parameters
+    ----------
+    Z, offsets, idx
+        As :func:`pca_grad_sum_reference`.
+    x0 : ndarray, shape (k, d, r)
+        Starting points on Stiefel.
+    scale : ndarray, shape (k,)
+        Gradient scale per selected client (kPCA: ``-2c / m_i``).
+    eta : float
+        Step size.
+    steps : int
+        Number of steps (>= 0).
+
+    Returns
+    -------
+    ndarray, shape (k, d, r)
+        The last iterates (NaN where a polar factor does not exist).
+    """
+    x = np.array(x0, dtype=np.float64)
+    for _ in range(steps):
+        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+        g, _ = pca_grad_sum_reference(Z, offsets, idx, xt, scale=scale)
+        x = reference.stiefel_retr_polar(x, -eta * reference.stiefel_proj(x, g))
+    return x
 
 
-#: Order of the routes of :func:`clipped_pca_sum` under ``"auto"``, from side-by-side
-#: measurements at m = 6000, d = 784, r = 5 (``rfl-fast bench --only clipped``): the one-pass C++
-#: kernel beat the Numba kernel and the NumPy closed form.
-CLIPPED_PCA_ORDER = ("cpp", "numba", "numpy")
+def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, *, threads=None, backend=None):
+    """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
+
+    The C++ kernel works client by client (each client's rows stay in cache over its steps)
+    through the very functions of the batched C++ route, so its iterates are that route's bit
+    for bit. ``threads``: as :func:`pca_grad_sum`. Arrays must be C-contiguous float64 (``Z``,
+    ``x0``, ``scale``) and int64 (``offsets``, ``idx``).
+    """
+    if route("pca_local_steps", backend) == "cpp":
+        return _dispatch.load("cpp").pca_local_steps(
+            Z, offsets, idx, x0, scale, float(eta), int(steps),
+            get_threads() if threads is None else int(threads))
+    return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps)
+
+
+#: Order of the routes of :func:`clipped_pca_sum` under ``"auto"`` (``registry.FUSED``), from
+#: side-by-side measurements at m = 6000, d = 784, r = 5 (``rfl-fast bench --only clipped``):
+#: the one-pass C++ kernel beat the Numba kernel and the NumPy closed form.
+CLIPPED_PCA_ORDER = FUSED["clipped_pca_sum"].order
 
 
 def _numba_clipped():
@@ -195,5 +249,10 @@ def clipped_pca_sum(Z, Xt, tau, c, route):
         return St[0]
     if route == "numba":
         return _numba_clipped().pca_clipped_sum_t(Z, Xt, tau, c)
+    return clipped_pca_sum_reference(Z, Xt, tau, c)
+
+
+def clipped_pca_sum_reference(Z, Xt, tau, c):
+    """NumPy reference of :func:`clipped_pca_sum`: ``St`` (r, d)."""
     return pca_grad_sum_reference(Z, np.array([0, Z.shape[0]]), [0], Xt[None], tau, c,
                                   True)[0][0]

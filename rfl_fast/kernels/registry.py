@@ -9,12 +9,15 @@ functions of the same name in ``rfl_fast._core`` and :mod:`rfl_fast.kernels._num
 sweep by ``rfl-fast bench --sweep --write-auto``).
 
 Adding a kernel: its reference in ``reference.py``, its compiled code, and one entry below.
+Multi-client kernels (``FUSED``) read clients of different sizes from one row array; their
+references are in :mod:`rfl_fast.kernels.fused`.
 """
 
 from dataclasses import dataclass
 from itertools import product
 
-__all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "handles", "sweep_grid"]
+__all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "Fused", "FUSED", "handles",
+           "sweep_grid"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,29 @@ REGISTRY = {k.name: k for k in (
 
 #: name -> (core ndims of each argument, core ndims of the result): the calling convention
 KERNELS = {k.name: (k.args, k.out) for k in REGISTRY.values()}
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One multi-client kernel: clients of different sizes read from one row array ``Z``
+    (M, d) through ``offsets`` (n + 1,) (the layout of ``problems._clients.pack_clients``),
+    outside ``KERNELS``' one-to-one batch convention. Its NumPy reference is
+    ``kernels.fused.<name>_reference``; ``order`` is ``auto``'s order of the backends that have
+    it (the reference last)."""
+
+    name: str
+    order: tuple
+    summary: str = ""
+
+
+FUSED = {f.name: f for f in (
+    Fused("pca_grad_sum", ("cpp", "numpy"),
+          "rows of clients idx at X_j -> (Z_i' Z_i X_j)', |Z_i X_j|^2 (or the clipped sum)"),
+    Fused("pca_local_steps", ("cpp", "numpy"),
+          "rows of clients idx from X_j -> `steps` times X <- polar(X - eta P_X(s_j Z_i' Z_i X))"),
+    Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
+          "one client's rows at X -> the clipped per-sample PCA gradient sum"),
+)}
 
 
 def handles(name, backend, size):

@@ -73,11 +73,16 @@ class Manifold:
         Names accepted by ``inv_retr`` (exact inverses of the retraction of the same name).
     transports : tuple of str
         Names accepted by ``transport``; the first is the default.
+    has_project, has_tangent_gaussian : bool
+        Whether ``project`` (the nearest point) and ``tangent_gaussian`` are implemented
+        (class attributes, ``False`` here).
     """
 
     retractions = ()
     inverse_retractions = ()
     transports = ()
+    has_project = False
+    has_tangent_gaussian = False
 
     def __init__(self, shape: tuple[int, ...], dim: int, *, validate: bool | None = None) -> None:
         self.shape = tuple(int(s) for s in shape)

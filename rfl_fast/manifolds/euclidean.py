@@ -20,6 +20,8 @@ class Euclidean(Manifold):
     retractions = ("exp",)
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
+    has_project = True
+    has_tangent_gaussian = True
 
     def __init__(self, *shape: tuple[int, ...], validate: bool | None = None) -> None:
         if not shape or any(int(s) < 1 for s in shape):

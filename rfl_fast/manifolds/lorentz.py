@@ -45,6 +45,7 @@ class Lorentz(Manifold):
     retractions = ("exp",)
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
+    has_tangent_gaussian = True
 
     def __init__(self, d: int, *, validate: bool | None = None) -> None:
         d = int(d)

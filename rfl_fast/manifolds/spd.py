@@ -38,6 +38,7 @@ class SPD(Manifold):
     retractions = ("exp", "second_order")
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
+    has_tangent_gaussian = True
 
     def __init__(self, n: int, *, validate: bool | None = None) -> None:
         n = int(n)

@@ -50,6 +50,8 @@ class Sphere(Manifold):
     retractions = ("exp", "projection")
     inverse_retractions = ("exp", "projection")
     transports = ("parallel", "projection")
+    has_project = True
+    has_tangent_gaussian = True
 
     def __init__(self, d: int, *, validate: bool | None = None) -> None:
         if int(d) < 2:

@@ -37,6 +37,8 @@ class Stiefel(Manifold):
     retractions = ("polar", "qr", "cayley", "exp")
     inverse_retractions = ("polar", "qr")
     transports = ("projection",)
+    has_project = True
+    has_tangent_gaussian = True
 
     def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)

@@ -16,11 +16,10 @@ import numpy as np
 import scipy.linalg.blas
 
 from .._typing import ArrayLike, ClientId, FloatArray
-from ..kernels import fused, get_threads
-from ..manifolds import Stiefel
+from ..kernels import fused
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
-from .base import Problem
+from .base import Problem, QuadraticRows
 
 __all__ = ["QuadraticProblem"]
 
@@ -142,46 +141,14 @@ class QuadraticProblem(Problem):
                                   np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale,
                                   backward=self._backward)
 
-    def local_steps(self, idx: ArrayLike, x: ArrayLike, step: float, steps: int,
-                    retraction: str) -> FloatArray | None:
-        """Full-gradient local steps of the kPCA clients ``idx`` with the polar retraction in
-        one compiled call (``_core.pca_local_steps``): client by client, so each client's rows
-        stay in cache over its steps; the same arithmetic as the batched route, so the same
-        iterates. ``None`` (the caller steps through ``rgrad`` and ``retr``) for the per-client
-        Gram form, another retraction or manifold, the NumPy backend, or a step without a
-        solution (the batched route then raises the usual error).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(*shape)``
-            The starting point (the server's model), the same for every client.
-        step : float
-            Step size.
-        steps : int
-            Number of local steps.
-        retraction : str
-            The manifold's retraction to step with.
-
-        Returns
-        -------
-        ndarray, shape ``(k, *shape)`` or None
-            The last iterates, or ``None`` without a fused route.
-        """
-        steps_fn = fused.pca_local_steps_kernel()
-        if (steps_fn is None or self._gram is not None or retraction != "polar"
-                or not isinstance(self.manifold, Stiefel)):
+    def quadratic_rows(self) -> QuadraticRows | None:
+        """The rows form's data, ``f_i``'s Euclidean gradient being ``-2c/m_i Z_i' Z_i X``;
+        ``None`` with per-client Gram matrices (the gradients are then formed from those)."""
+        if self._gram is not None:
             return None
-        idx = self._clients(idx)
         if self._offsets64 is None:
             self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
-        x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + np.shape(x)),
-                                  dtype=np.float64)
-        out = steps_fn(self._flat, self._offsets64, np.ascontiguousarray(idx, dtype=np.int64),
-                       x0, -2.0 * self._c / self.sizes[idx], float(step), int(steps),
-                       get_threads())
-        return out if np.isfinite(out).all() else None
+        return QuadraticRows(self._flat, self._offsets64, -2.0 * self._c / self.sizes)
 
     def _ax(self, idx, x, factor=1.0):
         """``factor A_i X_j`` (k, d, r, C order) for clients ``idx`` at matrices ``x`` (k, d, r).

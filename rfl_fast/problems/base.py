@@ -9,13 +9,35 @@ one client ``i`` at one point ``x`` ``(*shape)``; they serve the privacy module 
 clipping) and the tests.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .._typing import ArrayLike, ClientId, FloatArray, Weighting
 from ..manifolds import Manifold
 from ._clients import check_sample_index, select_rows
 
-__all__ = ["Problem"]
+__all__ = ["Problem", "QuadraticRows"]
+
+
+@dataclass(frozen=True)
+class QuadraticRows:
+    """Client ``i``'s full local Euclidean gradient is ``scale[i] Z_i' Z_i X`` with
+    ``Z_i = rows[offsets[i]:offsets[i + 1]]`` (``X`` of shape (d, r); (d,) for vectors).
+
+    Parameters
+    ----------
+    rows : ndarray, shape (M, d)
+        Every client's rows, C-contiguous float64.
+    offsets : ndarray of int64, shape (n + 1,)
+        Client ``i`` owns rows ``offsets[i]:offsets[i + 1]``.
+    scale : ndarray, shape (n,)
+        Gradient scale per client.
+    """
+
+    rows: np.ndarray
+    offsets: np.ndarray
+    scale: np.ndarray
 
 
 class Problem:
@@ -200,31 +222,11 @@ class Problem:
         """
         return self.manifold.egrad2rgrad(x, self.egrad(idx, x, batch))
 
-    def local_steps(self, idx: ArrayLike, x: ArrayLike, step: float, steps: int,
-                    retraction: str) -> FloatArray | None:
-        """Optional fused route for full-gradient local steps ``x <- R_x(-step grad f_i(x))``
-        of clients ``idx`` (k,) from the point ``x`` ``(*shape)``: the last iterates
-        ``(k, *shape)``, equal to stepping through :meth:`rgrad` and ``manifold.retr``, or
-        ``None`` when the problem has no such route (the caller then steps itself).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(*shape)``
-            The starting point (the server's model), the same for every client.
-        step : float
-            Step size.
-        steps : int
-            Number of local steps.
-        retraction : str
-            The manifold's retraction to step with.
-
-        Returns
-        -------
-        ndarray, shape ``(k, *shape)`` or None
-            The last iterates, or ``None`` without a fused route.
-        """
+    def quadratic_rows(self) -> "QuadraticRows | None":
+        """The data of a local gradient that is a quadratic form of the clients' rows, when the
+        problem computes its full local gradients from those rows (a declared capability,
+        :class:`QuadraticRows`); ``None`` by default. Lets an algorithm hand whole local
+        loops to a fused multi-client kernel (``kernels.registry.FUSED``)."""
         return None
 
     def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
@@ -342,6 +344,12 @@ class Problem:
         idx = np.arange(self.n_clients)
         xs = np.broadcast_to(x, (self.n_clients,) + self.manifold.shape)
         return np.tensordot(self.weights, self.rgrad(idx, xs), axes=1)
+
+    def has_pooled_grad(self) -> bool:
+        """Whether :meth:`grad` avoids a pass over the clients' data (e.g. one product with a
+        pooled ``d x d`` matrix); ``False`` by default. RFedSVRG's simulation then takes its
+        all-client ``g_t`` from :meth:`grad`."""
+        return False
 
     def solution(self) -> FloatArray:
         """A global minimizer ``x*`` ``(*shape)``: closed form where one exists, else a
