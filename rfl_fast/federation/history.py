@@ -16,7 +16,7 @@ __all__ = ["History", "BASE_COLUMNS", "INT_COLUMNS"]
 #: Columns every history has, in order; problem metrics beyond these are appended.
 BASE_COLUMNS = ("round", "grad_norm", "f_gap", "angle", "dist", "cpu_server", "cpu_clients_max",
                 "wall", "wall_metrics", "floats_up", "floats_down", "bytes_up", "bytes_down",
-                "n_participants")
+                "n_participants", "n_rejected")
 #: Columns stored as integers.
 INT_COLUMNS = frozenset({"round", "floats_up", "floats_down", "bytes_up", "bytes_down",
                          "n_participants", "n_rejected"})
