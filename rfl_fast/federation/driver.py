@@ -158,25 +158,48 @@ class Replies:
 
 
 class Transport:
-    """How the server reaches the clients; the clients hold their persistent states.
-
-    A transport implements two calls, each returning :class:`Replies` and reporting a client
-    that fails in ``failed`` (never raising for it):
-
-    * ``exchange(phase, t, ids, msg, fresh)``: send ``msg`` to the clients ``ids`` (sorted
-      ndarray) of round ``t`` for ``phase`` ``"prepare"`` (``client_prepare``) or ``"update"``
-      (``client_update``, with the round's prepare memo); ``fresh``: the clients start their
-      random streams ``(seed, t, i)`` afresh, else continue them from the prepare exchange;
-    * ``finish(t, ids, fmsg)``: the end of round ``t`` for the clients ``ids`` whose main
-      upload was accepted: they keep their new persistent state and, when ``fmsg`` is not
-      None, run ``client_finalize`` on it (continuing their streams). The others keep their
-      earlier state.
-    """
+    """How the server reaches the clients, which hold their persistent states. A client that
+    fails is reported in :attr:`Replies.failed`, never raised."""
 
     def exchange(self, phase, t, ids, msg, fresh):
+        """Send ``msg`` to the clients ``ids`` and collect their uploads.
+
+        Parameters
+        ----------
+        phase : {"prepare", "update"}
+            ``client_prepare``, or ``client_update`` (with the round's prepare memo).
+        t : int
+            The round (0-based).
+        ids : ndarray of int, shape (m,)
+            The addressed clients, sorted.
+        msg : dict of str to ndarray
+            The server's message.
+        fresh : bool
+            The clients start their random streams ``(seed, t, i)`` afresh; else they
+            continue them from the round's prepare exchange.
+
+        Returns
+        -------
+        Replies
+        """
         raise NotImplementedError
 
     def finish(self, t, ids, fmsg):
+        """End round ``t`` for the clients ``ids`` whose main upload was accepted: they keep
+        their new persistent state (the others their earlier one) and, when ``fmsg`` is not
+        None, run ``client_finalize`` on it, continuing their streams.
+
+        Parameters
+        ----------
+        t : int
+        ids : ndarray of int, shape (m,)
+        fmsg : dict of str to ndarray or None
+
+        Returns
+        -------
+        Replies
+            No uploads.
+        """
         raise NotImplementedError
 
 
@@ -224,108 +247,78 @@ class InProcess(Transport):
         self._t = None
 
     def exchange(self, phase, t, ids, msg, fresh):
-        if t != self._t:          # the round's streams, prepare memo and pending main results
-            self._t, self._split, self._memo, self._held = t, self.per_client, None, None
+        if t != self._t:       # by client: the prepare memos and the main exchange's results
+            self._t, self._split, self._memo, self._held = t, self.per_client, {}, {}
         if fresh:
-            self._pool = {}
+            self._pool = {}    # the round's random generators, by client
         return self._run(phase, t, ids, msg)
 
     def finish(self, t, ids, fmsg):
         if fmsg is not None:
             return self._run("finalize", t, ids, fmsg)
-        if self._split:
-            for i in ids.tolist():
-                self._commit([i], self._held[i][0])
-        else:
-            have, rows, _ = self._held
-            self._commit(ids, _rows(rows, have, ids))
+        for group in {id(g): g for g in map(self._held.get, ids.tolist())}.values():
+            have, rows, _ = group
+            keep = np.isin(have, ids)
+            self._commit(have[keep], rows if keep.all() else
+                         {name: arr[keep] for name, arr in rows.items()})
         return Replies(ids.tolist())
 
-    # ------------------------------------------------------------------ batched
     def _run(self, phase, t, ids, msg):
         if not self._split:
             saved = {i: g.bit_generator.state for i, g in self._pool.items()}
             try:
-                return self._batch(phase, t, ids, msg)
+                up, cpu = self._call(phase, t, ids, msg)
+                return Replies(ids.tolist(), stacked=up, cpu=dict.fromkeys(ids.tolist(), cpu))
             except Exception as exc:  # noqa: BLE001 - find the failing clients one by one
                 if phase == "finalize":
                     return Replies(failed=[(i, _why(exc)) for i in ids.tolist()])
                 self._pool = {i: _generator(st) for i, st in saved.items()}
                 self._split = True
-        return self._each(phase, t, ids, msg)
-
-    def _batch(self, phase, t, ids, msg):
-        if phase == "finalize":
-            _, rows, memo = self._held
-        else:
-            rows = {name: arr[ids] for name, arr in self.cstore.items()}
-            memo = None if self._memo is None else _rows(self._memo[1], self._memo[0], ids)
-        ctx = ClientContext.create(self.seed, t, ids, self._pool)
-        c0 = time.process_time()
-        up, rows, memo = self._hook(phase, ids, msg, rows, memo, ctx)
-        cpu = (time.process_time() - c0) / ids.size
-        if phase == "update":
-            self._held = (ids, rows, memo)
-        else:
-            self._commit(ids, rows)
-            if phase == "prepare":
-                self._memo = (ids, memo)
-        return Replies(ids.tolist(), stacked=up, cpu=dict.fromkeys(ids.tolist(), cpu))
-
-    # ------------------------------------------------------------------ one client at a time
-    def _each(self, phase, t, ids, msg):
-        rep, held = Replies(), {}
+        rep = Replies()
         for i in ids.tolist():
-            one = np.array([i], dtype=np.int64)
-            if phase == "finalize":
-                rows, memo = self._held[i]
-            else:
-                rows = {name: arr[one] for name, arr in self.cstore.items()}
-                memo = self._memo_of(i)
-            ctx = ClientContext.create(self.seed, t, one, self._pool)
-            c0, w0 = time.process_time(), time.perf_counter()
+            w0 = time.perf_counter()
             try:
-                up, rows, memo = self._hook(phase, one, msg, rows, memo, ctx)
+                up, rep.cpu[i] = self._call(phase, t, np.array([i], dtype=np.int64), msg)
                 if phase == "update" and self.faults is not None:
                     up = self.faults.apply(t, i, up)
             except Exception as exc:  # noqa: BLE001 - any client error leaves that client out
                 rep.failed.append((i, _why(exc)))
                 continue
-            finally:
-                rep.cpu[i] = time.process_time() - c0
             wall = time.perf_counter() - w0
             if phase == "update" and self.deadline is not None and wall > self.deadline:
                 rep.failed.append((i, f"timeout: client phase {wall:.3g} s > deadline "
                                       f"{self.deadline:g} s"))
-                continue
-            held[i] = (rows, memo)
-            rep.ids.append(i)
-            rep.uploads.append(up)
-        if phase == "update":
-            self._held = held
-        else:
-            for i, (rows, _) in held.items():
-                self._commit([i], rows)
-            if phase == "prepare":
-                self._memo = {i: memo for i, (_, memo) in held.items()}
+            else:
+                rep.ids.append(i)
+                rep.uploads.append(up)
         return rep
 
-    def _memo_of(self, i):
-        """Client ``i``'s memo of the round's prepare exchange (batched or its own)."""
-        if self._memo is None or isinstance(self._memo, dict):
-            return None if self._memo is None else self._memo[i]
-        have, memo = self._memo
-        return _rows(memo, have, np.array([i]))
-
-    # ------------------------------------------------------------------ shared
-    def _hook(self, phase, ids, msg, rows, memo, ctx):
-        """The client hook of ``phase``: ``(upload or None, rows, memo)``."""
+    def _call(self, phase, t, ids, msg):
+        """The client hook of ``phase`` for the clients ``ids`` together: ``(upload, CPU
+        seconds per client)``. Keeps the results by client until the round needs them."""
         alg, P = self.algorithm, self.problem
+        if phase == "finalize":             # (the main exchange's group: the same clients)
+            _, rows, memo = self._held[int(ids[0])]
+        else:
+            rows = {name: arr[ids] for name, arr in self.cstore.items()}
+            have, memo = self._memo.get(int(ids[0]), (ids, None))
+            memo = _rows(memo, have, ids)
+        ctx = ClientContext.create(self.seed, t, ids, self._pool)
+        c0 = time.process_time()
         if phase == "prepare":
-            return alg.client_prepare(P, ids, msg, rows, ctx)
+            up, rows, memo = alg.client_prepare(P, ids, msg, rows, ctx)
+        elif phase == "update":
+            up, rows, memo = alg.client_update(P, ids, msg, rows, memo, ctx)
+        else:
+            up, rows = None, alg.client_finalize(P, ids, msg, rows, memo, ctx)
+        cpu = (time.process_time() - c0) / ids.size
         if phase == "update":
-            return alg.client_update(P, ids, msg, rows, memo, ctx)
-        return None, alg.client_finalize(P, ids, msg, rows, memo, ctx), memo
+            self._held.update(dict.fromkeys(ids.tolist(), (ids, rows, memo)))
+        else:
+            self._commit(ids, rows)
+        if phase == "prepare":
+            self._memo.update(dict.fromkeys(ids.tolist(), (ids, memo)))
+        return up, cpu
 
     def _commit(self, ids, rows):
         for name, arr in rows.items():
@@ -391,6 +384,20 @@ class _Tally:
     def reject(self, i, phase, why):
         self.rejected.append([self.t + 1, int(i), why if phase == "update" else f"{phase}: {why}"])
         self.row["n_rejected"] += 1
+
+
+def _agreeing(good, phase, tally):
+    """The uploads ``[(client, upload)]`` holding the most common set of array names (the
+    first such set on a tie); the others are rejected."""
+    sets = [frozenset(up) for _, up in good]
+    if not sets:
+        return good
+    common = max(set(sets), key=lambda names: (sets.count(names), -sets.index(names)))
+    for (i, _), names in zip(good, sets):
+        if names != common:
+            tally.reject(i, phase, f"arrays {sorted(names)} differ from the others' "
+                                   f"{sorted(common)}")
+    return [(i, up) for (i, up), names in zip(good, sets) if names == common]
 
 
 class RoundDriver:
@@ -488,16 +495,17 @@ class RoundDriver:
         if k > 0:
             self._exchanges(t, idx, pidx, msg, sctx, tally)
         tally.row["cpu_clients_max"] = max(tally.cpu.values(), default=0.0)
-        for _, i, why in tally.rejected:
-            if self.log is not None:
+        if self.log is not None:
+            for _, i, why in tally.rejected:
                 self.log(f"round {t + 1}: client {i}: {why}")
         return tally.row, tally.rejected
 
     def _exchanges(self, t, idx, pidx, msg, sctx, tally):
-        alg, P, link = self.algorithm, self.problem, self.transport
+        """The exchanges of round ``t`` with the participants ``idx`` (prepare: ``pidx``)."""
+        alg, P, clients = self.algorithm, self.problem, self.transport
         ids = idx
         if alg.has_prepare:
-            got, upload = self._accept(link.exchange("prepare", t, pidx, msg, True),
+            got, upload = self._accept(clients.exchange("prepare", t, pidx, msg, True),
                                        "prepare", tally)
             if got.size == 0:
                 return
@@ -508,39 +516,33 @@ class RoundDriver:
             if ids.size == 0:
                 return
         fresh = not (alg.has_prepare and pidx.size == idx.size)
-        got, upload = self._accept(link.exchange("update", t, ids, msg, fresh), "update", tally)
+        got, upload = self._accept(clients.exchange("update", t, ids, msg, fresh), "update",
+                                   tally)
         fmsg = None
         if got.size > 0:
             self.state, fmsg = tally.server(alg.server_update, P, self.state, got, upload, sctx)
             fmsg = fmsg if alg.has_finalize else None
             tally.down(fmsg, got.size)
-        tally.heard(link.finish(t, got, fmsg), "finalize")
+        tally.heard(clients.finish(t, got, fmsg), "finalize")
 
     def _accept(self, rep, phase, tally):
-        """The accepted clients of an exchange and their stacked uploads."""
+        """The accepted clients of an exchange (ndarray) and their stacked uploads."""
         tally.heard(rep, phase)
-        if rep.stacked is not None:                   # a batch computed in place
+        if rep.stacked is not None:                   # a batch computed in place: trusted
             tally.up(rep.stacked)
             return np.asarray(rep.ids, dtype=np.int64), rep.stacked
-        M, base, good = self.problem.manifold, None, []
+        good, base = [], None
         for i, up in zip(rep.ids, rep.uploads):
             tally.up(up)
-            if base is None:
+            if base is None:                          # tangent vectors: at the server point
                 base = self.algorithm.point(self.problem, self.state)
-            why = "empty upload" if isinstance(up, dict) and not up else \
-                check_upload(M, up, self.kinds, base=base, rows=1, atol=self.atol)
+            why = "empty upload" if isinstance(up, dict) and not up else check_upload(
+                self.problem.manifold, up, self.kinds, base=base, rows=1, atol=self.atol)
             if why is None:
                 good.append((i, up))
             else:
                 tally.reject(i, phase, why)
-        if good:             # the uploads must agree on their arrays (the most common set wins)
-            sets = [frozenset(up) for _, up in good]
-            common = max(set(sets), key=lambda s: (sets.count(s), -sets.index(s)))
-            for (i, up), names in zip(good, sets):
-                if names != common:
-                    tally.reject(i, phase, f"arrays {sorted(names)} differ from the others' "
-                                           f"{sorted(common)}")
-            good = [(i, up) for (i, up), names in zip(good, sets) if names == common]
+        good = _agreeing(good, phase, tally)
         if not good:
             return np.zeros(0, dtype=np.int64), None
         stacked = {name: np.concatenate([up[name] for _, up in good]) for name in good[0][1]}

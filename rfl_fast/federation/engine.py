@@ -110,7 +110,8 @@ def run(problem: Problem, algorithm: FederatedAlgorithm, rounds: int,
 
     * ``floats_down``/``bytes_down``: every server message times its recipients (the first
       broadcast of a round reaches all ``n`` clients under ``Bernoulli`` participation, the
-      participants otherwise); ``floats_up``/``bytes_up``: every upload of every participant.
+      participants otherwise); ``floats_up``/``bytes_up``: every upload that arrives
+      (accepted or not).
     * ``cpu_server``: process CPU time of the server's functions (message, aggregation).
     * ``cpu_clients_max``: the papers' "max over agents" CPU time: the largest CPU time a
       client spent in the round. A batched call counts its CPU time divided by its number of

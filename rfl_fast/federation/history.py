@@ -2,7 +2,9 @@
 
 Row 0 describes the initial point (metrics only, zero accounting); row ``t`` (``t >= 1``) the
 state after round ``t``. Metric columns hold NaN on rows where metrics were not computed
-(``metrics_every > 1``) or do not apply (``angle`` outside Stiefel problems).
+(``metrics_every > 1``) or do not apply (``angle`` outside Stiefel problems). The column
+``n_rejected`` counts the clients left out of a round, ``meta["rejected"]`` lists them as
+``[round, client, reason]``.
 """
 
 import csv
