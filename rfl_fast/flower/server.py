@@ -353,15 +353,15 @@ def server_app():
             iterates = []
             result = run_federation(FlowerLink(grid), cfg, metrics_problem=metrics_problem,
                                     log=log, callback=lambda t, x, row: iterates.append(x))
+            if cfg.output_dir:
+                save_result(result, iterates, cfg.output_dir)
+                log(f"wrote {cfg.output_dir}/result.npz and history.json")
         except Exception as exc:
             if cfg.output_dir:
                 os.makedirs(cfg.output_dir, exist_ok=True)
                 with open(os.path.join(cfg.output_dir, "error.txt"), "w") as f:
                     f.write(f"{type(exc).__name__}: {exc}\n")
             raise
-        if cfg.output_dir:
-            save_result(result, iterates, cfg.output_dir)
-            log(f"wrote {cfg.output_dir}/result.npz and history.json")
 
     return app
 
