@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._typing import FloatArray
 from ..algorithms.base import FederatedAlgorithm
 from .arrival import check_upload, kinds_of
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
@@ -75,13 +76,13 @@ class Result:
         clients of a deployment).
     """
 
-    x: np.ndarray
+    x: FloatArray
     history: History
     algorithm: object
     seed: int
     rounds: int
     participation: object
-    x0: np.ndarray
+    x0: FloatArray
     state: object
     client_state: dict
 
