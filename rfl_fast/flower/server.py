@@ -192,7 +192,7 @@ class FlowerTransport(Transport):
 
     def _send(self, phase, t, ids, msg, rng):
         packed, meta = pack(msg, self.M, self.kinds)
-        memo = phase == "finalize" or self.algorithm.has_prepare
+        memo = phase == "finalize" or (phase == "update" and self.algorithm.has_prepare)
         requests = []
         for i in ids.tolist():
             conf = {"phase": phase, "round": t, "client": i, "seed": self.seed,
@@ -225,8 +225,9 @@ class FlowerTransport(Transport):
         if (int(c.get("client", -1)), int(c.get("round", -1)), c.get("phase")) != (i, t, phase):
             return (f"reply labelled client {c.get('client')}, round {c.get('round')}, "
                     f"phase {c.get('phase')!r}")
-        return check_wire(reply.get("up", {}), reply.get("up.meta"), self.M, self.kinds) \
-            if phase != "finalize" else None
+        if phase == "finalize" or not reply.get("up"):    # (an empty upload: the driver's)
+            return None
+        return check_wire(reply["up"], reply.get("up.meta"), self.M, self.kinds)
 
 
 # ---------------------------------------------------------------------------- run
