@@ -209,7 +209,10 @@ class FederatedAlgorithm:
 
     def prepare_recipients(self, n, idx):
         """Clients the prepare exchange addresses (sorted, a superset of ``idx``; RFedSVRG
-        gathers its full gradient from all ``n``). Default: the participants ``idx``.
+        gathers its full gradient from all ``n``). Default: the participants ``idx``. The
+        prepare exchange's ``memo`` holds rows only (every value an array with a leading axis
+        over the recipients), so that the participants' rows can be kept for
+        ``client_update``.
 
         Parameters
         ----------
