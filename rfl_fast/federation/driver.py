@@ -153,7 +153,7 @@ class Replies:
 
     ids: list = field(default_factory=list)
     uploads: list = field(default_factory=list)
-    stacked: dict = None
+    stacked: dict | None = None
     failed: list = field(default_factory=list)
     cpu: dict = field(default_factory=dict)
 
