@@ -45,7 +45,7 @@ from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientCo
 from .history import BASE_COLUMNS, History
 
 __all__ = ["RoundDriver", "Transport", "Replies", "InProcess", "Result", "specialize",
-           "message_size"]
+           "initial_point", "message_size"]
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,19 @@ def specialize(problem, algorithm, participation, rounds, resumed=False):
 
 
 def initial_point(M, x0, seed):
-    """``x0``, or the seed's init-stream point when it is None (unchecked)."""
+    """``x0``, or the seed's init-stream point when it is None (unchecked).
+
+    Parameters
+    ----------
+    M : Manifold
+    x0 : array_like or None
+    seed : int
+        The run's root seed.
+
+    Returns
+    -------
+    ndarray or array_like
+    """
     return M.random_point(rng=stream(seed, STREAM_INIT)) if x0 is None else x0
 
 
