@@ -245,6 +245,9 @@ def test_history_csv_json_round_trip(tmp_path):
     assert History.from_csv(tmp_path / "h.csv") == h
     hj = History.from_json(tmp_path / "h.json")
     assert hj == h and hj.meta["seed"] == 0 and "RFedAvg" in hj.meta["algorithm"]
+    inf = History({"round": [0, 1], "eps": [np.inf, -np.inf]})       # e.g. unbounded privacy
+    inf.to_json(tmp_path / "inf.json")
+    assert History.from_json(tmp_path / "inf.json") == inf
     d = h.as_dict()
     assert list(d) == list(h.columns) and len(d["round"]) == 10 == len(h)
     assert h["round"].tolist() == list(range(10)) and h.round.dtype == np.int64

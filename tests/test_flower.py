@@ -37,6 +37,7 @@ needs_flwr = pytest.mark.skipif(not HAS_FLWR, reason="flwr not installed: pip in
                                 "'.[flower]' (flwr==1.41.0) to test the Flower link")
 
 TASK = "rfl_fast.flower.tasks:synthetic_kpca"
+TIMING = ("cpu_server", "cpu_clients_max", "wall", "wall_metrics")
 
 
 def _task_kwargs(n):
@@ -80,17 +81,27 @@ def _dp_node(i, folder, sigma, clip, seed=None, eps=1e3, delta=1e-5):
 
 
 def _in_process(rc, folder=None):
-    """The in-process deployment of ``rc``; a PriRFed client gets its own privacy settings,
-    the run's sigma / clip / seed given to it through its node config (``folder``: ledgers),
-    so it draws what the engine draws."""
+    """The in-process deployment of ``rc`` and its iterates (x0, then the model after every
+    round); a PriRFed client gets its own privacy settings, the run's sigma / clip / seed
+    given to it through its node config (``folder``: ledgers), so it draws what the engine
+    draws."""
     n = int(rc["num-clients"])
     nodes = [{"partition-id": i} for i in range(n)]
     if rc["algorithm"] == "PriRFed":
         kw = json.loads(rc["algorithm-kwargs"])
         nodes = [_dp_node(i, folder, kw["sigma"], kw["clip"], seed=int(rc["seed"]))
                  for i in range(n)]
-    link = InProcessLink(rc, nodes)
-    return run_federation(link, rc, log=lambda s: None), link
+    its = []
+    res = run_federation(InProcessLink(rc, nodes), rc, log=lambda s: None,
+                         callback=lambda t, x, row: its.append(np.array(x)))
+    return res, np.stack([res.x0] + its)
+
+
+def _left_out(history):
+    """``{(round, client)}`` of the clients left out, and the rejections as text lines."""
+    rejected = history.meta["rejected"]
+    return ({(t, c) for t, c, _ in rejected},
+            "\n".join(f"round {t}: client {c}: {why}" for t, c, why in rejected))
 
 
 # ---------------------------------------------------------------------------- wire format
@@ -255,14 +266,16 @@ def test_in_process_protocol_equals_the_engine(algorithm, kwargs, participation,
     if algorithm == "PriRFed" and not HAS_DP:
         pytest.skip("dp-accounting not installed (privacy extra)")
     rc = _run_config(algorithm, kwargs, rounds=4, participation=participation)
-    res, _ = _in_process(rc, tmp_path)
+    res, iterates = _in_process(rc, tmp_path)
     its, sim = _engine(rc)
-    assert res.events == []
-    assert np.abs(res.iterates - its).max() <= 1e-10
+    assert res.history.meta["rejected"] == []
+    assert np.abs(iterates - its).max() <= 1e-10
     assert np.abs(res.x - sim.x).max() <= 1e-10
     assert np.abs(its[-1] - its[0]).max() > 1e-3            # the iterates moved
+    # the same round driver: the same history (participants, accounting, privacy columns)
+    assert res.history.equal(sim.history, ignore=TIMING)
     if algorithm == "PriRFed":                              # privacy accounting on the server
-        assert res.history[-1]["eps_rdp"] == pytest.approx(sim.history["eps_rdp"][-1])
+        assert res.history["eps_rdp"][-1] == pytest.approx(sim.history["eps_rdp"][-1])
     if algorithm == "RFedProj":                             # corrections live on the clients
         assert np.abs(sim.client_state["c"]).max() > 0
 
@@ -290,7 +303,7 @@ def test_every_exchanged_array_has_the_kind_its_algorithm_declares(algorithm, kw
     monkeypatch.setattr(client_mod, "pack", recording(client_mod.pack))
     rc = _run_config(algorithm, kwargs, rounds=2, participation=participation)
     res, _ = _in_process(rc, tmp_path)
-    assert res.events == []
+    assert res.history.meta["rejected"] == []
     alg = FederationConfig.from_run_config(rc).build_algorithm()
     declared = {**INIT_KINDS, **type(alg).array_kinds}
     assert dict(seen) == declared                   # all declared arrays travel, as declared
@@ -326,17 +339,19 @@ def test_in_process_dropouts_and_rejections_match_the_engine_on_the_respondents(
     rc = _run_config("RFedAGS", {"step": 0.2, "local_steps": 3, "aggregation": "AP",
                                  "q": "frequency"}, rounds=4,
                      fault="drop:3@2,3;corrupt:1@3;offmanifold:2@4")
-    res, _ = _in_process(rc)
-    answered = [p.tolist() for p in res.participants]
-    assert answered == [[0, 1, 2, 3], [0, 1, 2], [0, 2], [0, 1, 3]]
-    text = "\n".join(res.events)
-    assert "round 2: client 3: update failed" in text and "drops out" in text
-    assert "round 3: client 1: update upload rejected: zeta: 6 entries are NaN" in text \
-        or "round 3: client 1: update upload rejected: zeta: 12 entries are NaN" in text
-    assert "round 4: client 2: update upload rejected: zeta: not tangent" in text
-    assert res.history[3]["n_rejected"] == 1 and res.history[3]["n_failed"] == 1
+    res, iterates = _in_process(rc)
+    left_out, text = _left_out(res.history)
+    assert left_out == {(2, 3), (3, 3), (3, 1), (4, 2)}
+    answered = [[i for i in range(4) if (t, i) not in left_out] for t in range(1, 5)]
+    assert "round 2: client 3: client error: RuntimeError: fault injection" in text
+    assert "drops out" in text
+    assert "round 3: client 1: zeta: 6 entries are NaN" in text \
+        or "round 3: client 1: zeta: 12 entries are NaN" in text
+    assert "round 4: client 2: zeta: not tangent" in text
+    assert res.history["n_rejected"].tolist() == [0, 0, 1, 2, 1]
+    assert res.history["n_participants"].tolist() == [0, 4, 4, 4, 4]
     its, _ = _engine(rc, Scripted(tuple(answered)))
-    assert np.abs(res.iterates - its).max() <= 1e-10
+    assert np.abs(iterates - its).max() <= 1e-10
 
 
 def test_in_process_silent_node_and_failed_prepare():
@@ -353,9 +368,14 @@ def test_in_process_silent_node_and_failed_prepare():
         return link.exchange_orig(requests, timeout)
     link.exchange = exchange
     res = run_federation(link, rc, log=lambda s: None)
-    assert "round 1: client 2: prepare failed: no reply within 1 s" in res.events
-    assert [p.tolist() for p in res.participants] == [[0, 1, 3], [0, 1, 3]]
-    assert np.isfinite(res.iterates).all()
+    # client 2 misses both rounds' prepare exchange: the main exchange goes on with 0, 1, 3
+    assert res.history.meta["rejected"] == [[1, 2, "prepare: no reply within 1 s"],
+                                            [2, 2, "prepare: no reply within 1 s"]]
+    assert res.history["n_rejected"].tolist() == [0, 1, 1]
+    # the prepare exchange reaches 4 clients, the main one the 3 left (12 floats each way)
+    assert res.history["floats_down"].tolist() == [0, 4 * 12 + 3 * 12, 4 * 12 + 3 * 12]
+    assert res.history["floats_up"].tolist() == [0, 3 * 12 + 3 * 12, 3 * 12 + 3 * 12]
+    assert np.isfinite(res.x).all() and np.abs(res.x - res.x0).max() > 1e-3
 
 
 def test_client_refuses_messages_for_another_client_and_bad_models():
@@ -426,11 +446,13 @@ def test_deployment_rfedsvrg_kpca_equals_the_engine(federation):
     assert out["iterates"].shape == its.shape
     assert np.abs(out["iterates"] - its).max() <= 1e-10
     assert np.abs(out["x"] - sim.x).max() <= 1e-10
-    assert [h["events"] for h in out["history"]] == [[], [], []]
+    h = out["history"]
+    assert h.meta["rejected"] == [] and h["n_rejected"].tolist() == [0, 0, 0]
     # the full gradient is gathered from all 4 clients: prepare downloads x (12 floats) to 4
     # clients and g to 4 participants; uploads 4 gradients and 4 points
-    assert out["history"][1]["floats_down"] == 2 * 4 * 12
-    assert out["history"][1]["floats_up"] == 2 * 4 * 12
+    assert h["floats_down"][1] == 2 * 4 * 12
+    assert h["floats_up"][1] == 2 * 4 * 12
+    assert h.equal(sim.history, ignore=TIMING)            # the simulation's round driver
 
 
 @pytest.mark.slow
@@ -439,10 +461,11 @@ def test_deployment_rfedags_with_a_dropout_and_a_rejected_upload(federation):
                                  "q": "frequency"}, rounds=3, seed=11, timeout=90.0,
                      fault="drop:3@2,3;corrupt:1@3", **{"node-wait": 60.0})
     out = federation.run(rc, timeout=240)
-    answered = out["meta"]["participants"]
-    assert answered == [[0, 1, 2, 3], [0, 1, 2], [0, 2]]
-    events = "\n".join(out["meta"]["events"])
-    assert "round 2: client 3: update failed" in events
-    assert "round 3: client 1: update upload rejected: zeta:" in events and "NaN" in events
+    left_out, text = _left_out(out["history"])
+    assert left_out == {(2, 3), (3, 3), (3, 1)}
+    answered = [[i for i in range(4) if (t, i) not in left_out] for t in range(1, 4)]
+    assert "round 2: client 3: " in text
+    assert "round 3: client 1: zeta:" in text and "NaN" in text
+    assert out["history"]["n_rejected"].tolist() == [0, 0, 1, 2]
     its, _ = _engine(rc, Scripted(tuple(answered)))
     assert np.abs(out["iterates"] - its).max() <= 1e-10

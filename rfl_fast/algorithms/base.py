@@ -154,6 +154,101 @@ class FederatedAlgorithm:
         """
         return {}
 
+    # ------------------------------------------------------------------ run hooks (defaults)
+    def for_participation(self, participation, n):
+        """The algorithm specialized to the run's participation model, called once before
+        :meth:`validate` (RFedAGS reads the true ``p_i``). Default: ``self``.
+
+        Parameters
+        ----------
+        participation : rfl_fast.federation.Participation
+            The run's participation model.
+        n : int
+            Number of clients.
+
+        Returns
+        -------
+        FederatedAlgorithm
+        """
+        return self
+
+    def for_run(self, problem, participation, rounds):
+        """The algorithm fixed for a run of ``rounds`` rounds, called once after
+        :meth:`validate`, before any work (PriRFed calibrates its noise). Default: ``self``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        participation : rfl_fast.federation.Participation
+            The run's participation model.
+        rounds : int
+            Number of rounds.
+
+        Returns
+        -------
+        FederatedAlgorithm
+        """
+        return self
+
+    def for_resume(self, problem, participation, rounds):
+        """The algorithm of a checkpointed run resumed to ``rounds`` rounds, called instead
+        of :meth:`for_run` (PriRFed extends its ledger). Default: ``self``.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        participation : rfl_fast.federation.Participation
+            The run's participation model.
+        rounds : int
+            Total number of rounds.
+
+        Returns
+        -------
+        FederatedAlgorithm
+        """
+        return self
+
+    def prepare_recipients(self, n, idx):
+        """Clients the prepare exchange addresses (sorted, a superset of ``idx``; RFedSVRG
+        gathers its full gradient from all ``n``). Default: the participants ``idx``. The
+        prepare exchange's ``memo`` holds rows only (every value an array with a leading axis
+        over the recipients), so that the participants' rows can be kept for
+        ``client_update``.
+
+        Parameters
+        ----------
+        n : int
+            Number of clients.
+        idx : ndarray of int, shape (k,)
+            The round's participants.
+
+        Returns
+        -------
+        ndarray of int
+        """
+        return idx
+
+    def history_row(self, problem, state, t):
+        """Extra history columns of row ``t`` (0: the initial point); the keys of row 0 name
+        the columns (PriRFed: the privacy spent). Default: none.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem.
+        state : dataclass
+            The server state.
+        t : int
+            The row.
+
+        Returns
+        -------
+        dict of str to float
+        """
+        return {}
+
     # ------------------------------------------------------------------ deployment
     def client_settings(self, i):
         """Per-client settings the server fixed for the run (e.g. PriRFed's noise ``sigma_i``

@@ -31,9 +31,9 @@ INIT_KINDS = {"x0": "point"}
 
 
 def kinds_of(algorithm):
-    """Kinds of the arrays exchanged when running ``algorithm``: its ``array_kinds`` (none
-    if it declares none) and :data:`INIT_KINDS`."""
-    return {**INIT_KINDS, **(getattr(algorithm, "array_kinds", None) or {})}
+    """Kinds of the arrays exchanged when running ``algorithm``: its ``array_kinds`` and
+    :data:`INIT_KINDS`."""
+    return {**INIT_KINDS, **algorithm.array_kinds}
 
 
 def builtin_kinds():

@@ -88,12 +88,16 @@ class ClientRandom:
         Round index.
     idx : ndarray of int, shape (k,)
         Participating clients.
+    pool : dict of int to numpy.random.Generator, optional
+        Where the generators live, by client id (default: a new dict). Contexts of one round
+        sharing a pool continue each client's stream, whichever batch it is in.
     """
 
-    def __init__(self, seed, t, idx):
+    def __init__(self, seed, t, idx, pool=None):
         self.seed, self.t = int(seed), int(t)
         self.idx = np.asarray(idx, dtype=np.int64)
-        self._gens = [None] * self.idx.size
+        self._ids = self.idx.tolist()
+        self._pool = {} if pool is None else pool
 
     def generator(self, j):
         """Generator of the ``j``-th participant (client ``idx[j]``).
@@ -107,9 +111,10 @@ class ClientRandom:
         -------
         numpy.random.Generator
         """
-        g = self._gens[j]
+        i = self._ids[j]
+        g = self._pool.get(i)
         if g is None:
-            g = self._gens[j] = client_rng(self.seed, self.t, self.idx[j])
+            g = self._pool[i] = client_rng(self.seed, self.t, i)
         return g
 
     def state(self):
@@ -122,7 +127,8 @@ class ClientRandom:
             The bit generator state of each participant's stream (a copy), ``None`` for a
             stream not drawn from yet.
         """
-        return [None if g is None else g.bit_generator.state for g in self._gens]
+        gens = (self._pool.get(i) for i in self._ids)
+        return [None if g is None else g.bit_generator.state for g in gens]
 
     def restore(self, state):
         """Continue the participants' streams from ``state``.
@@ -142,12 +148,11 @@ class ClientRandom:
         if len(state) != self.idx.size:
             raise ValueError(f"state: {len(state)} stream states for {self.idx.size} "
                              f"participants")
-        for j, st in enumerate(state):
-            g = None
+        for i, st in zip(self._ids, state):
+            self._pool.pop(i, None)
             if st is not None:
-                g = np.random.Generator(np.random.PCG64())
+                g = self._pool[i] = np.random.Generator(np.random.PCG64())
                 g.bit_generator.state = st
-            self._gens[j] = g
         return self
 
     def batches(self, sizes, b):
@@ -226,7 +231,7 @@ class ClientContext:
     rng: ClientRandom = field(repr=False)
 
     @classmethod
-    def create(cls, seed, t, idx):
+    def create(cls, seed, t, idx, pool=None):
         """The context of round ``t`` for participants ``idx`` under the root ``seed``.
 
         Parameters
@@ -237,6 +242,8 @@ class ClientContext:
             Round index (0-based).
         idx : array_like of int, shape (k,)
             The participating clients, in batch order.
+        pool : dict, optional
+            The round's generators by client id (see :class:`ClientRandom`).
 
         Returns
         -------
@@ -244,7 +251,7 @@ class ClientContext:
             With a lazily created :class:`ClientRandom` for ``idx``.
         """
         idx = np.asarray(idx, dtype=np.int64)
-        return cls(int(t), idx, ClientRandom(seed, t, idx))
+        return cls(int(t), idx, ClientRandom(seed, t, idx, pool))
 
 
 @dataclass(frozen=True)

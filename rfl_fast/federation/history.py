@@ -2,7 +2,9 @@
 
 Row 0 describes the initial point (metrics only, zero accounting); row ``t`` (``t >= 1``) the
 state after round ``t``. Metric columns hold NaN on rows where metrics were not computed
-(``metrics_every > 1``) or do not apply (``angle`` outside Stiefel problems).
+(``metrics_every > 1``) or do not apply (``angle`` outside Stiefel problems). The column
+``n_rejected`` counts the clients left out of a round, ``meta["rejected"]`` lists them as
+``[round, client, reason]``.
 """
 
 import csv
@@ -16,7 +18,7 @@ __all__ = ["History", "BASE_COLUMNS", "INT_COLUMNS"]
 #: Columns every history has, in order; problem metrics beyond these are appended.
 BASE_COLUMNS = ("round", "grad_norm", "f_gap", "angle", "dist", "cpu_server", "cpu_clients_max",
                 "wall", "wall_metrics", "floats_up", "floats_down", "bytes_up", "bytes_down",
-                "n_participants")
+                "n_participants", "n_rejected")
 #: Columns stored as integers.
 INT_COLUMNS = frozenset({"round", "floats_up", "floats_down", "bytes_up", "bytes_down",
                          "n_participants", "n_rejected"})
@@ -152,15 +154,20 @@ class History:
         return {name: col.tolist() for name, col in self._cols.items()}
 
     def to_json(self, path):
-        """Write ``{"meta": ..., "columns": {...}}``; NaN is written as ``null``.
+        """Write ``{"meta": ..., "columns": {...}}``; NaN is written as ``null``, infinities
+        as ``"inf"`` and ``"-inf"`` (e.g. a privacy spent no accountant bounds).
 
         Parameters
         ----------
         path : str or os.PathLike
             The JSON file (overwritten).
         """
-        cols = {name: [None if isinstance(v, float) and math.isnan(v) else v for v in values]
-                for name, values in self.as_dict().items()}
+        def plain(v):
+            if isinstance(v, float) and not math.isfinite(v):
+                return None if math.isnan(v) else str(v)
+            return v
+
+        cols = {name: [plain(v) for v in values] for name, values in self.as_dict().items()}
         with open(path, "w", encoding="utf-8") as fh:
             json.dump({"meta": self.meta, "columns": cols}, fh, allow_nan=False)
 
@@ -178,8 +185,8 @@ class History:
         """
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-        cols = {name: [math.nan if v is None else v for v in values]
-                for name, values in data["columns"].items()}
+        cols = {name: [math.nan if v is None else float(v) if isinstance(v, str) else v
+                       for v in values] for name, values in data["columns"].items()}
         return cls(cols, meta=data.get("meta"))
 
     def to_csv(self, path):

@@ -66,8 +66,7 @@ def _client_algorithm(alg, config):
     ``client_settings``, sent as ``alg.<name>`` config keys), through ``for_client``."""
     settings = {k[len(SETTINGS_PREFIX):]: v for k, v in config.items()
                 if k.startswith(SETTINGS_PREFIX)}
-    for_client = getattr(alg, "for_client", None)
-    return alg if for_client is None else for_client(settings)
+    return alg.for_client(settings)
 
 
 def _rng(seed, t, cid, config, status):

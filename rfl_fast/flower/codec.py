@@ -30,8 +30,8 @@ import numpy as np
 from .. import manifolds as _manifolds
 from ..federation.arrival import KINDS, builtin_kinds, check_upload, kinds_of
 
-__all__ = ["KINDS", "manifold_spec", "manifold_from_spec", "pack", "check_arrays", "kinds_of",
-           "shape_str", "is_config_section"]
+__all__ = ["KINDS", "manifold_spec", "manifold_from_spec", "pack", "check_arrays", "check_wire",
+           "kinds_of", "shape_str", "is_config_section"]
 
 _SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*([0-9,\s]*)\)\s*$")
 _MANIFOLDS = ("Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz")
@@ -126,21 +126,43 @@ def check_arrays(arrays, meta, M, *, rows=None, base=None, kinds=None, expect=No
         Tolerance of the manifold and tangent checks.
     """
     kinds = builtin_kinds() if kinds is None else kinds
+    why = check_wire(arrays, meta, M, kinds) or \
+        check_upload(M, arrays, kinds, base=base, rows=rows, expect=expect, atol=atol)
+    return why is None, why or ""
+
+
+def check_wire(arrays, meta, M, kinds):
+    """Why ``arrays`` do not travel as the ``meta`` section sent with them declares (the
+    manifold named, each array's kind, dtype and shape), or ``None``.
+
+    Parameters
+    ----------
+    arrays : dict of str to ndarray
+    meta : dict
+        The meta section sent with them (:func:`pack`).
+    M : Manifold
+        The receiver's manifold.
+    kinds : dict
+        The receiver's kinds (:func:`kinds_of` the algorithm).
+
+    Returns
+    -------
+    str or None
+    """
     meta = meta or {}
     if meta.get("manifold") != manifold_spec(M):
-        return False, (f"manifold mismatch: sent {meta.get('manifold')!r}, expected "
-                       f"{manifold_spec(M)!r}")
+        return (f"manifold mismatch: sent {meta.get('manifold')!r}, expected "
+                f"{manifold_spec(M)!r}")
     for name, arr in arrays.items():       # the wire format: as the sender declared it
         arr = np.asarray(arr)
         kind = kinds.get(name, "any")
         sent_kind = meta.get(f"{name}.kind")
         if sent_kind is not None and sent_kind != kind:
-            return False, f"{name}: declared kind {sent_kind!r}, expected {kind!r}"
+            return f"{name}: declared kind {sent_kind!r}, expected {kind!r}"
         if arr.dtype != np.float64 or meta.get(f"{name}.dtype", "float64") != "float64":
-            return False, f"{name}: dtype {arr.dtype} (declared {meta.get(name + '.dtype')}), " \
-                          f"expected float64"
+            return (f"{name}: dtype {arr.dtype} (declared {meta.get(name + '.dtype')}), "
+                    f"expected float64")
         declared = meta.get(f"{name}.shape")
         if declared is None or _parse_shape(declared) != arr.shape:
-            return False, f"{name}: shape {arr.shape} differs from the declared {declared!r}"
-    why = check_upload(M, arrays, kinds, base=base, rows=rows, expect=expect, atol=atol)
-    return why is None, why or ""
+            return f"{name}: shape {arr.shape} differs from the declared {declared!r}"
+    return None

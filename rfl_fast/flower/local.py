@@ -25,6 +25,7 @@ import urllib.request
 
 import numpy as np
 
+from ..federation.history import History
 from .app import write_app, write_run_config
 
 __all__ = ["LocalFederation", "free_port", "flower_env"]
@@ -265,8 +266,9 @@ class LocalFederation:
     # ------------------------------------------------------------------ runs
     def run(self, run_config, timeout=300.0, name=None):
         """Run the rfl_fast app with ``run_config`` (overrides of the app's defaults) and
-        wait for it; returns ``{"iterates", "x", "x0", "history", "meta", "wall"}``. Outputs
-        go to ``<workdir>/out_<name>`` (``name`` default ``run1``, ``run2``, ...).
+        wait for it; returns ``{"iterates", "x", "x0", "history", "wall"}`` (``history``: a
+        :class:`~rfl_fast.federation.History`). Outputs go to ``<workdir>/out_<name>``
+        (``name`` default ``run1``, ``run2``, ...).
 
         Raises ``RuntimeError`` with the logs if the run fails or exceeds ``timeout``.
         """
@@ -306,9 +308,6 @@ class LocalFederation:
             with open(os.path.join(out, "error.txt")) as f:
                 raise RuntimeError(f"the ServerApp failed: {f.read()}\n--- flwr run:\n"
                                    f"{self.log(name)[-3000:]}")
-        with open(result) as f:
-            hist = json.load(f)
         with np.load(os.path.join(out, "result.npz")) as z:
             arrays = {k: z[k] for k in z.files}
-        return {**arrays, "history": hist["history"], "meta": hist["meta"],
-                "wall": time.perf_counter() - w0}
+        return {**arrays, "history": History.from_json(result), "wall": time.perf_counter() - w0}
