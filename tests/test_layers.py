@@ -120,21 +120,6 @@ def test_no_import_cycles():
 HOOK_PACKAGES = ("algorithms", "problems", "privacy", "federation")
 #: Receivers whose optional members would be hooks (``getattr(problem, "x", None)``).
 HOOK_OWNERS = {"problem", "algorithm", "alg", "self", "cls"}
-#: The engine's own probes of the algorithm and the problem, which the round-driver work of
-#: issue 16 turns into base-class hooks (``FederatedAlgorithm.for_run`` & co.): remove each
-#: entry together with its probe (the test fails on an entry whose probe is gone).
-PENDING = {
-    ("rfl_fast/federation/engine.py", "hasattr", "algorithm", "client_update"),
-    ("rfl_fast/federation/engine.py", "hasattr", "algorithm", "server_update"),
-    ("rfl_fast/federation/engine.py", "getattr", "problem", "manifold"),
-    ("rfl_fast/federation/engine.py", "hasattr", "problem", "n_clients"),
-    ("rfl_fast/federation/engine.py", "getattr", "algorithm", "for_participation"),
-    ("rfl_fast/federation/engine.py", "getattr", "algorithm", "for_run"),
-    ("rfl_fast/federation/engine.py", "hasattr", "algorithm", "for_resume"),
-    ("rfl_fast/federation/engine.py", "getattr", "algorithm", "prepare_recipients"),
-    ("rfl_fast/federation/engine.py", "getattr", "algorithm", "history_row"),
-    ("rfl_fast/federation/arrival.py", "getattr", "algorithm", "array_kinds"),
-}
 
 
 def _is_class_member(node):
@@ -185,8 +170,7 @@ def test_hooks_are_base_class_members_not_probes():
     probes, no method-identity checks (``type(self).m is Base.m``) and no ndarray subclass
     whose type carries a message (a declared capability or an explicit field instead)."""
     found = _hook_findings()
-    assert not found - PENDING, "\n".join(map(str, sorted(found - PENDING)))
-    assert not PENDING - found, f"gone, remove from PENDING: {sorted(PENDING - found)}"
+    assert not found, "\n".join(map(str, sorted(found)))
 
 
 def test_the_hook_walk_sees_each_kind(tmp_path, monkeypatch):

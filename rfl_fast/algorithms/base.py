@@ -102,6 +102,9 @@ class FederatedAlgorithm:
     #: Mini-batch size of the local gradients (``None``: full); a field of the algorithms
     #: that have one.
     batch_size = None
+    #: Whether each client of a deployment runs it with its own privacy parameters
+    #: (``for_private_client``; PriRFed): the client, never the server, picks its noise.
+    client_owns_privacy = False
 
     @property
     def name(self):

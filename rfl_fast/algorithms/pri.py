@@ -175,6 +175,8 @@ class PriRFed(FederatedAlgorithm):
         Set by ``for_run`` (do not pass).
     """
 
+    client_owns_privacy = True
+
     step: object
     local_steps: int
     local: str = "DP-RSGD"

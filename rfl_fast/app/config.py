@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..federation.driver import specialize
 from . import registry as R
 from .registry import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
 
@@ -600,12 +601,7 @@ def build_plan(cfg, *, text=None, source=None):
             alg = _build_algorithm(spec)
             # the engine's own set-up checks, run now so that no folder is made for a run
             # that cannot start
-            special = getattr(alg, "for_participation", None)
-            checked = special(participation, problem.n_clients) if special else alg
-            checked.validate(problem)
-            start = getattr(checked, "for_run", None)
-            if start is not None:
-                start(problem, participation, cfg["rounds"])
+            specialize(problem, alg, participation, cfg["rounds"])
         except (ValueError, TypeError, NotImplementedError) as exc:
             raise ConfigError(_rekey(exc, key, spec), str(exc)) from None
         algorithms.append((spec["label"], alg))

@@ -231,10 +231,10 @@ def _rows(d, have, want):
 class InProcess(Transport):
     """The clients' hooks run in this process on the problem's data.
 
-    Batched (default): one call of a hook for all the addressed clients (the fast path); if it
-    raises, the exchange runs again one client at a time to find who fails, and so does the
-    rest of the round (a batched ``client_finalize`` that raises fails all its clients).
-    ``per_client=True``: always one client at a time, each timed; the main exchange's uploads
+    Batched (default, unscreened): one call of a hook for all the addressed clients (the fast
+    path); an exception is raised to the caller (in a simulation of trusted code a raising hook
+    is a bug, not a client to leave out). ``per_client=True`` (screened): one client at a time,
+    each timed; a client that raises is left out with its reason, the main exchange's uploads
     get the injected ``faults`` and a client slower than ``deadline`` seconds is left out (the
     simulation measures, it does not interrupt).
 
@@ -261,7 +261,7 @@ class InProcess(Transport):
 
     def exchange(self, phase, t, ids, msg, fresh):
         if t != self._t:       # by client: the prepare memos and the main exchange's results
-            self._t, self._split, self._memo, self._held = t, self.per_client, {}, {}
+            self._t, self._memo, self._held = t, {}, {}
         if fresh:
             self._pool = {}    # the round's random generators, by client
         return self._run(phase, t, ids, msg)
@@ -277,16 +277,9 @@ class InProcess(Transport):
         return Replies(ids.tolist())
 
     def _run(self, phase, t, ids, msg):
-        if not self._split:
-            saved = {i: g.bit_generator.state for i, g in self._pool.items()}
-            try:
-                up, cpu = self._call(phase, t, ids, msg)
-                return Replies(ids.tolist(), stacked=up, cpu=dict.fromkeys(ids.tolist(), cpu))
-            except Exception as exc:  # noqa: BLE001 - find the failing clients one by one
-                if phase == "finalize":
-                    return Replies(failed=[(i, _why(exc)) for i in ids.tolist()])
-                self._pool = {i: _generator(st) for i, st in saved.items()}
-                self._split = True
+        if not self.per_client:  # unscreened: a raising hook is a bug, raised to the caller
+            up, cpu = self._call(phase, t, ids, msg)
+            return Replies(ids.tolist(), stacked=up, cpu=dict.fromkeys(ids.tolist(), cpu))
         rep = Replies()
         for i in ids.tolist():
             w0 = time.perf_counter()
@@ -336,12 +329,6 @@ class InProcess(Transport):
     def _commit(self, ids, rows):
         for name, arr in rows.items():
             self.cstore[name][ids] = arr
-
-
-def _generator(state):
-    g = np.random.Generator(np.random.PCG64())
-    g.bit_generator.state = state
-    return g
 
 
 # ---------------------------------------------------------------------------- the driver

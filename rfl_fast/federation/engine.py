@@ -25,7 +25,7 @@ import numpy as np
 from .._typing import ArrayLike
 from .._validation import check_int, check_positive
 from ..algorithms._checks import check_point_arg
-from ..algorithms.base import FederatedAlgorithm
+from ..algorithms.base import FederatedAlgorithm, check_problem
 from ..algorithms.participation import Full, Participation, as_participation
 from ..kernels import limit_blas_threads
 from ..problems import Problem
@@ -88,11 +88,12 @@ def run(problem: Problem, algorithm: FederatedAlgorithm, rounds: int,
     check_uploads : bool, optional
         Run the clients one at a time, timed, and check every upload on arrival
         (:func:`rfl_fast.federation.arrival.check_upload`). Default: on when ``faults`` or
-        ``client_deadline`` is given. Either way a client that raises is left out of the
-        round (batched, the batch is run again client by client to find it): the column
-        ``n_rejected`` counts the clients left out, ``History.meta["rejected"]`` lists
-        ``[round, client, reason]``. A round without an accepted upload keeps the server
-        state; a client left out keeps its persistent state.
+        ``client_deadline`` is given. Checked, a client that raises or sends a bad upload is
+        left out of the round, as in a Flower deployment: the column ``n_rejected`` counts the
+        clients left out, ``History.meta["rejected"]`` lists ``[round, client, reason]``. A
+        round without an accepted upload keeps the server state; a client left out keeps its
+        persistent state. Unchecked (batched), the clients are trusted code: a hook that
+        raises stops the run with its error.
     blas_threads : int or None
         Most threads BLAS (NumPy/SciPy's OpenBLAS/MKL) may use while the rounds run (default
         1; ``None`` leaves the process's setting). The compiled kernels run their own threads;
@@ -126,9 +127,7 @@ def run(problem: Problem, algorithm: FederatedAlgorithm, rounds: int,
     counts every thread).
     """
     # ---------------------------------------------------------------- checks, before any work
-    M = getattr(problem, "manifold", None)
-    if M is None or not hasattr(problem, "n_clients"):
-        raise TypeError(f"problem: expected a rfl_fast Problem, got {type(problem).__name__}")
+    M = check_problem(problem, "problem")
     rounds = check_int(rounds, "rounds", min_value=0)
     participation = as_participation(participation)
     participation.validate(int(problem.n_clients))

@@ -136,7 +136,7 @@ def handle(content, store, node_config, run_config):
     t = int(config["round"])
     alg = cfg.build_algorithm()
     guard = None
-    if hasattr(alg, "for_private_client"):      # the client owns its privacy (.guard)
+    if alg.client_owns_privacy:      # the client owns its privacy (.guard)
         guard = ClientPrivacy(node_config, cid)
         alg, dp_round = alg.for_private_client(problem, guard.sigma, guard.clip)
     else:
