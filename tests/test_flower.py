@@ -31,6 +31,10 @@ from rfl_fast.flower.spec import (FederationConfig, build_algorithm, build_parti
 from rfl_fast.flower.tasks import synthetic_kpca
 from rfl_fast.manifolds import SPD, Euclidean, Lorentz, Sphere, Stiefel
 
+#: The loopback deployments run in one test process, one at a time (pytest-xdist's loadgroup):
+#: each starts a SuperLink and SuperNodes that want the cores for themselves.
+LOOPBACK = pytest.mark.xdist_group("flower-loopback")
+
 HAS_FLWR = importlib.util.find_spec("flwr") is not None
 HAS_DP = importlib.util.find_spec("dp_accounting") is not None
 needs_flwr = pytest.mark.skipif(not HAS_FLWR, reason="flwr not installed: pip install "
@@ -438,6 +442,7 @@ def federation(request):
 
 
 @pytest.mark.slow
+@LOOPBACK
 def test_deployment_rfedsvrg_kpca_equals_the_engine(federation):
     rc = _run_config("RFedSVRG", {"step": 0.2, "local_steps": 3}, rounds=2, timeout=90.0,
                      **{"node-wait": 60.0})
@@ -456,6 +461,7 @@ def test_deployment_rfedsvrg_kpca_equals_the_engine(federation):
 
 
 @pytest.mark.slow
+@LOOPBACK
 def test_deployment_rfedags_with_a_dropout_and_a_rejected_upload(federation):
     rc = _run_config("RFedAGS", {"step": 0.2, "local_steps": 3, "aggregation": "AP",
                                  "q": "frequency"}, rounds=3, seed=11, timeout=90.0,

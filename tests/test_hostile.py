@@ -20,6 +20,10 @@ from rfl_fast.federation import Uniform, run
 from rfl_fast.kernels import fused
 from rfl_fast.problems import KPCA, HyperbolicPrediction, SPDMean
 
+#: The loopback deployments run in one test process, one at a time (pytest-xdist's loadgroup):
+#: each starts a SuperLink and SuperNodes that want the cores for themselves.
+LOOPBACK = pytest.mark.xdist_group("flower-loopback")
+
 BACKENDS = ["numpy", "numba"] + (["cpp"] if fused.compiled_available() else [])
 
 
@@ -246,6 +250,7 @@ def test_client_budget_ledger_survives_restarts_and_refuses(tmp_path):
 
 
 @pytest.mark.slow
+@LOOPBACK
 def test_curious_server_in_a_loopback_deployment_cannot_recover_the_gradient(tmp_path):
     """A real SuperLink + SuperNode on 127.0.0.1. The server sends sigma = 0, clip = 1e6 and
     seed 5; the client has its own sigma, clip, budget and ledger, and OS-entropy noise. With
