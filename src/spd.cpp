@@ -8,7 +8,6 @@
 
 namespace {
 
-
 // Whether the wide-vector code path runs here: the lockstep Jacobi (rfl::spd::sym_fun_lanes)
 // beats Householder + QL per item only with 4-wide vectors (AVX2 + FMA, measured at n = 9:
 // ~2.5 us vs ~3.8 us per matrix; with SSE2 it is slower than QL).
