@@ -28,7 +28,7 @@ def compile_flags():
     if sys.platform == "win32":
         return ["/O2"]
     # -std=c++17 turns FMA contraction off; allow it (the AVX2 clones of the batch loops, see
-    # src/_core.cpp, then use FMA; the baseline SSE2 code has no FMA and is unchanged)
+    # src/binding.hpp, then use FMA; the baseline SSE2 code has no FMA and is unchanged)
     flags = ["-O3", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast"]
     if os.environ.get("RFL_FAST_NATIVE", "0") not in ("", "0"):
         flags += ["-march=native", "-DRFL_FAST_NATIVE=1"]  # no runtime clones needed
@@ -92,7 +92,8 @@ ext = Pybind11Extension(
     "rfl_fast._core",
     sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.cpp")),
     include_dirs=[str(HEADERS.relative_to(HERE))],
-    depends=sorted(str(p.relative_to(HERE)) for p in HEADERS.rglob("*.hpp")),  # rebuild on edits
+    depends=sorted(str(p.relative_to(HERE))  # rebuild on edits
+                   for p in [*HEADERS.rglob("*.hpp"), *(HERE / "src").glob("*.hpp")]),
     cxx_std=17,
     extra_compile_args=compile_flags(),
     define_macros=[("RFL_FAST_VERSION", f'"{VERSION}"')],

@@ -1,0 +1,299 @@
+// Fused kernels of the PCA problems: the gradient sums over clients' rows (pca_grad_sum) and
+// RFedAvg's local steps on kPCA (pca_local_steps).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "binding.hpp"
+#include "rfl/pca.hpp"
+
+namespace {
+
+// Work unit of pca_grad_sum: rows [lo, hi) of one selected client, into its own accumulator.
+struct PcaUnit {
+    std::int64_t item, lo, hi;
+    double* St;  // r x d: the output slot of the item, or a private partial
+    double q;
+};
+
+// Rows per unit: a client with more rows is split into fixed chunks (partials summed in chunk
+// order afterwards), so a result never depends on the thread count or on which thread ran a
+// unit. Small enough that threads balance well when one of them starts late.
+constexpr std::int64_t kPcaChunkRows = 512;
+// Multiply-adds (rows * d * r) below which one more thread costs more than it saves.
+constexpr double kPcaMinWorkPerThread = 1 << 19;
+
+template <int R>
+RFL_INLINE void pca_units_r(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>& next,
+                            bool backward, const double* pz, std::size_t d, const double* pxt,
+                            int r, const rfl::pca::Weight& wt, double* coef) {
+    const std::size_t item = static_cast<std::size_t>(r) * d;
+    for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
+        const std::size_t i = backward ? nu - 1 - c : c;
+        u[i].q = rfl::pca::client<R>(pz + u[i].lo * d, static_cast<std::size_t>(u[i].hi - u[i].lo),
+                                     d, pxt + u[i].item * item, r, wt, u[i].St, coef);
+    }
+}
+
+// Worker of pca_grad_sum: claims units from `next` until none is left (dynamic schedule: a
+// thread that starts late, or shares its core, simply takes fewer units).
+RFL_CLONES_V4 void pca_units(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>* next,
+                             bool backward, const double* pz, std::size_t d, const double* pxt,
+                             int r, rfl::pca::Weight wt) {
+    std::vector<double> coef(static_cast<std::size_t>(rfl::pca::kRowsMax) * r);
+    double* c = coef.data();
+    switch (r) {
+        case 1: return pca_units_r<1>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        case 2: return pca_units_r<2>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        case 3: return pca_units_r<3>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        case 4: return pca_units_r<4>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        case 5: return pca_units_r<5>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        case 6: return pca_units_r<6>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        case 7: return pca_units_r<7>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        case 8: return pca_units_r<8>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        default: return pca_units_r<0>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+    }
+}
+
+
+py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const Arr& xt,
+                       double tau, double c, bool clipped, int threads, const py::object& scale,
+                       bool backward) {
+    const char* kernel = "pca_grad_sum";
+    check_ndim(z, 2, kernel, "z", "(M, d)");
+    check_arg(offsets, kernel, "offsets");
+    check_arg(idx, kernel, "idx");
+    check_ndim(xt, 3, kernel, "xt", "(k, r, d)");
+    if (offsets.ndim() != 1 || offsets.shape(0) < 1)
+        fail(kernel, "argument offsets must have shape (n + 1,), got " + std::to_string(offsets.ndim()) + " axes");
+    if (idx.ndim() != 1 || idx.shape(0) != xt.shape(0))
+        fail(kernel, "argument idx must have shape (k,) with k = xt.shape[0] = " +
+                         std::to_string(xt.shape(0)));
+    const std::size_t d = static_cast<std::size_t>(z.shape(1));
+    if (xt.shape(2) != z.shape(1))
+        fail(kernel, "xt " + shape_str(xt) + " does not match the row length of z " + shape_str(z));
+    if (clipped && !(tau > 0.0)) fail(kernel, "tau must be > 0 (inf: no clipping)");
+    const py::ssize_t k = xt.shape(0), n = offsets.shape(0) - 1;
+    const int r = static_cast<int>(xt.shape(1));
+    const std::int64_t* po = offsets.data();
+    const std::int64_t* pi = idx.data();
+    const std::int64_t rows = z.shape(0);
+    for (py::ssize_t i = 0; i <= n; ++i)
+        if (po[i] < 0 || po[i] > rows || (i && po[i] < po[i - 1]))
+            fail(kernel, "offsets must be non-decreasing within [0, " + std::to_string(rows) + "]");
+    for (py::ssize_t j = 0; j < k; ++j)
+        if (pi[j] < 0 || pi[j] >= n)
+            fail(kernel, "idx[" + std::to_string(j) + "] = " + std::to_string(pi[j]) +
+                             " is not a client index in [0, " + std::to_string(n) + ")");
+    // with scale: G[j] = scale[j] St[j]' (k, d, r) out, St in scratch
+    const bool gradient = !scale.is_none();
+    Arr sc;
+    if (gradient) {
+        sc = take_array<double>(scale);
+        check_arg(sc, kernel, "scale");
+        if (sc.ndim() != 1 || sc.shape(0) != k)
+            fail(kernel, "argument scale must have shape (k,) with k = " + std::to_string(k));
+    }
+    const auto R_ = static_cast<py::ssize_t>(r), D_ = static_cast<py::ssize_t>(d);
+    Arr out = gradient ? Arr({k, D_, R_}) : Arr({k, R_, D_});
+    std::vector<double> st_scratch(gradient ? static_cast<std::size_t>(k) * r * d : 0);
+    py::array_t<double> q(k);
+    const double* pz = z.data();
+    const double* pxt = xt.data();
+    double* pout = gradient ? st_scratch.data() : out.mutable_data();
+    double* pg = out.mutable_data();
+    const double* psc = gradient ? sc.data() : nullptr;
+    double* pq = q.mutable_data();
+    const rfl::pca::Weight wt{clipped, tau, std::fabs(c)};
+    {
+        py::gil_scoped_release release;
+        const std::size_t item = static_cast<std::size_t>(r) * d;
+        // units: fixed row chunks per client; multi-chunk clients get private partials
+        std::vector<PcaUnit> units;
+        std::vector<std::size_t> first(k + 1);
+        std::size_t n_partial = 0;
+        for (py::ssize_t j = 0; j < k; ++j) {
+            first[j] = units.size();
+            const std::int64_t lo = po[pi[j]], hi = po[pi[j] + 1];
+            const std::int64_t nc = std::max<std::int64_t>(1, (hi - lo + kPcaChunkRows - 1) / kPcaChunkRows);
+            for (std::int64_t s = 0; s < nc; ++s)
+                units.push_back({j, lo + s * kPcaChunkRows,
+                                 std::min(hi, lo + (s + 1) * kPcaChunkRows), nullptr, 0.0});
+            if (nc > 1) n_partial += static_cast<std::size_t>(nc);
+        }
+        first[k] = units.size();
+        std::vector<double> partial(n_partial * item);
+        std::size_t slot = 0;
+        for (py::ssize_t j = 0; j < k; ++j) {
+            const std::size_t nc = first[j + 1] - first[j];
+            for (std::size_t s = first[j]; s < first[j + 1]; ++s)
+                units[s].St = nc == 1 ? pout + j * item : partial.data() + (slot++) * item;
+        }
+        const std::size_t nu = units.size();
+        std::int64_t all_rows = 0;
+        for (const auto& u : units) all_rows += u.hi - u.lo;
+        const double work = static_cast<double>(all_rows) * static_cast<double>(d) * r;
+        const std::size_t by_work = static_cast<std::size_t>(work / kPcaMinWorkPerThread);
+        const int T = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(
+            std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), nu), by_work)));
+        std::atomic<std::size_t> next{0};
+        std::vector<std::thread> pool;
+        for (int t = 1; t < T; ++t)
+            pool.emplace_back(pca_units, units.data(), nu, &next, backward, pz, d, pxt, r, wt);
+        pca_units(units.data(), nu, &next, backward, pz, d, pxt, r, wt);
+        for (auto& th : pool) th.join();
+        // reduction in chunk order
+        for (py::ssize_t j = 0; j < k; ++j) {
+            double qj = 0.0;
+            const std::size_t nc = first[j + 1] - first[j];
+            if (nc > 1) {
+                double* o = pout + j * item;
+                std::fill(o, o + item, 0.0);
+                for (std::size_t s = first[j]; s < first[j + 1]; ++s)
+                    for (std::size_t e = 0; e < item; ++e) o[e] += units[s].St[e];
+            }
+            for (std::size_t s = first[j]; s < first[j + 1]; ++s) qj += units[s].q;
+            pq[j] = qj;
+            if (gradient) {  // G[j] = scale[j] St[j]'
+                const double* st = pout + j * item;
+                double* g = pg + j * item;
+                for (std::size_t i = 0; i < d; ++i)
+                    for (int l = 0; l < r; ++l) g[i * r + l] = psc[j] * st[l * d + i];
+            }
+        }
+    }
+    return py::make_tuple(out, q);
+}
+
+// ---------------------------------------------------------------- fused local steps (kPCA)
+
+// tau steps X <- R_X(-eta P_X(s Z'(Z X))) (R: polar retraction) on the rows [lo, hi) of z
+// (row length d) with X (d, r) in place, through the very functions the batched route calls
+// (pca_units in the same 512-row chunks summed in the same order, the Stiefel loops for the
+// projection and the retraction), so the iterates are the batched route's bit for bit; the
+// client's rows stay in cache between its steps.
+void pca_local_steps_client(const double* pz, std::int64_t lo, std::int64_t hi, std::size_t d,
+                            int r, double* X, double s, double neg_eta, int steps) {
+    const std::size_t item = static_cast<std::size_t>(r) * d;
+    const int n = static_cast<int>(d);
+    std::vector<PcaUnit> units;
+    for (std::int64_t a = lo; a < hi || units.empty(); a += kPcaChunkRows)
+        units.push_back({0, a, std::min(hi, a + kPcaChunkRows), nullptr, 0.0});
+    const std::size_t nu = units.size();
+    // Xt (r, d), St (r, d), G and U (d, r), then one partial St per chunk when there are several
+    std::vector<double> buf((4 + (nu > 1 ? nu : 0)) * item);
+    double* Xt = buf.data();
+    double* St = Xt + item;
+    double* G = St + item;
+    double* U = G + item;
+    double* partials = U + item;
+    for (std::size_t c = 0; c < nu; ++c) units[c].St = nu == 1 ? St : partials + c * item;
+    const rfl::pca::Weight plain{false, INFINITY, 1.0};
+    for (int step = 0; step < steps; ++step) {
+        for (std::size_t i = 0; i < d; ++i)
+            for (int l = 0; l < r; ++l) Xt[l * d + i] = X[i * r + l];
+        std::atomic<std::size_t> next{0};
+        pca_units(units.data(), nu, &next, false, pz, d, Xt, r, plain);
+        if (nu > 1) {
+            std::fill(St, St + item, 0.0);
+            for (std::size_t c = 0; c < nu; ++c)
+                for (std::size_t e = 0; e < item; ++e) St[e] += units[c].St[e];
+        }
+        for (std::size_t i = 0; i < d; ++i)
+            for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i];
+        stiefel_proj_loop(X, G, U, 1, n, r);
+        for (std::size_t e = 0; e < item; ++e) U[e] = neg_eta * U[e];
+        stiefel_retr_polar_loop(X, U, G, 1, n, r);
+        std::copy(G, G + item, X);
+    }
+}
+
+void pca_local_units(const double* pz, const std::int64_t* po, const std::int64_t* pi,
+                     std::size_t k, std::size_t d, int r, double* px, const double* ps,
+                     double neg_eta, int steps, std::atomic<std::size_t>* next) {
+    const std::size_t item = static_cast<std::size_t>(r) * d;
+    for (std::size_t j; (j = next->fetch_add(1, std::memory_order_relaxed)) < k;)
+        pca_local_steps_client(pz, po[pi[j]], po[pi[j] + 1], d, r, px + j * item, ps[j], neg_eta,
+                               steps);
+}
+
+Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
+                    const Arr& scale, double eta, int steps, int threads) {
+    const char* kernel = "pca_local_steps";
+    check_ndim(z, 2, kernel, "z", "(M, d)");
+    check_arg(offsets, kernel, "offsets");
+    check_arg(idx, kernel, "idx");
+    check_ndim(x0, 3, kernel, "x0", "(k, d, r)");
+    check_arg(scale, kernel, "scale");
+    if (offsets.ndim() != 1 || offsets.shape(0) < 2)
+        fail(kernel, "offsets must have shape (n + 1,) with n >= 1");
+    const py::ssize_t k = x0.shape(0), n = offsets.shape(0) - 1;
+    const std::size_t d = static_cast<std::size_t>(z.shape(1));
+    const int r = static_cast<int>(x0.shape(2));
+    if (x0.shape(1) != z.shape(1) || r > x0.shape(1))
+        fail(kernel, "x0 " + shape_str(x0) + " does not match the rows of z " + shape_str(z));
+    if (idx.ndim() != 1 || idx.shape(0) != k || scale.ndim() != 1 || scale.shape(0) != k)
+        fail(kernel, "idx and scale must have shape (k,) with k = " + std::to_string(k));
+    const std::int64_t* po = offsets.data();
+    const std::int64_t* pi = idx.data();
+    for (py::ssize_t i = 0; i <= n; ++i)
+        if (po[i] < 0 || po[i] > z.shape(0) || (i && po[i] < po[i - 1]))
+            fail(kernel, "offsets must be non-decreasing within [0, " +
+                             std::to_string(z.shape(0)) + "]");
+    for (py::ssize_t j = 0; j < k; ++j)
+        if (pi[j] < 0 || pi[j] >= n) fail(kernel, "idx has a value outside [0, n)");
+    if (steps < 0) fail(kernel, "steps must be >= 0");
+    Arr x({k, x0.shape(1), x0.shape(2)});
+    std::copy(x0.data(), x0.data() + x0.size(), x.mutable_data());
+    const double* pz = z.data();
+    const double* ps = scale.data();
+    double* px = x.mutable_data();
+    {
+        py::gil_scoped_release release;
+        const int T = std::max(1, std::min<int>(threads, static_cast<int>(k)));
+        std::atomic<std::size_t> next{0};
+        std::vector<std::thread> pool;
+        for (int t = 1; t < T; ++t)
+            pool.emplace_back(pca_local_units, pz, po, pi, static_cast<std::size_t>(k), d, r, px,
+                              ps, -eta, steps, &next);
+        pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, -eta, steps, &next);
+        for (auto& th : pool) th.join();
+    }
+    return x;
+}
+
+}  // namespace
+
+void register_pca(py::module_& m) {
+    m.def("pca_local_steps", &pca_local_steps, py::arg("z"), py::arg("offsets"), py::arg("idx"),
+          py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
+          py::arg("threads") = 1,
+          R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
+``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
+``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
+same arithmetic as the batched kernels (pca_grad_sum with scale, stiefel_proj,
+stiefel_retr_polar), so the same bits; all steps of one client run while its rows are in
+cache. ``threads`` threads take whole clients.)pbdoc");
+
+    // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
+    m.def("pca_grad_sum", &pca_grad_sum, py::arg("z"), py::arg("offsets"), py::arg("idx"),
+        py::arg("xt"), py::arg("tau"), py::arg("c"), py::arg("clipped"), py::arg("threads") = 1,
+        py::arg("scale") = py::none(), py::arg("backward") = false,
+        R"pbdoc(One streaming pass over the rows of each selected client: ``(St, q)``.
+
+z: (M, d) all clients' rows; offsets: (n + 1,) int64, client i owns rows offsets[i]:offsets[i+1];
+idx: (k,) int64 selected clients; xt: (k, r, d) the points X_j transposed (orthonormal
+columns of X_j when clipped). For each j: ``y = X_j' z`` per row z of client idx[j], weight
+``w = 1`` (plain) or ``min(1, tau / (|c| sqrt(|z|^2 - |y|^2) |y|))`` (clipped), and
+``St[j] = sum w y z'`` (r, d), i.e. ``(Z'(w o ZX))'``; ``q[j] = sum |y|^2``. ``threads``
+threads (at most; fewer for small work) claim the work in units of one client's fixed
+512-row chunk; the result does not depend on the thread count. With ``scale`` ((k,)
+float64) the first output is the gradient form ``G[j] = scale[j] St[j]'`` (k, d, r).
+``backward``: take the work from the last client to the first (a caller alternating directions
+reads first what the previous call read last, still in cache); same result.)pbdoc");
+}

@@ -1,0 +1,57 @@
+// Stiefel kernels around the polar factor: stiefel_retr_polar, stiefel_inv_retr_polar, polar.
+#include "stiefel.hpp"
+
+namespace {
+
+Arr polar(const Arr& a) {
+    const char* kernel = "polar";
+    check_ndim(a, 3, kernel, "a", "(N, n, p)");
+    const py::ssize_t N = a.shape(0);
+    const int n = static_cast<int>(a.shape(1)), p = static_cast<int>(a.shape(2));
+    if (p > n) fail(kernel, "need n >= p, got shape " + shape_str(a));
+    Arr out({N, static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(p)});
+    const double* pa = a.data();
+    double* po = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        const std::size_t item = static_cast<std::size_t>(n) * p;
+        for_chunks(N, item * sizeof(double), 1, [&](py::ssize_t i0, py::ssize_t i1) {
+            const double* ai = pa + i0 * item;
+            stiefel_loop<StOp::polar>(ai, ai, po + i0 * item, i1 - i0, n, p);
+            return true;
+        });
+    }
+    return out;
+}
+
+}  // namespace
+
+void stiefel_retr_polar_loop(const double* x, const double* u, double* o, py::ssize_t N, int n,
+                             int p) {
+    stiefel_loop<StOp::retr_polar>(x, u, o, N, n, p);
+}
+
+void register_stiefel_polar(py::module_& m) {
+    m.def("stiefel_retr_polar", [](const Arr& x, const Arr& u) {
+        return stiefel_binary<StOp::retr_polar>(x, u, "stiefel_retr_polar", "u"); },
+        py::arg("x"), py::arg("u"),
+        R"pbdoc(Polar retraction ``polar(x + u)``; x, u: (N, n, p) -> (N, n, p).
+
+p x p Gram route with a refinement step when x + u is ill-conditioned, a one-sided Jacobi SVD
+beyond cond 1e5; NaN for rank-deficient x + u.)pbdoc");
+    m.def("stiefel_inv_retr_polar", [](const Arr& x, const Arr& y) {
+        return stiefel_binary<StOp::inv_retr_polar>(x, y, "stiefel_inv_retr_polar", "y"); },
+        py::arg("x"), py::arg("y"),
+        R"pbdoc(Inverse polar retraction ``y S - x``, S symmetric with ``(x'y)S + S(y'x) = 2I``.
+
+x, y: (N, n, p) -> (N, n, p). The Lyapunov equation is solved as a p(p+1)/2 linear system;
+NaN where it is singular.)pbdoc");
+    m.def("polar", &polar, py::arg("a"),
+        R"pbdoc(Polar factor ``a (a'a)^(-1/2)`` (nearest Stiefel point); a: (N, n, p), n >= p.
+
+NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");
+
+    def_checked<2, false>(m, "stiefel_retr_polar", stiefel_run<StOp::retr_polar>, stiefel_core);
+    def_checked<2, false>(m, "stiefel_inv_retr_polar", stiefel_run<StOp::inv_retr_polar>,
+                          stiefel_core);
+}
