@@ -10,6 +10,15 @@ def _seeded():
     np.random.seed(0)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """The tests that read the experiments' small runs share one test process (pytest-xdist's
+    loadgroup), so each small form runs once, not once per process."""
+    for item in items:
+        if "small_runs" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("small-runs"))
+
+
 @pytest.fixture(scope="session")
 def small_runs(tmp_path_factory):
     """``get(exp_id) -> (result, folder)``: each experiment's ``small=True`` run (seed 0, files

@@ -1,5 +1,6 @@
 """The five source papers are named the same way in rfl_fast.experiments.PAPERS, CITATION.cff
-and docs/references.rst, with the experiments each one backs."""
+and docs/references.rst; the page lists the experiments each one backs (one place, so adding an
+experiment touches its module, the experiments' registry and that page)."""
 
 import re
 from pathlib import Path
@@ -34,7 +35,7 @@ def test_citation_cff_and_references_page_name_every_paper_with_its_experiments(
         title = _title(citation)
         assert title in cff and title in page, title
         ids = ", ".join(e for e, seeds in SOURCES.items() if seed in seeds)
-        assert f"seed {seed}" in cff and f"experiment{'s' if ',' in ids else ''} {ids}" in cff
+        assert f"seed {seed}" in cff       # (which experiments it backs: the docs page alone)
         row = re.search(rf"\* - {seed} (.*?)(?=\* - \d{{3}} |The experiments)", page).group(1)
         assert row.rstrip().endswith(f"- {ids}"), (seed, ids, row)
     for exp, seeds in SOURCES.items():              # the experiments table
