@@ -245,11 +245,25 @@ def check_bool(value, name):
     return bool(value)
 
 
+def _same_kind(value, choice):
+    """Whether ``value`` may equal ``choice``: a str for a str, an int (not a bool, not a
+    float) for an int, a bool for a bool."""
+    if isinstance(choice, str):
+        return isinstance(value, str)
+    if isinstance(choice, bool):
+        return _is_bool(value)
+    if isinstance(choice, numbers.Integral):
+        return isinstance(value, numbers.Integral) and not _is_bool(value)
+    return not isinstance(value, np.ndarray)
+
+
 def check_choice(value, name, choices):
-    """``value`` itself, after checking it is one of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value
+    """The one of ``choices`` that ``value`` equals (of the same kind: ``True`` is not ``1``,
+    ``1.0`` is not ``1``)."""
+    for choice in choices:
+        if _same_kind(value, choice) and value == choice:
+            return choice
+    raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
 # ---------------------------------------------------------------------------- declarative checks
