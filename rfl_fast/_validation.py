@@ -179,7 +179,9 @@ def check_real(value, name, *, allow_inf=False):
 
 
 def _interval(low, high, low_open, high_open):
-    """The words of an interval: ``"> 0"``, ``"<= 1"``, ``"in (0, 1]"``."""
+    """The words of an interval: ``"> 0"``, ``"<= 1"``, ``"in (0, 1]"`` (``""``: no bounds)."""
+    if low is None and high is None:
+        return ""
     if high is None:
         return f"{'>' if low_open else '>='} {low:g}"
     if low is None:
@@ -231,8 +233,9 @@ def check_reals(value, name, *, low=None, high=None, low_open=False, high_open=F
     if bad.any():
         where = "" if arr.ndim == 0 else f" (entry {int(np.flatnonzero(bad)[0])})"
         got = arr if arr.ndim == 0 else arr[bad][0]
-        raise ValueError(f"{name}: expected finite values "
-                         f"{_interval(low, high, low_open, high_open)}, got {float(got):g}{where}")
+        within = _interval(low, high, low_open, high_open)
+        raise ValueError(f"{name}: expected finite values{' ' * bool(within)}{within}, got "
+                         f"{float(got):g}{where}")
     arr.setflags(write=False)
     return arr
 
