@@ -152,6 +152,9 @@ def broadcast_batch(arrays, names, core_ndims):
 # only where a check allows it. Wrong type: ``TypeError``; wrong value: ``ValueError``; the
 # message is always "<name>: expected ..., got ...".
 
+_INF = float("inf")
+
+
 def _is_bool(value):
     return isinstance(value, (bool, np.bool_))
 
@@ -173,7 +176,7 @@ def check_real(value, name, *, allow_inf=False):
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a real number, got {type(value).__name__} ({value!r})")
     value = float(value)
-    if np.isnan(value) or (not allow_inf and np.isinf(value)):
+    if value != value or (not allow_inf and value in (_INF, -_INF)):
         raise ValueError(f"{name}: expected a finite number, got {value}")
     return value
 
@@ -190,8 +193,8 @@ def _interval(low, high, low_open, high_open):
 
 
 def _outside(v, low, high, low_open, high_open):
-    """Whether ``v`` (float or array) lies outside the interval (elementwise)."""
-    bad = np.zeros(np.shape(v), dtype=bool)
+    """Whether ``v`` (a float, or an array: elementwise) lies outside the interval."""
+    bad = False if isinstance(v, float) else np.zeros(np.shape(v), dtype=bool)
     if low is not None:
         bad |= (v <= low) if low_open else (v < low)
     if high is not None:
