@@ -3,8 +3,11 @@
 Arrays: :func:`as_array`, :func:`check_finite`, :func:`check_core_shape`,
 :func:`broadcast_batch`. Scalar arguments (shared by the data, federation and algorithm
 layers): :func:`check_int`, :func:`check_real`, :func:`check_float`, :func:`check_positive`,
-:func:`check_nonnegative`, :func:`check_choice`. Every check names the offending argument and
-says what was expected.
+:func:`check_nonnegative`, :func:`check_reals`, :func:`check_bool`, :func:`check_choice`.
+Argument dataclasses declare their field constraints (:class:`Int`, :class:`Real`,
+:class:`Reals`, :class:`Choice`, :class:`Bool`, :class:`Optional`) in ``CHECKS`` and inherit
+:class:`Checked`, whose ``__post_init__`` checks them once. Every check names the offending
+argument and says what was expected.
 """
 
 import numbers
@@ -15,7 +18,9 @@ import numpy as np
 __all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "validation_enabled",
            "broadcast_batch",
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
-           "check_choice", "FLOAT64"]
+           "check_reals", "check_bool", "check_choice", "FLOAT64",
+           "Int", "Real", "Reals", "Choice", "Bool", "Optional", "POSITIVE", "NONNEGATIVE", "COUNT",
+           "validate_fields", "Checked"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -142,10 +147,21 @@ def broadcast_batch(arrays, names, core_ndims):
 
 
 # ---------------------------------------------------------------------------- scalar arguments
+# One rule everywhere: an int is a Python or NumPy integer (never a bool, never a float); a
+# real is a Python or NumPy real number (never a bool or a string), and NaN is refused; inf
+# only where a check allows it. Wrong type: ``TypeError``; wrong value: ``ValueError``; the
+# message is always "<name>: expected ..., got ...".
+
+_INF = float("inf")
+
+
+def _is_bool(value):
+    return isinstance(value, (bool, np.bool_))
+
 
 def check_int(value, name, *, min_value=None, max_value=None):
     """``value`` as a Python int within ``[min_value, max_value]`` (bools are refused)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+    if _is_bool(value) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({value!r})")
     value = int(value)
     if min_value is not None and value < min_value:
@@ -155,46 +171,193 @@ def check_int(value, name, *, min_value=None, max_value=None):
     return value
 
 
-def check_real(value, name):
-    """``value`` as a finite Python float (bools are refused)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+def check_real(value, name, *, allow_inf=False):
+    """``value`` as a Python float, never NaN, finite unless ``allow_inf`` (bools are refused)."""
+    if _is_bool(value) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a real number, got {type(value).__name__} ({value!r})")
     value = float(value)
-    if not np.isfinite(value):
+    if value != value or (not allow_inf and value in (_INF, -_INF)):
         raise ValueError(f"{name}: expected a finite number, got {value}")
     return value
 
 
-def check_float(value, name, *, low=None, high=None, low_open=False, high_open=False):
-    """``value`` as a finite Python float inside the given interval."""
-    value = check_real(value, name)
-    bad_low = low is not None and (value <= low if low_open else value < low)
-    bad_high = high is not None and (value >= high if high_open else value > high)
-    if bad_low or bad_high:
-        lo = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
-        hi = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
-        raise ValueError(f"{name}: expected a value in {lo}, {hi}, got {value:g}")
+def _interval(low, high, low_open, high_open):
+    """The words of an interval: ``"> 0"``, ``"<= 1"``, ``"in (0, 1]"`` (``""``: no bounds)."""
+    if low is None and high is None:
+        return ""
+    if high is None:
+        return f"{'>' if low_open else '>='} {low:g}"
+    if low is None:
+        return f"{'<' if high_open else '<='} {high:g}"
+    return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+
+def _outside(v, low, high, low_open, high_open):
+    """Whether ``v`` (a float, or an array: elementwise) lies outside the interval."""
+    bad = False if isinstance(v, float) else np.zeros(np.shape(v), dtype=bool)
+    if low is not None:
+        bad |= (v <= low) if low_open else (v < low)
+    if high is not None:
+        bad |= (v >= high) if high_open else (v > high)
+    return bad
+
+
+def check_float(value, name, *, low=None, high=None, low_open=False, high_open=False,
+                allow_inf=False):
+    """``value`` as a Python float (see :func:`check_real`) inside the given interval."""
+    value = check_real(value, name, allow_inf=allow_inf)
+    if _outside(value, low, high, low_open, high_open):
+        raise ValueError(f"{name}: expected a value {_interval(low, high, low_open, high_open)}, "
+                         f"got {value:g}")
     return value
 
 
 def check_positive(value, name):
     """``value`` as a finite float > 0."""
-    value = check_real(value, name)
-    if value <= 0:
-        raise ValueError(f"{name}: expected a value > 0, got {value:g}")
-    return value
+    return check_float(value, name, low=0, low_open=True)
 
 
 def check_nonnegative(value, name):
     """``value`` as a finite float >= 0."""
-    value = check_real(value, name)
-    if value < 0:
-        raise ValueError(f"{name}: expected a value >= 0, got {value:g}")
-    return value
+    return check_float(value, name, low=0)
+
+
+def check_reals(value, name, *, low=None, high=None, low_open=False, high_open=False):
+    """``value`` (a number or a 1-d array of them) as a read-only float64 array of finite
+    values inside the given interval, shape () or (n,)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: expected a real number or a 1-d array of them, got "
+                        f"{type(value).__name__} ({value!r})")
+    arr = np.array(arr, dtype=np.float64)
+    if arr.ndim > 1:
+        raise ValueError(f"{name}: expected a scalar or a 1-d array, got shape {arr.shape}")
+    bad = ~np.isfinite(arr) | _outside(arr, low, high, low_open, high_open)
+    if bad.any():
+        where = "" if arr.ndim == 0 else f" (entry {int(np.flatnonzero(bad)[0])})"
+        got = arr if arr.ndim == 0 else arr[bad][0]
+        within = _interval(low, high, low_open, high_open)
+        raise ValueError(f"{name}: expected finite values{' ' * bool(within)}{within}, got "
+                         f"{float(got):g}{where}")
+    arr.setflags(write=False)
+    return arr
+
+
+def check_bool(value, name):
+    """``value`` as a Python bool (only ``True``/``False``, NumPy's included)."""
+    if not _is_bool(value):
+        raise TypeError(f"{name}: expected True or False, got {type(value).__name__} "
+                        f"({value!r})")
+    return bool(value)
+
+
+def _same_kind(value, choice):
+    """Whether ``value`` may equal ``choice``: a str for a str, an int (not a bool, not a
+    float) for an int, a bool for a bool."""
+    if isinstance(choice, str):
+        return isinstance(value, str)
+    if isinstance(choice, bool):
+        return _is_bool(value)
+    if isinstance(choice, numbers.Integral):
+        return isinstance(value, numbers.Integral) and not _is_bool(value)
+    return not isinstance(value, np.ndarray)
 
 
 def check_choice(value, name, choices):
-    """``value`` itself, after checking it is one of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value
+    """The one of ``choices`` that ``value`` equals (of the same kind: ``True`` is not ``1``,
+    ``1.0`` is not ``1``)."""
+    for choice in choices:
+        if _same_kind(value, choice) and value == choice:
+            return choice
+    raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+# ---------------------------------------------------------------------------- declarative checks
+# A dataclass of arguments declares its field constraints in a class attribute
+# ``CHECKS = {"field": constraint, ...}``; a constraint is any callable
+# ``(value, name) -> value`` (the objects below, or e.g. ``as_schedule``). :class:`Checked`'s
+# ``__post_init__`` runs them once, in order, naming the field as "<Class>: <field>", and stores
+# the normalized values; cross-field checks follow in the subclass's ``__post_init__`` after
+# ``super().__post_init__()``.
+
+class Int:
+    """An int (not a bool) in ``[min, max]``."""
+
+    def __init__(self, min=None, max=None):
+        self.min, self.max = min, max
+
+    def __call__(self, value, name):
+        return check_int(value, name, min_value=self.min, max_value=self.max)
+
+
+class Real:
+    """A real number (not a bool, never NaN; finite unless ``allow_inf``) in an interval."""
+
+    def __init__(self, low=None, high=None, *, low_open=False, high_open=False, allow_inf=False):
+        self.kw = dict(low=low, high=high, low_open=low_open, high_open=high_open,
+                       allow_inf=allow_inf)
+
+    def __call__(self, value, name):
+        return check_float(value, name, **self.kw)
+
+
+class Reals:
+    """A number or 1-d array of finite reals in an interval (a read-only float64 array)."""
+
+    def __init__(self, low=None, high=None, *, low_open=False, high_open=False):
+        self.kw = dict(low=low, high=high, low_open=low_open, high_open=high_open)
+
+    def __call__(self, value, name):
+        return check_reals(value, name, **self.kw)
+
+
+class Choice:
+    """One of the given options."""
+
+    def __init__(self, *options):
+        self.options = options
+
+    def __call__(self, value, name):
+        return check_choice(value, name, self.options)
+
+
+class Bool:
+    """``True`` or ``False``."""
+
+    def __call__(self, value, name):
+        return check_bool(value, name)
+
+
+class Optional:
+    """``None``, or a value meeting ``inner``."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __call__(self, value, name):
+        return None if value is None else self.inner(value, name)
+
+
+#: Common constraints.
+POSITIVE = Real(0, low_open=True)
+NONNEGATIVE = Real(0)
+COUNT = Int(min=1)
+
+
+def validate_fields(obj):
+    """Run ``type(obj).CHECKS`` on the fields of the (frozen) dataclass ``obj``, in order,
+    storing each normalized value; errors name the field as "<Class>: <field>"."""
+    cls = type(obj)
+    for field, check in cls.CHECKS.items():
+        value = check(getattr(obj, field), f"{cls.__name__}: {field}")
+        object.__setattr__(obj, field, value)
+
+
+class Checked:
+    """Base of the argument dataclasses: ``__post_init__`` checks the fields by ``CHECKS``."""
+
+    #: Field name -> constraint ``(value, name) -> value`` (see the section comment above).
+    CHECKS = {}
+
+    def __post_init__(self):
+        validate_fields(self)

@@ -148,7 +148,7 @@ BAD = [
     # (replace, by, key named in the message, a word of the message)
     ('type = "KPCA"', 'type = "PCA"', "problem.type", "SpherePCA"),
     ("r = 2", "r = 99", "problem.r", "r <= d"),
-    ("r = 2", 'r = "two"', "problem.r", "integer"),
+    ("r = 2", 'r = "two"', "problem.r", "expected an int"),
     ("step = 0.1", "step = -1", "algorithm[0].step", "> 0"),
     ("step = 0.1", 'step = { schedule = "cosine" }', "algorithm[0].step.schedule", "decaying"),
     ("step = 0.1", "stepsize = 0.1", "algorithm[0].stepsize", "local_steps"),
@@ -167,7 +167,7 @@ BAD = [
     ('source = "wine"', 'source = "wine"\n[participation]\ntype = "uniform"\nk = 20',
      "participation.k", "n=10"),
     ('source = "wine"', 'source = "wine"\n[participation]\ntype = "bernoulli"\np = 1.5',
-     "participation.p", "[0.0, 1.0]"),
+     "participation.p", "expected a value in [0, 1]"),
     ("local_steps = 2", "local_steps = 2\nbatch_size = 1000", "algorithm[0].batch_size",
      "larger than"),
     ("[[algorithm]]", "[[algorithms]]", "algorithms", "algorithm"),

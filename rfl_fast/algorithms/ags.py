@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.polynomial.legendre import leggauss
 
-from .._validation import check_choice, check_int, check_positive
+from .._validation import COUNT, POSITIVE, Choice, Optional, check_reals
 from ._checks import transport_name
 from .participation import Bernoulli, Full, Uniform
 from .schedules import as_schedule
@@ -49,20 +49,8 @@ __all__ = ["RFedAGS", "AGSState", "reweighted_weights"]
 
 
 def _probabilities(p, name, n=None):
-    """``p`` as a float array of probabilities in (0, 1] (scalar or shape (n,))."""
-    try:
-        arr = np.array(p, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: expected a probability or an array of them, got "
-                        f"{type(p).__name__}") from None
-    if arr.ndim > 1:
-        raise ValueError(f"{name}: expected a scalar or a 1-d array, got shape {arr.shape}")
-    bad = ~np.isfinite(arr) | (arr <= 0) | (arr > 1)
-    if bad.any():
-        where = "" if arr.ndim == 0 else f" (entry {int(np.flatnonzero(bad)[0])})"
-        value = arr if arr.ndim == 0 else arr[bad][0]
-        raise ValueError(f"{name}: probabilities must lie in (0, 1]; got {float(value):g}"
-                         f"{where}")
+    """``p`` as a read-only float array of probabilities in (0, 1] (scalar or shape (n,))."""
+    arr = check_reals(p, name, low=0, high=1, low_open=True)
     if n is not None and arr.ndim == 1 and arr.size != n:
         raise ValueError(f"{name}: {arr.size} probabilities for n={n} clients")
     if n is not None:
@@ -171,16 +159,9 @@ class RFedAGS(FederatedAlgorithm):
 
     array_kinds = {"x": "point", "zeta": "tangent"}
 
-    def __post_init__(self):
-        object.__setattr__(self, "step", as_schedule(self.step, "RFedAGS: step"))
-        object.__setattr__(self, "local_steps",
-                           check_int(self.local_steps, "RFedAGS: local_steps (K)", min_value=1))
-        self._check_batch_size()
-        check_choice(self.aggregation, "RFedAGS: aggregation", ("RS", "AP"))
-        object.__setattr__(self, "varpi", check_positive(self.varpi, "RFedAGS: varpi"))
-        check_choice(self.q, "RFedAGS: q", ("true", "frequency"))
-        if self.p is not None:
-            object.__setattr__(self, "p", _probabilities(self.p, "RFedAGS: p"))
+    CHECKS = {"step": as_schedule, "local_steps": COUNT, "batch_size": Optional(COUNT),
+              "aggregation": Choice("RS", "AP"), "varpi": POSITIVE,
+              "q": Choice("true", "frequency"), "p": Optional(_probabilities)}
 
     def __repr__(self):
         p = self.p

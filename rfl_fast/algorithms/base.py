@@ -54,7 +54,7 @@ and upload arrays into ``array_kinds``.
 
 import numpy as np
 
-from .._validation import check_choice, check_int, check_positive
+from .._validation import COUNT, POSITIVE, Checked, Choice
 from ..problems import Problem
 from ._checks import inverse_pair
 from .consensus import karcher_mean, tangent_mean
@@ -82,11 +82,12 @@ def participant_weights(problem, idx):
     return w / w.sum()
 
 
-class FederatedAlgorithm:
+class FederatedAlgorithm(Checked):
     """Base class with the default (no-op) parts of the protocol; see the module docstring.
 
     Subclasses implement ``validate``, ``init_server``, ``broadcast`` (or the prepare
-    exchange), ``client_update``, ``server_update`` and ``point``.
+    exchange), ``client_update``, ``server_update`` and ``point``, and declare their
+    hyperparameters' constraints in ``CHECKS`` (:class:`rfl_fast._validation.Checked`).
     """
 
     #: Whether a round starts with the prepare exchange.
@@ -495,12 +496,6 @@ class FederatedAlgorithm:
 
     # ------------------------------------------------------------------ mini-batches
     # helpers of the algorithms with a ``batch_size`` field (None: full local gradients)
-    def _check_batch_size(self):
-        b = self.batch_size
-        if b is not None:
-            object.__setattr__(self, "batch_size",
-                               check_int(b, f"{self.name}: batch_size", min_value=1))
-
     def _check_batch(self, problem):
         b = self.batch_size
         if b is None:
@@ -525,19 +520,15 @@ class _RetractionBased(FederatedAlgorithm):
     """Shared parts of the algorithms that step with a retraction and aggregate by the
     tangent-space mean or the Karcher mean (Li & Ma's RFedAvg, RFedProx, RFedSVRG)."""
 
-    _consensus_options = ("tangent", "karcher")
+    CHECKS = {"step": as_schedule, "local_steps": COUNT,
+              "consensus": Choice("tangent", "karcher"), "beta": POSITIVE,
+              "karcher_tol": POSITIVE}
 
-    def _check_common(self):
-        object.__setattr__(self, "step", as_schedule(self.step, f"{self.name}: step"))
-        object.__setattr__(self, "local_steps",
-                           check_int(self.local_steps, f"{self.name}: local_steps", min_value=1))
-        check_choice(self.consensus, f"{self.name}: consensus", self._consensus_options)
-        object.__setattr__(self, "beta", check_positive(self.beta, f"{self.name}: beta"))
+    def __post_init__(self):
+        super().__post_init__()
         if self.consensus == "karcher" and self.beta != 1.0:
             raise ValueError(f"{self.name}: beta={self.beta:g} applies to the tangent-space mean "
                              f"only; the Karcher mean has no moving-average form (seed 001)")
-        object.__setattr__(self, "karcher_tol",
-                           check_positive(self.karcher_tol, f"{self.name}: karcher_tol"))
 
     def _retraction(self, M):
         return inverse_pair(M, self.retraction, self.name)

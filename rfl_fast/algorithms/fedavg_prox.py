@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._validation import check_nonnegative
+from .._validation import COUNT, NONNEGATIVE, Optional
 from ..kernels import fused
 from ..manifolds import Stiefel
 from .base import _RetractionBased, check_problem, stacked
@@ -67,10 +67,7 @@ class _LocalRetractionSteps(_RetractionBased):
     array_kinds = {"x": "point"}
     #: Whether the local direction is the plain local gradient (fused steps may then apply).
     _gradient_steps = True
-
-    def __post_init__(self):
-        self._check_common()
-        self._check_batch_size()
+    CHECKS = {**_RetractionBased.CHECKS, "batch_size": Optional(COUNT)}
 
     def validate(self, problem):
         M = check_problem(problem, self.name)
@@ -190,10 +187,7 @@ class RFedProx(_LocalRetractionSteps):
     karcher_tol: float = 1e-6
 
     _gradient_steps = False
-
-    def __post_init__(self):
-        super().__post_init__()
-        object.__setattr__(self, "mu", check_nonnegative(self.mu, "RFedProx: mu"))
+    CHECKS = {**_LocalRetractionSteps.CHECKS, "mu": NONNEGATIVE}
 
     def _direction(self, problem, idx, x, x_t, batch, method):
         g = problem.rgrad(idx, x, batch)

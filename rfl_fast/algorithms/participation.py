@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import COUNT, Checked, Reals
 
 __all__ = ["Participation", "Full", "Uniform", "Bernoulli", "as_participation"]
 
 
-class Participation:
+class Participation(Checked):
     """Base class. Subclasses implement ``sample(rng, n)`` and may override ``validate``."""
 
     def validate(self, n):
@@ -83,8 +83,7 @@ class Uniform(Participation):
 
     k: int
 
-    def __post_init__(self):
-        object.__setattr__(self, "k", check_int(self.k, "Uniform: k", min_value=1))
+    CHECKS = {"k": COUNT}
 
     def validate(self, n):
         if self.k > n:
@@ -108,13 +107,7 @@ class Bernoulli(Participation):
 
     p: object
 
-    def __post_init__(self):
-        p = np.array(self.p, dtype=np.float64)
-        if p.ndim > 1 or not np.isfinite(p).all() or (p < 0).any() or (p > 1).any():
-            raise ValueError(f"Bernoulli: p must be a probability in [0, 1] or a vector of them, "
-                             f"got {self.p!r}")
-        p.setflags(write=False)
-        object.__setattr__(self, "p", p)
+    CHECKS = {"p": Reals(0, 1)}
 
     def __repr__(self):
         return f"Bernoulli(p={self.p.tolist() if self.p.ndim else float(self.p)})"

@@ -83,7 +83,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._validation import check_choice, check_int, check_positive
+from .._validation import (COUNT, POSITIVE, Bool, Choice, Optional, Real, Reals, check_choice,
+                           check_int, check_positive)
 from ._checks import inverse_pair, transport_name
 from .consensus import tangent_mean
 from .participation import Full, Uniform
@@ -91,7 +92,7 @@ from .schedules import as_schedule
 from ..privacy import accounting as _acc
 from ..privacy.clipping import clip_factors
 from ..privacy.ledger import (DEFAULT_DELTA, PLD_POINTS, PrivacyLedger, calibrated_sigma,
-                              check_budget_delta, check_budget_eps, eps_total, ledger_columns)
+                              eps_total, ledger_columns)
 from .base import FederatedAlgorithm, check_problem, stacked
 
 __all__ = ["PriRFed", "PriState", "PrivacyLedger", "PLD_POINTS"]
@@ -197,25 +198,19 @@ class PriRFed(FederatedAlgorithm):
 
     array_kinds = {"x": "point"}
 
+    CHECKS = {"step": as_schedule, "local_steps": COUNT, "local": Choice(*LOCALS),
+              "sigma": Optional(Reals(0)), "clip": Real(0, low_open=True, allow_inf=True),
+              "inner_steps": Optional(COUNT), "output_option": Choice(1, 2),
+              "delta": Optional(_acc.DELTA), "beta": POSITIVE, "uncertified": Bool()}
+
     def __post_init__(self):
+        super().__post_init__()
         name = "PriRFed"
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        set_("step", as_schedule(self.step, f"{name}: step"))
-        set_("local_steps", check_int(self.local_steps, f"{name}: local_steps", min_value=1))
-        check_choice(self.local, f"{name}: local", LOCALS)
-        check_choice(self.output_option, f"{name}: output_option", (1, 2))
-        set_("beta", check_positive(self.beta, f"{name}: beta"))
-        tau = _acc._real(self.clip, f"{name}: clip")
-        if not tau > 0.0:
-            raise ValueError(f"{name}: clip: expected a clipping threshold tau > 0 (inf: no "
-                             f"clipping), got {self.clip!r}")
-        set_("clip", tau)
         if self.local == "DP-RSVRG":
             if self.inner_steps is None:
                 raise ValueError(f"{name}: local='DP-RSVRG' needs inner_steps (m, steps per "
                                  f"epoch), e.g. inner_steps=10")
-            set_("inner_steps", check_int(self.inner_steps, f"{name}: inner_steps",
-                                          min_value=1))
             if self.batch_size is not None:
                 raise ValueError(f"{name}: batch_size applies to DP-RSGD only (DP-RSVRG picks "
                                  f"one sample per step); leave it None")
@@ -237,19 +232,14 @@ class PriRFed(FederatedAlgorithm):
             except (TypeError, ValueError):
                 raise TypeError(f"{name}: target: expected a pair (eps, delta), got "
                                 f"{self.target!r}") from None
-            set_("target", (check_budget_eps(eps, f"{name}: target eps"),
-                            check_budget_delta(delta, f"{name}: target delta")))
-            if self.delta is not None and float(self.delta) != self.target[1]:
+            set_("target", (check_positive(eps, f"{name}: target eps"),
+                            _acc.DELTA(delta, f"{name}: target delta")))
+            if self.delta is not None and self.delta != self.target[1]:
                 raise ValueError(f"{name}: delta={self.delta!r} differs from the target's delta "
                                  f"{self.target[1]!r}; give one of them")
-            if tau == math.inf:
+            if self.clip == math.inf:
                 raise ValueError(f"{name}: a privacy target needs a finite clip threshold tau "
                                  f"(clip=inf leaves the sensitivity unbounded)")
-        if self.delta is not None:
-            set_("delta", check_budget_delta(self.delta, f"{name}: delta"))
-        if not isinstance(self.uncertified, (bool, np.bool_)):
-            raise TypeError(f"{name}: uncertified: expected True or False, got "
-                            f"{self.uncertified!r}")
         if self.uncertified and self.target is not None:
             raise ValueError(f"{name}: uncertified=True runs without a guarantee; it cannot "
                              f"meet a privacy target {self.target}")
@@ -257,16 +247,9 @@ class PriRFed(FederatedAlgorithm):
             if self.target is None:
                 raise ValueError(f"{name}: give the noise sigma (0 for a non-private run) or a "
                                  f"privacy target=(eps, delta) to calibrate it")
-        else:
-            s = np.array(self.sigma, dtype=np.float64)
-            if s.ndim > 1 or not np.isfinite(s).all() or (s < 0).any():
-                raise ValueError(f"{name}: sigma: expected finite noise levels >= 0 (one, or one "
-                                 f"per client), got {self.sigma!r}")
-            if self.target is not None and (s == 0).any():
-                raise ValueError(f"{name}: sigma = 0 cannot reach the privacy target "
-                                 f"{self.target}; use sigma=None to calibrate it")
-            s.setflags(write=False)
-            set_("sigma", s)
+        elif self.target is not None and (self.sigma == 0).any():
+            raise ValueError(f"{name}: sigma = 0 cannot reach the privacy target "
+                             f"{self.target}; use sigma=None to calibrate it")
         b = self.batch_size
         if b is not None:
             if isinstance(b, numbers.Real) and not isinstance(b, numbers.Integral) \
@@ -507,7 +490,7 @@ class PriRFed(FederatedAlgorithm):
             A copy with ``target = (eps, ledger.delta)``.
         """
         led = self._plan()
-        eps = check_budget_eps(eps, f"{self.name}: raise_budget eps")
+        eps = check_positive(eps, f"{self.name}: raise_budget eps")
         return replace(self, target=(eps, led.delta), delta=None)
 
     def history_row(self, problem, state, t):

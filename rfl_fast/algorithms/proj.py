@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._validation import check_int, check_positive
+from .._validation import COUNT, POSITIVE, Optional
 from .schedules import as_schedule
 from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
 
@@ -69,13 +69,8 @@ class RFedProj(FederatedAlgorithm):
     has_finalize = True
     array_kinds = {"xhat": "ambient", "zhat": "ambient"}
 
-    def __post_init__(self):
-        object.__setattr__(self, "step", as_schedule(self.step, "RFedProj: step"))
-        object.__setattr__(self, "local_steps",
-                           check_int(self.local_steps, "RFedProj: local_steps", min_value=1))
-        object.__setattr__(self, "step_global",
-                           check_positive(self.step_global, "RFedProj: step_global"))
-        self._check_batch_size()
+    CHECKS = {"step": as_schedule, "local_steps": COUNT, "step_global": POSITIVE,
+              "batch_size": Optional(COUNT)}
 
     def validate(self, problem):
         M = check_problem(problem, self.name)

@@ -5,12 +5,12 @@ Algorithms accept a plain number (a fixed step) or a schedule wherever they take
 
 from dataclasses import dataclass
 
-from .._validation import check_int, check_positive
+from .._validation import COUNT, POSITIVE, Checked, check_positive
 
 __all__ = ["Schedule", "Constant", "Decaying", "as_schedule"]
 
 
-class Schedule:
+class Schedule(Checked):
     """Base class: a callable ``t -> step`` with ``t`` the round index (0-based)."""
 
     def __call__(self, t):
@@ -29,8 +29,7 @@ class Constant(Schedule):
 
     value: float
 
-    def __post_init__(self):
-        object.__setattr__(self, "value", check_positive(self.value, "step"))
+    CHECKS = {"value": POSITIVE}
 
     def __call__(self, t):
         return self.value
@@ -61,11 +60,7 @@ class Decaying(Schedule):
     dec: int = 1
     power: float = 1.0
 
-    def __post_init__(self):
-        object.__setattr__(self, "a0", check_positive(self.a0, "Decaying: a0"))
-        object.__setattr__(self, "beta", check_positive(self.beta, "Decaying: beta"))
-        object.__setattr__(self, "dec", check_int(self.dec, "Decaying: dec", min_value=1))
-        object.__setattr__(self, "power", check_positive(self.power, "Decaying: power"))
+    CHECKS = {"a0": POSITIVE, "beta": POSITIVE, "dec": COUNT, "power": POSITIVE}
 
     def __call__(self, t):
         if t == 0:
@@ -77,7 +72,4 @@ def as_schedule(step, name="step"):
     """``step`` as a :class:`Schedule`: a number becomes ``Constant(step)`` (checked > 0)."""
     if isinstance(step, Schedule):
         return step
-    try:
-        return Constant(step)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(str(exc).replace("step", name, 1)) from None
+    return Constant(check_positive(step, name))

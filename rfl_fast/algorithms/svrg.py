@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._validation import check_choice
+from .._validation import Choice
 from ._checks import transport_name
 from .base import _RetractionBased, check_problem, participant_weights, stacked
 
@@ -115,11 +115,8 @@ class RFedSVRG(_RetractionBased):
     #: Whether the simulated all-``n`` exchange may be pooled (module docstring).
     _pooled_prepare = True
 
-    def __post_init__(self):
-        self._check_common()
-        check_choice(self.client_option, f"{self.name}: client_option", (1, 2))
-        check_choice(self.global_option, f"{self.name}: global_option", (1, 2))
-        check_choice(self.full_gradient, f"{self.name}: full_gradient", ("all", "participants"))
+    CHECKS = {**_RetractionBased.CHECKS, "client_option": Choice(1, 2),
+              "global_option": Choice(1, 2), "full_gradient": Choice("all", "participants")}
 
     def prepare_recipients(self, n, idx):
         """Clients the prepare exchange addresses: all ``n`` or the participants ``idx``.

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import POSITIVE
 from .svrg import RFedSVRG, SVRGState
 
 __all__ = ["RFedSVRG2BB", "RFedSVRG2BBS", "BBState"]
@@ -225,15 +225,14 @@ class RFedSVRG2BBS(RFedSVRG2BB):
     eta_max: float | None = field(default=None, kw_only=True)
 
     array_kinds = {**RFedSVRG2BB.array_kinds, "eta": "scalar"}
+    CHECKS = {**RFedSVRG2BB.CHECKS, "eta_min": POSITIVE, "eta_max": POSITIVE}
 
     def __post_init__(self):
-        super().__post_init__()
         for name in ("eta_min", "eta_max"):
             if getattr(self, name) is None:
                 raise TypeError(f"{self.name}: missing the keyword argument {name} (the clip "
                                 f"interval of the BB step, e.g. eta_min=0.008, eta_max=0.8)")
-            object.__setattr__(self, name, check_positive(getattr(self, name),
-                                                          f"{self.name}: {name}"))
+        super().__post_init__()
         if self.eta_min > self.eta_max:
             raise ValueError(f"{self.name}: eta_min={self.eta_min:g} > eta_max="
                              f"{self.eta_max:g}; need 0 < eta_min <= eta_max")

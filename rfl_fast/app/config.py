@@ -42,7 +42,6 @@ behind. Every problem found is a :class:`ConfigError` naming the key (``data.sou
 documents every key.
 """
 
-import math
 import numbers
 import os
 import re
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._validation import check_float, check_int
 from ..federation.driver import specialize
 from . import registry as R
 from .registry import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
@@ -194,22 +194,20 @@ def _is_real(v):
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
+def _checked(check, v, key, **kw):
+    """``check(v, key, **kw)`` (a :mod:`rfl_fast._validation` check) raising ``ConfigError``."""
+    try:
+        return check(v, key, **kw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(key, str(exc).removeprefix(f"{key}: ")) from None
+
+
 def _int(v, key, lo=None):
-    if not _is_int(v):
-        raise ConfigError(key, f"expected an integer, got {v!r}")
-    if lo is not None and v < lo:
-        raise ConfigError(key, f"expected an integer >= {lo}, got {v}")
-    return int(v)
+    return _checked(check_int, v, key, min_value=lo)
 
 
 def _real(v, key, positive=False, lo=None, hi=None):
-    if not _is_real(v) or not math.isfinite(v):
-        raise ConfigError(key, f"expected a finite number, got {v!r}")
-    if positive and v <= 0:
-        raise ConfigError(key, f"expected a number > 0, got {v}")
-    if lo is not None and v < lo or hi is not None and v > hi:
-        raise ConfigError(key, f"expected a number in [{lo}, {hi}], got {v}")
-    return float(v)
+    return _checked(check_float, v, key, low=0 if positive else lo, high=hi, low_open=positive)
 
 
 def _str(v, key):

@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._validation import check_int
 from . import registry
 
 __all__ = ["FederatedPCA", "FederatedFrechetMean", "ALGORITHMS"]
@@ -29,12 +30,6 @@ ALGORITHMS = tuple(registry.ALGORITHMS)
 
 def _is_int(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _check_int(v, name, lo):
-    if not _is_int(v) or v < lo:
-        raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
-    return int(v)
 
 
 def _participation(p):
@@ -105,7 +100,7 @@ def _group(X, clients, n_rows, seed, n_clients):
         return np.split(order, np.cumsum(counts)[:-1])
     if n_clients is None:
         return [np.arange(n_rows)]
-    k = _check_int(n_clients, "n_clients", 1)
+    k = check_int(n_clients, "n_clients", min_value=1)
     if k > n_rows:
         raise ValueError(f"n_clients={k} is larger than the number of samples n_samples="
                          f"{n_rows}")
@@ -264,7 +259,7 @@ class FederatedPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         if not _is_int(r) or not 1 <= r <= d:
             raise ValueError(f"n_components={r!r} must be an int between 1 and "
                              f"n_features={d}")
-        rounds = _check_int(self.rounds, "rounds", 0)
+        rounds = check_int(self.rounds, "rounds", min_value=0)
         X = np.asarray(X, dtype=np.float64)
         sizes = np.array([g.size for g in groups], dtype=np.float64)
         # one statistics exchange: client means and counts -> the pooled mean
@@ -440,7 +435,7 @@ class FederatedFrechetMean(BaseEstimator):
         else:
             stack = _spd_stack(X, "X")
             parts = [stack[g] for g in _group(stack, clients, stack.shape[0], seed, None)]
-        rounds = _check_int(self.rounds, "rounds", 0)
+        rounds = check_int(self.rounds, "rounds", min_value=0)
         sizes = np.array([p.shape[0] for p in parts], dtype=np.float64)
         m = int(sizes.sum())
         problem = SPDMean(parts, weighting="samples")   # checks symmetry and definiteness

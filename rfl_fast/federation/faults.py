@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_nonnegative
+from .._validation import NONNEGATIVE, Checked
 
 __all__ = ["Faults", "FAULT_KINDS"]
 
@@ -31,7 +31,7 @@ FAULT_KINDS = ("drop", "nan", "off_manifold", "wrong_shape", "slow")
 
 
 @dataclass(frozen=True, eq=False)
-class Faults:
+class Faults(Checked):
     """Which clients misbehave, how, and when.
 
     Parameters
@@ -48,7 +48,10 @@ class Faults:
     rounds: object = None
     delay: float = 0.05
 
+    CHECKS = {"delay": NONNEGATIVE}
+
     def __post_init__(self):
+        super().__post_init__()
         plan = {}
         for client, kind in dict(self.plan).items():
             if kind not in FAULT_KINDS:
@@ -58,7 +61,6 @@ class Faults:
         object.__setattr__(self, "plan", plan)
         if self.rounds is not None:
             object.__setattr__(self, "rounds", frozenset(int(r) for r in self.rounds))
-        object.__setattr__(self, "delay", check_nonnegative(self.delay, "Faults: delay"))
 
     def __repr__(self):
         return f"Faults(plan={self.plan}, rounds={self.rounds}, delay={self.delay:g})"

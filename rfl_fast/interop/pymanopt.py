@@ -55,6 +55,7 @@ except ImportError as exc:  # tests/test_interop_missing.py
                       "pip install 'rfl_fast[interop]' (or pip install pymanopt)") from exc
 
 from .. import manifolds as _manifolds
+from .._validation import check_choice
 
 __all__ = ["Adapter", "Euclidean", "Lorentz", "SPD", "Sphere", "Stiefel", "from_poincare",
            "to_poincare", "wrap"]
@@ -66,14 +67,6 @@ def _t(a):
 
 def _sym(a):
     return 0.5 * (a + _t(a))
-
-
-def _choice(value, options, name):
-    if value is None:
-        return options[0]
-    if value not in options:
-        raise ValueError(f"{name}: expected one of {options}, got {value!r}")
-    return value
 
 
 class Adapter(_PymanoptManifold):
@@ -103,8 +96,10 @@ class Adapter(_PymanoptManifold):
         if not isinstance(manifold, _manifolds.Manifold):
             raise TypeError(f"manifold: expected an rfl_fast manifold, got {type(manifold)}")
         self.manifold = manifold
-        self.retraction_method = _choice(retraction, manifold.retractions, "retraction")
-        self.transport_method = _choice(transport, manifold.transports, "transport")
+        self.retraction_method = (manifold.retractions[0] if retraction is None else
+                                  check_choice(retraction, "retraction", manifold.retractions))
+        self.transport_method = (manifold.transports[0] if transport is None else
+                                 check_choice(transport, "transport", manifold.transports))
         self.backend = backend
         self._typical_dist = (float(np.sqrt(manifold.dim)) if typical_dist is None
                               else float(typical_dist))

@@ -54,6 +54,9 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import (COUNT, POSITIVE, Checked, Choice, Optional, Real, check_choice,
+                           check_float, check_int, check_nonnegative, check_positive)
+
 __all__ = [
     "gaussian_mechanism_sigma", "gaussian_mechanism_epsilon",
     "dp_rsgd_sigma", "dp_rsgd_epsilon", "dp_rsvrg_sigma", "dp_rsvrg_epsilon",
@@ -69,66 +72,8 @@ SAMPLINGS = ("without_replacement", "poisson")
 
 # ---------------------------------------------------------------------------- validation
 
-def _real(value, name):
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: expected a real number, got {value!r}") from None
-    if math.isnan(v):
-        raise ValueError(f"{name}: expected a number, got NaN")
-    return v
-
-
-def _check_eps(eps, name="eps"):
-    v = _real(eps, name)
-    if not (0.0 < v < math.inf):
-        raise ValueError(f"{name}: expected a finite epsilon > 0, got {eps!r}")
-    return v
-
-
-def _check_delta(delta, name="delta"):
-    v = _real(delta, name)
-    if not (0.0 < v < 1.0):
-        raise ValueError(f"{name}: expected 0 < delta < 1, got {delta!r}")
-    return v
-
-
-def _check_sigma(sigma, name="sigma"):
-    v = _real(sigma, name)
-    if not (0.0 <= v < math.inf):
-        raise ValueError(f"{name}: expected a finite noise level >= 0, got {sigma!r}")
-    return v
-
-
-def _check_positive(value, name):
-    v = _real(value, name)
-    if not (0.0 < v < math.inf):
-        raise ValueError(f"{name}: expected a finite value > 0, got {value!r}")
-    return v
-
-
-def _check_rate(rate, name):
-    v = _real(rate, name)
-    if not (0.0 < v <= 1.0):
-        raise ValueError(f"{name}: expected a sampling rate in (0, 1], got {rate!r}")
-    return v
-
-
-def _check_int(value, name, minimum=1):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise TypeError(f"{name}: expected an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value}")
-    return int(value)
-
-
-def _choice(value, options, name):
-    if value not in options:
-        raise ValueError(f"{name}: expected one of {options}, got {value!r}")
-    return value
+#: ``delta`` of an ``(eps, delta)`` guarantee (also ``delta_hat``, the split fractions).
+DELTA = Real(0, 1, low_open=True, high_open=True)
 
 
 # ---------------------------------------------------------------------------- closed forms
@@ -151,8 +96,8 @@ def gaussian_mechanism_sigma(eps: float, delta: float, sensitivity: float = 1.0)
     -------
     sigma : float
     """
-    eps, delta = _check_eps(eps), _check_delta(delta)
-    sens = _check_positive(sensitivity, "sensitivity")
+    eps, delta = check_positive(eps, "eps"), DELTA(delta, "delta")
+    sens = check_positive(sensitivity, "sensitivity")
     return math.sqrt(2.0 * math.log(1.25 / delta)) * sens / eps
 
 
@@ -171,8 +116,8 @@ def gaussian_mechanism_epsilon(sigma: float, delta: float, sensitivity: float = 
     float
         ``inf`` for ``sigma = 0``.
     """
-    sigma, delta = _check_sigma(sigma), _check_delta(delta)
-    sens = _check_positive(sensitivity, "sensitivity")
+    sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
+    sens = check_positive(sensitivity, "sensitivity")
     if sigma == 0.0:
         return math.inf
     return math.sqrt(2.0 * math.log(1.25 / delta)) * sens / sigma
@@ -230,10 +175,10 @@ def dp_rsgd_sigma(eps: float, delta: float, *, n_samples: int, local_steps: int,
 
     Notes
     -----"""
-    eps, delta = _check_eps(eps), _check_delta(delta)
-    n = _check_int(n_samples, "n_samples")
-    k = _check_int(local_steps, "local_steps")
-    tau, o = _check_positive(tau, "tau"), _check_positive(o, "o")
+    eps, delta = check_positive(eps, "eps"), DELTA(delta, "delta")
+    n = check_int(n_samples, "n_samples", min_value=1)
+    k = check_int(local_steps, "local_steps", min_value=1)
+    tau, o = check_positive(tau, "tau"), check_positive(o, "o")
     return math.sqrt(o * k * math.log(1.0 / delta)) * tau / (n * eps)
 
 
@@ -263,10 +208,10 @@ def dp_rsgd_epsilon(sigma: float, delta: float, *, n_samples: int, local_steps: 
     eps : float
         Of one local training run (``K`` steps); ``inf`` for ``sigma = 0``.
     """
-    sigma, delta = _check_sigma(sigma), _check_delta(delta)
-    n = _check_int(n_samples, "n_samples")
-    k = _check_int(local_steps, "local_steps")
-    tau, o = _check_positive(tau, "tau"), _check_positive(o, "o")
+    sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
+    n = check_int(n_samples, "n_samples", min_value=1)
+    k = check_int(local_steps, "local_steps", min_value=1)
+    tau, o = check_positive(tau, "tau"), check_positive(o, "o")
     if sigma == 0.0:
         return math.inf
     return math.sqrt(o * k * math.log(1.0 / delta)) * tau / (n * sigma)
@@ -296,11 +241,11 @@ def dp_rsvrg_sigma(eps: float, delta: float, *, n_samples: int, local_steps: int
 
     Notes
     -----"""
-    eps, delta = _check_eps(eps), _check_delta(delta)
-    n = _check_int(n_samples, "n_samples")
-    k = _check_int(local_steps, "local_steps")
-    m = _check_int(inner_steps, "inner_steps")
-    tau, c = _check_positive(tau, "tau"), _check_positive(sigma_tilde, "sigma_tilde")
+    eps, delta = check_positive(eps, "eps"), DELTA(delta, "delta")
+    n = check_int(n_samples, "n_samples", min_value=1)
+    k = check_int(local_steps, "local_steps", min_value=1)
+    m = check_int(inner_steps, "inner_steps", min_value=1)
+    tau, c = check_positive(tau, "tau"), check_positive(sigma_tilde, "sigma_tilde")
     return math.sqrt(c * m * k * math.log(1.0 / delta)) * tau / (n * eps)
 
 
@@ -330,11 +275,11 @@ def dp_rsvrg_epsilon(sigma: float, delta: float, *, n_samples: int, local_steps:
     eps : float
         ``inf`` for ``sigma = 0``.
     """
-    sigma, delta = _check_sigma(sigma), _check_delta(delta)
-    n = _check_int(n_samples, "n_samples")
-    k = _check_int(local_steps, "local_steps")
-    m = _check_int(inner_steps, "inner_steps")
-    tau, c = _check_positive(tau, "tau"), _check_positive(sigma_tilde, "sigma_tilde")
+    sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
+    n = check_int(n_samples, "n_samples", min_value=1)
+    k = check_int(local_steps, "local_steps", min_value=1)
+    m = check_int(inner_steps, "inner_steps", min_value=1)
+    tau, c = check_positive(tau, "tau"), check_positive(sigma_tilde, "sigma_tilde")
     if sigma == 0.0:
         return math.inf
     return math.sqrt(c * m * k * math.log(1.0 / delta)) * tau / (n * sigma)
@@ -373,13 +318,13 @@ def epsilon_seed_composition(eps: float, delta: float, *, rounds: int, clients_p
     (eps_prime, delta_prime) : tuple of float
         ``delta_prime`` may exceed 1 (then the guarantee is void; check it).
     """
-    eps, delta = _check_eps(eps), _check_delta(delta)
-    t = _check_int(rounds, "rounds")
-    s = _check_int(clients_per_round, "clients_per_round")
-    n = _check_int(n_clients, "n_clients")
+    eps, delta = check_positive(eps, "eps"), DELTA(delta, "delta")
+    t = check_int(rounds, "rounds", min_value=1)
+    s = check_int(clients_per_round, "clients_per_round", min_value=1)
+    n = check_int(n_clients, "n_clients", min_value=1)
     if s > n:
         raise ValueError(f"clients_per_round: expected s <= n_clients = {n}, got {s}")
-    delta_hat = _check_delta(delta_hat, "delta_hat")
+    delta_hat = DELTA(delta_hat, "delta_hat")
     rho = s / n
     # eps~ = log(1 - rho + rho e^{s eps}), evaluated without overflow
     if rho == 1.0:
@@ -401,7 +346,7 @@ def epsilon_seed_composition(eps: float, delta: float, *, rounds: int, clients_p
 # ---------------------------------------------------------------------------- settings
 
 @dataclass(frozen=True)
-class DPSettings:
+class DPSettings(Checked):
     """The settings of one client's private training that its privacy depends on.
 
     Parameters
@@ -448,32 +393,21 @@ class DPSettings:
     rsvrg_split: float = 0.9
     delta_hat_fraction: float = 0.5
 
+    CHECKS = {"n_samples": COUNT, "local_steps": COUNT, "batch_size": Optional(COUNT),
+              "trainer": Choice(*TRAINERS), "inner_steps": COUNT, "tau": POSITIVE,
+              "rounds": COUNT, "clients_per_round": COUNT, "n_clients": COUNT, "o": POSITIVE,
+              "sigma_tilde": POSITIVE, "rsvrg_split": DELTA, "delta_hat_fraction": DELTA}
+
     def __post_init__(self):
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        n = _check_int(self.n_samples, "n_samples")
-        set_("n_samples", n)
-        set_("local_steps", _check_int(self.local_steps, "local_steps"))
-        b = n if self.batch_size is None else _check_int(self.batch_size, "batch_size")
-        if b > n:
-            raise ValueError(f"batch_size: expected b <= n_samples = {n}, got {b}")
-        set_("batch_size", b)
-        _choice(self.trainer, TRAINERS, "trainer")
-        set_("inner_steps", _check_int(self.inner_steps, "inner_steps"))
-        set_("tau", _check_positive(self.tau, "tau"))
-        set_("rounds", _check_int(self.rounds, "rounds"))
-        s = _check_int(self.clients_per_round, "clients_per_round")
-        nc = _check_int(self.n_clients, "n_clients")
-        if s > nc:
-            raise ValueError(f"clients_per_round: expected s <= n_clients = {nc}, got {s}")
-        set_("clients_per_round", s)
-        set_("n_clients", nc)
-        set_("o", _check_positive(self.o, "o"))
-        set_("sigma_tilde", _check_positive(self.sigma_tilde, "sigma_tilde"))
-        for name in ("rsvrg_split", "delta_hat_fraction"):
-            v = _real(getattr(self, name), name)
-            if not 0.0 < v < 1.0:
-                raise ValueError(f"{name}: expected a value in (0, 1), got {v!r}")
-            set_(name, v)
+        super().__post_init__()
+        n, b = self.n_samples, self.batch_size
+        if b is None:
+            object.__setattr__(self, "batch_size", n)
+        elif b > n:
+            raise ValueError(f"DPSettings: batch_size: expected b <= n_samples = {n}, got {b}")
+        if self.clients_per_round > self.n_clients:
+            raise ValueError(f"DPSettings: clients_per_round: expected s <= n_clients = "
+                             f"{self.n_clients}, got {self.clients_per_round}")
 
     @property
     def sample_rate(self):
@@ -543,12 +477,12 @@ def epsilon_subsampled_gaussian(noise_multiplier: float, sample_rate: float, ste
     eps : float
     """
     dpa = _dp()
-    z = _check_positive(noise_multiplier, "noise_multiplier")
-    q = _check_rate(sample_rate, "sample_rate")
-    steps = _check_int(steps, "steps")
-    delta = _check_delta(delta)
-    _choice(accountant, ("rdp", "pld"), "accountant")
-    _choice(sampling, SAMPLINGS, "sampling")
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    q = check_float(sample_rate, "sample_rate", low=0, high=1, low_open=True)
+    steps = check_int(steps, "steps", min_value=1)
+    delta = DELTA(delta, "delta")
+    check_choice(accountant, "accountant", ("rdp", "pld"))
+    check_choice(sampling, "sampling", SAMPLINGS)
     if sampling == "poisson":
         event = dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(z))
         rel = dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -556,7 +490,7 @@ def epsilon_subsampled_gaussian(noise_multiplier: float, sample_rate: float, ste
         if accountant == "pld":
             raise ValueError("accountant: dp-accounting's PLD accountant does not support "
                              "sampling without replacement; use 'rdp' or sampling='poisson'")
-        n = _check_int(dataset_size, "dataset_size")
+        n = check_int(dataset_size, "dataset_size", min_value=1)
         b = int(round(q * n))
         if not 1 <= b <= n:
             raise ValueError(f"sample_rate: {q} x dataset_size {n} is not a batch size in [1, {n}]")
@@ -619,8 +553,8 @@ def epsilon_rdp(sigma: float, delta: float, settings: "DPSettings", *,
     _dp()
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 
-    sigma, delta = _check_sigma(sigma), _check_delta(delta)
-    _choice(sampling, SAMPLINGS, "sampling")
+    sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
+    check_choice(sampling, "sampling", SAMPLINGS)
     if sigma == 0.0:
         return math.inf
     orders, rdp_round = _rdp_round(sigma, settings, sampling)
@@ -682,9 +616,9 @@ def epsilon_pld(sigma: float, delta: float, settings: "DPSettings", *,
     """
     _dp()
 
-    sigma, delta = _check_sigma(sigma), _check_delta(delta)
-    _choice(sampling, SAMPLINGS, "sampling")
-    vdi = _check_positive(value_discretization_interval, "value_discretization_interval")
+    sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
+    check_choice(sampling, "sampling", SAMPLINGS)
+    vdi = check_positive(value_discretization_interval, "value_discretization_interval")
     st = settings
     if st.trainer != "dp-rsgd":
         raise ValueError("settings.trainer: the PLD accountant covers DP-RSGD only (DP-RSVRG's "
@@ -779,7 +713,7 @@ def epsilon_seed(sigma: float, delta: float, settings: "DPSettings") -> float:
     -------
     float
     """
-    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
     if sigma == 0.0:
         return math.inf
     st = settings
@@ -833,10 +767,10 @@ def calibrate_sigma(target_eps: float, target_delta: float, settings: "DPSetting
         ``eps > 0`` is reachable with enough noise, so this names a cap or settings that make
         the target unreachable in practice).
     """
-    target_eps = _check_eps(target_eps, "target_eps")
-    target_delta = _check_delta(target_delta, "target_delta")
-    _choice(accountant, ACCOUNTANTS, "accountant")
-    rtol = _check_positive(rtol, "rtol")
+    target_eps = check_positive(target_eps, "target_eps")
+    target_delta = DELTA(target_delta, "target_delta")
+    check_choice(accountant, "accountant", ACCOUNTANTS)
+    rtol = check_positive(rtol, "rtol")
     st = settings
     if accountant == "seed":
         return _calibrate_seed(target_eps, target_delta, st)
@@ -847,7 +781,7 @@ def calibrate_sigma(target_eps: float, target_delta: float, settings: "DPSetting
             cache[sigma] = _epsilon(accountant, sigma, target_delta, st, **options)
         return cache[sigma]
 
-    top = _check_positive(sigma_max, "sigma_max") * st.tau
+    top = check_positive(sigma_max, "sigma_max") * st.tau
     # bracket [lo, hi] with eps(lo) > target >= eps(hi), growing/shrinking by 4x from a
     # starting point at noise multiplier ~1 on the clipped sum
     hi = lo = min(st.tau / st.batch_size, top)
@@ -951,7 +885,7 @@ def privacy_report(sigma: float, delta: float, settings: DPSettings) -> PrivacyB
         ``eps_seed``, ``eps_rdp`` and, for DP-RSGD, the Poisson-sampling RDP and PLD values
         (for comparison; ``None`` otherwise).
     """
-    sigma, delta = _check_sigma(sigma), _check_delta(delta)
+    sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
     st = settings
     poisson = st.trainer == "dp-rsgd"
     return PrivacyBudget(

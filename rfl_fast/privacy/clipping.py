@@ -26,7 +26,7 @@ The federated engine's private local step is then
 import numpy as np
 
 from .._typing import ArrayLike, FloatArray
-from .._validation import as_array
+from .._validation import Real, as_array, check_real
 from ..kernels import fused
 from ..manifolds import Manifold
 
@@ -34,21 +34,8 @@ __all__ = ["clip_factors", "clip", "clipped_sum_reference", "pca_sample_rgrads",
            "clipped_sum_pca", "frechet_sample_rgrads", "clipped_sum_frechet"]
 
 
-def _check_tau(tau):
-    try:
-        t = float(tau)
-    except (TypeError, ValueError):
-        raise TypeError(f"tau: expected a real clipping threshold, got {tau!r}") from None
-    if not t > 0.0:  # also rejects NaN
-        raise ValueError(f"tau: expected a clipping threshold > 0 (inf: no clipping), got {tau!r}")
-    return t
-
-
-def _check_c(c):
-    c = float(c)
-    if not np.isfinite(c):
-        raise ValueError(f"c: expected a finite scale, got {c!r}")
-    return c
+#: The clipping threshold: > 0, ``inf`` disables clipping.
+_TAU = Real(0, low_open=True, allow_inf=True)
 
 
 def _expand(a, core_ndim):
@@ -75,7 +62,7 @@ def clip_factors(norms: ArrayLike, tau: float) -> FloatArray:
         Some norm is NaN, inf or negative: a sample whose gradient norm is not a finite number
         cannot be clipped (factor 1 would release it unclipped, factor 0 would hide a bug).
     """
-    tau = _check_tau(tau)
+    tau = _TAU(tau, "tau")
     norms = np.asarray(norms, dtype=float)
     bad = ~(np.isfinite(norms) & (norms >= 0))
     if bad.any():
@@ -167,7 +154,7 @@ def pca_sample_rgrads(Z: ArrayLike, X: ArrayLike, c: float = 1.0) -> FloatArray:
     G : ndarray, shape (m, d, r) or (m, d)
     """
     Z, X, X2 = _pca_args(Z, X)
-    c = _check_c(c)
+    c = check_real(c, "c")
     P = Z @ X2
     R = Z - P @ X2.T
     G = -c * R[:, :, None] * P[:, None, :]
@@ -218,7 +205,7 @@ def clipped_sum_pca(Z: ArrayLike, X: ArrayLike, tau: float, c: float = 1.0, *,
     # the one-pass kernels read Z once; a separate finiteness pass would double their cost, so
     # Z is checked through the result, non-finite exactly when some z_j is (X finite)
     Z, X, X2 = _pca_args(Z, X, check_z=route == "numpy")
-    tau, c = _check_tau(tau), _check_c(c)
+    tau, c = _TAU(tau, "tau"), check_real(c, "c")
     S = fused.clipped_pca_sum(Z, np.ascontiguousarray(X2.T, dtype=np.float64), tau, c, route).T
     if not np.isfinite(S).all():
         as_array(Z, "Z")  # names the NaN / inf
@@ -285,7 +272,7 @@ def clipped_sum_frechet(M: Manifold, x: ArrayLike, Y: ArrayLike, tau: float,
     ndarray, shape ``(*M.shape)``
     """
     Y, a = _frechet_args(M, x, Y, weights)
-    tau = _check_tau(tau)
+    tau = _TAU(tau, "tau")
     logs = M.log(x, Y)
     w = clip_factors(2.0 * np.abs(a) * M.dist(x, Y), tau)
     return -2.0 * np.tensordot(w * a, logs, axes=1)

@@ -16,7 +16,7 @@ import numpy as np
 from . import accounting as _acc
 
 __all__ = ["PrivacyLedger", "PLD_POINTS", "DEFAULT_DELTA", "ledger_columns", "calibrated_sigma",
-           "eps_total", "check_budget_eps", "check_budget_delta"]
+           "eps_total"]
 
 #: Rounds at which the PLD accountant is evaluated exactly (see the module docstring).
 PLD_POINTS = 32
@@ -61,25 +61,6 @@ class PrivacyLedger:
     def epsilon(self):
         """The spent epsilon of the whole run under each accountant (dict)."""
         return {k[4:]: float(v[-1]) for k, v in self.columns.items() if k.startswith("eps_")}
-
-
-def check_budget_eps(eps, name):
-    """``eps`` of an ``(eps, delta)`` budget as a float: finite and > 0 (``name`` in errors)."""
-    v = _acc._real(eps, name)
-    if not (0.0 < v < math.inf):
-        raise ValueError(f"{name}: an (eps, delta) budget needs a finite eps > 0, got {eps!r} "
-                         f"(eps <= 0 cannot be reached by any noise)")
-    return v
-
-
-def check_budget_delta(delta, name):
-    """``delta`` of an ``(eps, delta)`` budget as a float in (0, 1) (``name`` in errors)."""
-    v = _acc._real(delta, name)
-    if not (0.0 < v < 1.0):
-        raise ValueError(f"{name}: an (eps, delta) budget needs 0 < delta < 1, got {delta!r} "
-                         f"(delta >= 1 is no guarantee, delta <= 0 is not reachable by "
-                         f"Gaussian noise)")
-    return v
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,6 +5,7 @@ from typing import Self
 import numpy as np
 
 from .._typing import ArrayLike, ClientSamples, FloatArray, Weighting
+from .._validation import check_int
 from ..manifolds import Stiefel
 from ._numerics import principal_angles
 from ._quadratic import QuadraticProblem
@@ -13,11 +14,10 @@ __all__ = ["KPCA"]
 
 
 def _check_r(r, d):
-    if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, np.integer)):
-        raise TypeError(f"r: expected an int, got {type(r).__name__}")
+    r = check_int(r, "r")
     if not 1 <= r <= d:
         raise ValueError(f"r: expected 1 <= r <= d = {d} (the data dimension), got r = {r}")
-    return int(r)
+    return r
 
 
 class KPCA(QuadraticProblem):
