@@ -51,13 +51,27 @@ _OWN_PAGE = {n.rsplit(".", 1)[1] for n in PUBLIC_MODULES if "." in n} | {"kernel
 _MANIFOLDS = set(importlib.import_module("rfl_fast.manifolds").__all__)
 
 
+def _home(name, member):
+    """Whether ``member`` of public module ``name`` is documented elsewhere: a re-export from
+    another public module (not the root) that defines it and lists it (e.g.
+    ``rfl_fast.algorithms.PrivacyLedger``, documented under ``rfl_fast.privacy``)."""
+    where = getattr(getattr(importlib.import_module(name), member), "__module__", None) or ""
+    for other in PUBLIC_MODULES:
+        defined_there = where == other or where.startswith(other + ".")
+        if other not in (name, "rfl_fast") and defined_there \
+                and member in importlib.import_module(other).__all__:
+            return True
+    return False
+
+
 def _write_api_pages():
     out = HERE / "api"
     out.mkdir(exist_ok=True)
     for name, title in PUBLIC_MODULES.items():
         module = importlib.import_module(name)
         members = [m for m in module.__all__ if not m.startswith("__")
-                   and not (name == "rfl_fast" and m in _OWN_PAGE | _MANIFOLDS)]
+                   and not (name == "rfl_fast" and m in _OWN_PAGE | _MANIFOLDS)
+                   and not (name != "rfl_fast" and _home(name, m))]
         heading = f"``{name}``: {title}"
         lines = [heading, "=" * len(heading), "", f".. automodule:: {name}", "   :no-members:",
                  "", f".. currentmodule:: {name}", "", ".. autosummary::",
