@@ -171,8 +171,9 @@ class Replies:
 
 
 class Transport:
-    """How the server reaches the clients, which hold their persistent states. A client that
-    fails is reported in :attr:`Replies.failed`, never raised."""
+    """How the server reaches the clients, which hold their persistent states. A screening
+    transport (Flower, :class:`InProcess` per client) reports a client that fails in
+    :attr:`Replies.failed`; the unscreened batched :class:`InProcess` raises its error."""
 
     def exchange(self, phase, t, ids, msg, fresh):
         """Send ``msg`` to the clients ``ids`` and collect their uploads.
