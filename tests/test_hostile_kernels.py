@@ -4,11 +4,16 @@ naming the argument, on every available backend; never a silent wrong answer.
 1. polar retraction / polar factor of huge or tiny matrices (rescaled, every p, p = 5 lanes too);
 2. sphere Exp with |u|^2 overflowing, ``sym_expm`` overflow, Lorentz Exp far from the origin;
 3. the compiled core's argument conversion (core axes beyond int, complex, float indices);
-4. dtypes other than float64 / float32 (float16, longdouble).
+4. dtypes other than float64 / float32 (float16, longdouble);
+5. large p: ``Stiefel(400, 400)`` in memory of the order of its points.
 """
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from subprocess_env import same_package
 
 import rfl_fast as rf
 from rfl_fast import linalg
@@ -301,3 +306,52 @@ def test_float16_longdouble_refused_on_every_manifold(dtype, case):
             f(x, ud)
     with pytest.raises(TypeError, match=r"s: expected a float64 or float32 array"):
         linalg.sym_expm(np.eye(2, dtype=dtype))
+
+
+# ------------------------------------------------------------------ 5. large p
+
+_LARGE_P = r"""
+import resource, sys
+import numpy as np
+import rfl_fast as rf
+from rfl_fast.errors import BackendUnavailableError
+
+def peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+rng = np.random.default_rng(0)
+small = rf.Stiefel(6, 6)
+xs = small.random_point(2, rng=rng)
+us = 0.1 * small.random_tangent(xs, rng=rng)
+for b in rf.available_backends():          # JIT compilation and caches before the baseline
+    small.inv_retr(xs, small.retr(xs, us, backend=b), backend=b)
+M = rf.Stiefel(400, 400)
+x = M.random_point(2, rng=rng)
+u = M.random_tangent(x, rng=rng)
+u *= 0.5 / np.linalg.norm(u, axis=(-2, -1), keepdims=True)
+base = peak_mb()
+for b in rf.available_backends():
+    v = M.proj(x, u + x, backend=b)
+    assert np.max(np.abs(M.proj(x, v) - v)) < 1e-12, b
+    y = M.retr(x, u, backend=b)
+    assert np.max(np.abs(np.swapaxes(y, -1, -2) @ y - np.eye(400))) < 1e-12, b
+    try:
+        w = M.inv_retr(x, y, backend=b)
+    except BackendUnavailableError as e:       # declared beyond its size: refused, not run
+        assert b == "numba" and "only up to size 32" in str(e), (b, e)
+        continue
+    assert np.max(np.abs(w - u)) < 1e-9, (b, np.max(np.abs(w - u)))
+print(peak_mb() - base)
+"""
+
+
+def test_stiefel_400_400_in_memory_of_its_points():
+    """Old: the C++ polar inverse built an O(p^4) system (MemoryError at p = 400) and Numba
+    solves an O(p^6) one. Now proj / retr / inv_retr of St(400, 400) answer on every backend
+    (Numba's inverse refused by its declared size, with a message), and the peak memory grows
+    by less than 40 points' worth (one point: 1.28 MB; the O(p^4) system: 51 GB)."""
+    run = subprocess.run([sys.executable, "-c", _LARGE_P], capture_output=True, text=True,
+                         timeout=600, **same_package(OMP_NUM_THREADS="1"))
+    assert run.returncode == 0, run.stderr
+    grown_mb = float(run.stdout.split()[-1])
+    assert grown_mb < 40 * 400 * 400 * 8 / 2**20, grown_mb

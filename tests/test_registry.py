@@ -113,21 +113,92 @@ def test_only_kernels_touch_the_compiled_module_and_the_dispatcher():
     assert not bad, bad
 
 
+def _sweep_row(b, p, cpp, numba, numba_ok=True, rounds=None):
+    times = {"cpp": cpp, "numba": numba, "numpy": 1.0}
+    row = {"kernel": "stiefel_proj", "point": [b, 784, p], "auto": "cpp", "times": times,
+           "agree": {"cpp": True, "numba": numba_ok, "numpy": True}}
+    if rounds is not None:
+        row["rounds"] = [times] + [{"cpp": c, "numba": n, "numpy": 1.0} for c, n in rounds]
+    return row
+
+
 def test_derive_auto_orders_backends_by_their_time_per_point():
     """The table derivation from sweep rows (times given, not measured): each point orders the
-    backends that agree with the reference fastest first, a disagreeing one last."""
+    backends that agree with the reference and beat it by the margin fastest first, then the
+    reference, then the rest, a disagreeing one last."""
     from rfl_fast.app.sweep import derive_auto
 
-    def row(b, p, cpp, numba, numba_ok=True):
-        return {"kernel": "stiefel_proj", "point": [b, 784, p], "auto": "cpp",
-                "times": {"cpp": cpp, "numba": numba, "numpy": 1.0},
-                "agree": {"cpp": True, "numba": numba_ok, "numpy": True}}
-
-    rows = [row(1, 4, 0.1, 0.5), row(1, 16, 2.0, 3.0), row(16, 16, 0.8, 3.0),
-            row(1, 32, 2.0, 0.5, numba_ok=False)]
+    rows = [_sweep_row(1, 4, 0.1, 0.5), _sweep_row(1, 16, 2.0, 3.0),
+            _sweep_row(16, 16, 0.8, 3.0), _sweep_row(1, 32, 2.0, 0.5, numba_ok=False)]
     assert derive_auto(rows)["stiefel_proj"] == (
         ((1, 784, 4), ("cpp", "numba", "numpy")), ((1, 784, 16), ("numpy", "cpp", "numba")),
         ((16, 784, 16), ("cpp", "numpy", "numba")), ((1, 784, 32), ("numpy", "cpp", "numba")))
+
+
+def test_derive_auto_keeps_the_reference_where_a_backend_wins_by_less_than_the_margin():
+    """1.05x is within a busy machine's noise (MARGIN = 1.1): auto keeps the reference there,
+    and a backend that is fast in one round but not in another counts by its worst round."""
+    from rfl_fast.app.sweep import MARGIN, derive_auto
+
+    assert MARGIN == 1.1
+    rows = [_sweep_row(1, 64, 1 / 1.05, 2.0), _sweep_row(16, 64, 0.5, 0.8, rounds=[(1.0, 0.8)]),
+            _sweep_row(16, 128, 0.5, 0.6, rounds=[(0.55, 0.7)])]
+    assert derive_auto(rows)["stiefel_proj"] == (
+        ((1, 784, 64), ("numpy", "cpp", "numba")), ((16, 784, 64), ("numba", "numpy", "cpp")),
+        ((16, 784, 128), ("cpp", "numba", "numpy")))
+
+
+def test_a_close_point_is_timed_again_and_a_clear_one_is_not(monkeypatch):
+    from rfl_fast.app import sweep
+
+    calls = []
+
+    def fake_time_point(name, point, backends, repeats):
+        calls.append(point)
+        cpp = {(1, 784, 5): 0.1, (1, 784, 64): 0.95}[tuple(point)]
+        return {"kernel": name, "point": list(point), "times": {"numpy": 1.0, "cpp": cpp},
+                "agree": {"numpy": True, "cpp": True}, "given_up": []}
+
+    monkeypatch.setattr(sweep, "time_point", fake_time_point)
+    clear = sweep.time_rounds("stiefel_proj", (1, 784, 5), ["numpy", "cpp"], 1, rounds=3)
+    close = sweep.time_rounds("stiefel_proj", (1, 784, 64), ["numpy", "cpp"], 1, rounds=3)
+    assert len(clear["rounds"]) == 1 and len(close["rounds"]) == 3
+    assert calls == [(1, 784, 5)] + [(1, 784, 64)] * 3
+
+
+def test_write_auto_merges_point_by_point(tmp_path):
+    """A sweep of some points replaces their orders and keeps every other point of the table."""
+    from rfl_fast.app.sweep import derive_auto, write_auto_table
+    from rfl_fast.kernels._auto_table import AUTO
+
+    path = tmp_path / "table.py"
+    write_auto_table(derive_auto([_sweep_row(1, 784, 2.0, 3.0)]), path, "a test sweep.")
+    namespace = {}
+    exec(path.read_text(), namespace)
+    new = namespace["AUTO"]
+    assert set(new) == set(AUTO)
+    old = dict(AUTO["stiefel_proj"])
+    assert dict(new["stiefel_proj"]) == {**old, (1, 784, 784): ("numpy", "cpp", "numba")}
+    for name in AUTO:
+        if name != "stiefel_proj":
+            assert dict(new[name]) == dict(AUTO[name])
+    assert "a test sweep." in namespace["__doc__"]
+
+
+def test_bench_write_auto_writes_the_kernels_table(monkeypatch, capsys):
+    """``rfl-fast bench --sweep --write-auto`` writes ``rfl_fast/kernels/_auto_table.py``."""
+    import rfl_fast
+    from rfl_fast.app import bench, sweep
+
+    written = []
+    monkeypatch.setattr(sweep, "write_auto_table", lambda table, path, note: written.append(
+        (table, path, note)))
+    assert bench.main(["--sweep", "--only", "stiefel_proj", "--min-size", "100000",
+                       "--write-auto"]) == 0
+    (table, path, note), = written
+    assert table == {}
+    assert path == str(pathlib.Path(rfl_fast.__file__).parent / "kernels" / "_auto_table.py")
+    assert "--min-size 100000" in note
 
 
 def test_a_backend_beyond_its_declared_size_is_never_auto():
@@ -140,6 +211,20 @@ def test_a_backend_beyond_its_declared_size_is_never_auto():
         shape = (1, 784, size)
         assert _dispatch.resolve("stiefel_inv_retr_polar", "auto", shape)[0] != "numba" or \
             size <= 32
+
+
+@pytest.mark.skipif(not kernels.is_available("numba"), reason="Numba is not installed")
+def test_a_backend_asked_for_beyond_its_declared_size_is_refused_with_the_alternatives():
+    """Asked for by name, Numba's O(p^6) polar inverse at p = 64 would allocate gigabytes: the
+    call is refused, naming the limit and the backends that handle the shape."""
+    from rfl_fast.errors import BackendUnavailableError
+
+    x = np.zeros((1, 70, 64))
+    with pytest.raises(BackendUnavailableError, match=r"'numba' handles kernel "
+                       r"'stiefel_inv_retr_polar' only up to size 32 .*got shape \(1, 70, 64\)"
+                       r": use 'auto', or (?:'cpp', 'numpy'|'numpy')$"):
+        kernels.call("stiefel_inv_retr_polar", x, x, backend="numba")
+    assert _dispatch.resolve("stiefel_inv_retr_polar", "numba", (1, 70, 32))[0] == "numba"
 
 
 def test_one_sweep_point_times_every_backend_and_agrees():

@@ -272,9 +272,17 @@ def main(argv=None):
                         help="with --sweep: the registry's sample of each grid (minutes)")
     parser.add_argument("--write-auto", action="store_true",
                         help="with --sweep: regenerate auto's per-shape table from the sweep")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --sweep: time a point whose choice is close up to this "
+                             "many times (auto's table takes each backend's worst round)")
+    parser.add_argument("--min-size", type=int, default=0,
+                        help="with --sweep: only grid points whose last core dimension "
+                             "(Stiefel p, matrix n, vector d) is at least this")
     args = parser.parse_args(argv)
-    if args.write_auto and not args.sweep:
-        parser.error("--write-auto needs --sweep")
+    if (args.write_auto or args.rounds != 1 or args.min_size) and not args.sweep:
+        parser.error("--write-auto, --rounds and --min-size need --sweep")
+    if args.rounds < 1:
+        parser.error(f"--rounds: expected an integer >= 1, got {args.rounds}")
     if args.quiet:  # the tables go nowhere; the summary and errors are printed below
         with contextlib.redirect_stdout(io.StringIO()):
             rows, status = _sweep(args) if args.sweep else _compare(args)
@@ -321,6 +329,14 @@ def _compare(args):
     return rows, 0
 
 
+def _sweep_command(args):
+    """The sweep's options as a command line (for the auto table's note)."""
+    return ["--sweep", "--quick" if args.quick else "", f"--only {args.only}" if args.only else "",
+            f"--rounds {args.rounds}" if args.rounds != 1 else "",
+            f"--min-size {args.min_size}" if args.min_size else "",
+            f"--repeats {args.repeats}" if args.repeats else "", "--write-auto"]
+
+
 def _sweep(args):
     """The shape sweep (``rfl_fast.app.sweep``): ``(rows, exit status)``."""
     from . import sweep
@@ -330,14 +346,17 @@ def _sweep(args):
     for k, v in info.items():
         print(f"{k}: {v}")
     names = [k for k in KERNELS if args.only in k]
-    rows = sweep.run_sweep(names, repeats=args.repeats or 3, quick=args.quick)
+    rows = sweep.run_sweep(names, repeats=args.repeats or 3, quick=args.quick,
+                           rounds=args.rounds, min_size=args.min_size)
     sweep.print_summary(rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": info, "rows": rows}, f, indent=1)
     if args.write_auto:
-        path = os.path.join(os.path.dirname(__file__), "kernels", "_auto_table.py")
-        note = (f"Measured by `rfl-fast bench --sweep --write-auto` on {info['cpu']} "
+        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "kernels",
+                            "_auto_table.py")
+        what = " ".join(a for a in _sweep_command(args) if a)
+        note = (f"Measured by `rfl-fast bench {what}` on {info['cpu']} "
                 f"({info['cpus']} CPUs), BLAS {info['blas']}.")
         sweep.write_auto_table(sweep.derive_auto(rows), path, note)
         print(f"wrote {path}")

@@ -7,11 +7,19 @@
 At each grid point the backends are timed side by side in one process
 (``timing.block_medians``: blocks of back-to-back calls, the backends alternating, medians). A
 backend whose first call takes more than :data:`GIVE_UP` times the reference's (and over 0.2 s)
-is timed by that one call. ``auto`` is reported as the time of the backend it chooses at that shape (raw kernels on
-both sides, so dispatch overhead is not in the ratio; ``bench`` measures that separately).
+is timed by that one call. ``auto`` is reported as the time of the backend it chooses at that
+shape (raw kernels on both sides, so dispatch overhead is not in the ratio; ``bench`` measures
+that separately).
+
+``auto``'s table (``derive_auto``) is built to survive a busy machine: a compiled backend goes
+before the reference at a point only when it is at least :data:`MARGIN` times faster in every
+round timed there (``--rounds``: a point whose choice is close is timed again), so a shape where
+the routes are level, or where one round says otherwise, keeps the reference.
 """
 
 import math
+import statistics
+import textwrap
 import time
 
 import numpy as np
@@ -24,6 +32,11 @@ from .timing import agree, block_medians
 __all__ = ["run_sweep", "derive_auto", "write_auto_table", "print_summary"]
 
 GIVE_UP = 20.0
+#: A compiled backend precedes the reference only when this much faster in every round.
+MARGIN = 1.1
+#: A point whose best compiled speed-up (worst round) is within this factor of MARGIN, either
+#: way, is timed again, up to ``rounds`` rounds.
+CLOSE = 1.6
 
 
 def _core_dims(name, point):
@@ -63,7 +76,7 @@ def time_point(name, point, backends, repeats):
     slow = tuple(b for b in calls if first[b] > 0.05)  # one call per block, fewer repeats
     times = block_medians(calls, repeats, once=slow, warmup_s=0.02)
     times.update({b: first[b] for b in given_up})
-    return {"kernel": name, "point": list(point), "times": times,
+    return {"kernel": name, "point": list(point), "times": times, "given_up": sorted(given_up),
             "agree": {b: agree(outs[b], want) for b in backends}}
 
 
@@ -86,22 +99,51 @@ def _size(name, point):
     return _core_dims(name, point)[-1]
 
 
-def run_sweep(names, repeats=3, out=print, quick=False):
+def _speedups(row):
+    """``{backend: worst speed-up over the reference across the row's rounds}``."""
+    rounds = row.get("rounds", [row["times"]])
+    return {b: min(t["numpy"] / t[b] for t in rounds) for b in row["times"]}
+
+
+def _close(row):
+    """Whether the row's choice between the reference and a compiled backend is close."""
+    best = max((s for b, s in _speedups(row).items() if b != "numpy" and row["agree"][b]),
+               default=None)
+    return best is not None and MARGIN / CLOSE <= best <= MARGIN * CLOSE
+
+
+def time_rounds(name, point, backends, repeats, rounds):
+    """``time_point`` at ``point``, timed again while its choice is close, up to ``rounds``
+    rounds (a backend given up as too slow in the first is not timed again): ``times`` holds
+    each backend's median over the rounds, ``rounds`` every round's."""
+    row = time_point(name, point, backends, repeats)
+    row["rounds"] = [row["times"]]
+    again = [b for b in row["times"] if b not in row["given_up"]]  # too slow: one round is plenty
+    while len(row["rounds"]) < rounds and _close(row):
+        row["rounds"].append({**row["times"], **time_point(name, point, again, repeats)["times"]})
+    row["times"] = {b: statistics.median(t[b] for t in row["rounds"]) for b in row["times"]}
+    return row
+
+
+def run_sweep(names, repeats=3, out=print, quick=False, rounds=1, min_size=0):
     """Time every available backend of ``names`` over their grids (``quick``: the registry's
-    sample of each grid); a list of rows."""
+    sample of each grid; ``min_size``: only points whose size, the last core dimension, is at
+    least this; ``rounds``: see ``time_rounds``); a list of rows."""
     backends = kernels.available_backends()
     rows = []
     out(f"{'kernel':24s}{'point (N, dims)':>20s}" + "".join(f"{b + ' x':>10s}" for b in backends)
-        + f"{'auto':>7s}{'auto x':>9s}{'/best':>7s}")
+        + f"{'auto':>7s}{'auto x':>9s}{'/best':>7s}{'rounds':>7s}")
     for name in names:
         for point in sweep_grid(name, quick):
-            row = time_point(name, point, backends, repeats)
+            if _size(name, point) < min_size:
+                continue
+            row = time_rounds(name, point, backends, repeats, rounds)
             t = row["times"]
             row["auto"] = a = auto_backend(name, point)
             cells = "".join(f"{'-':>10s}" if b not in t else f"{t['numpy'] / t[b]:10.2f}"
                             + ("!" if not row["agree"][b] else "") for b in backends)
             out(f"{name:24s}{str(tuple(point)):>20s}{cells}{a:>7s}{t['numpy'] / t[a]:9.2f}"
-                f"{min(t.values()) / t[a]:7.2f}")
+                f"{min(t.values()) / t[a]:7.2f}{len(row['rounds']):7d}")
             rows.append(row)
     return rows
 
@@ -128,36 +170,47 @@ def print_summary(rows, out=print):
         out(f"{'all':24s}{len(allr):7d}{min(allr):13.2f}{gm:9.2f}")
 
 
-def derive_auto(rows):
+def derive_auto(rows, margin=MARGIN):
     """``{kernel: ((shape, backend order), ...)}`` from sweep rows: at each point (the first
-    argument's shape ``(items, *core)``), the backends that agree with the reference, fastest
-    first, then those that do not. ``auto`` uses the order of the nearest point."""
+    argument's shape ``(items, *core)``), the backends that agree with the reference and are at
+    least ``margin`` times faster than it in every round (``rows[i]["rounds"]``, else
+    ``"times"``), fastest (worst round) first; then the reference; then the other agreeing
+    backends, fastest first; then those that disagree. ``auto`` uses the order of the nearest
+    point."""
     table = {}
     for r in rows:
-        t = r["times"]
-        order = sorted(t, key=lambda b: (not r["agree"].get(b, True), t[b]))
-        order += [b for b in kernels.BACKENDS if b not in order and b != "numpy"]
-        if "numpy" not in order:
-            order.append("numpy")
+        speed = _speedups(r)
+        fast = sorted((b for b in speed if b != "numpy"), key=lambda b: (
+            not r["agree"].get(b, True), -speed[b]))
+        ahead = [b for b in fast if r["agree"].get(b, True) and speed[b] >= margin]
+        order = ahead + ["numpy"] + [b for b in fast if b not in ahead]
+        order += [b for b in kernels.BACKENDS if b not in order]
         table.setdefault(r["kernel"], []).append((_shape(r["kernel"], r["point"]), tuple(order)))
     return {k: tuple(v) for k, v in table.items()}
 
 
 def write_auto_table(table, path, note):
-    """Write ``table`` (merged over the existing one) as the module ``kernels/_auto_table.py``."""
-    from ..kernels._auto_table import AUTO
+    """Write ``table`` as the module ``kernels/_auto_table.py``, merged point by point over the
+    existing one: a point of ``table`` replaces the same shape's order, the other points stay."""
+    from ..kernels import _auto_table
 
-    merged = dict(AUTO)
-    merged.update(table)
+    merged = {k: dict(points) for k, points in _auto_table.AUTO.items()}
+    earlier = _auto_table.__doc__.split("\n\n")[1:-1]   # the earlier sweeps' notes
+    note = textwrap.fill(" ".join(note.split()), 95)
+    if merged:
+        note += ("\n\nPoints this sweep did not time are kept from the table before it:\n\n"
+                 + "\n\n".join(p.strip() for p in earlier))
+    for name, points in table.items():
+        merged.setdefault(name, {}).update(points)
     lines = ['"""Per-shape backend order for ``auto``: generated by ``rfl-fast bench --sweep '
-             '--write-auto``.', "", note.strip(), "",
+             '--write-auto``.', "", note, "",
              "kernel -> ((first argument's shape (items, *core), backend order), ...): a call "
              "takes the",
              "order of the point nearest to its first argument's shape (log scale, every axis).",
              '"""', "", "AUTO = {"]
     for name in sorted(merged):
         lines.append(f"    {name!r}: (")
-        for shape, order in merged[name]:
+        for shape, order in sorted(merged[name].items()):
             lines.append(f"        ({tuple(shape)!r}, {tuple(order)!r}),")
         lines.append("    ),")
     lines.append("}")

@@ -189,6 +189,12 @@ def resolve(kernel, choice=None, shape=None):
     order = auto_order(kernel, shape) if choice == "auto" else (choice,)
     if choice == "auto":
         order = [b for b in order if handles(kernel, b, _last_dim(shape))]
+    elif kernel in REGISTRY and not handles(kernel, choice, _last_dim(shape)):
+        limit = dict(REGISTRY[kernel].max_size)[choice]
+        raise BackendUnavailableError(
+            f"backend {choice!r} handles kernel {kernel!r} only up to size {limit} (the last "
+            f"dimension of the first argument), got shape {tuple(shape)}: use 'auto', or "
+            f"{', '.join(repr(b) for b in BACKENDS if handles(kernel, b, _last_dim(shape)))}")
     for name in order:
         fn = getattr(load(name), kernel, None) if load(name) is not None else None
         if callable(fn):
