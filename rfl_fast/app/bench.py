@@ -279,15 +279,16 @@ def main(argv=None):
                         help="with --sweep: only grid points whose last core dimension "
                              "(Stiefel p, matrix n, vector d) is at least this")
     args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     if (args.write_auto or args.rounds != 1 or args.min_size) and not args.sweep:
         parser.error("--write-auto, --rounds and --min-size need --sweep")
     if args.rounds < 1:
         parser.error(f"--rounds: expected an integer >= 1, got {args.rounds}")
     if args.quiet:  # the tables go nowhere; the summary and errors are printed below
         with contextlib.redirect_stdout(io.StringIO()):
-            rows, status = _sweep(args) if args.sweep else _compare(args)
+            rows, status = _sweep(args, argv) if args.sweep else _compare(args)
     else:
-        rows, status = _sweep(args) if args.sweep else _compare(args)
+        rows, status = _sweep(args, argv) if args.sweep else _compare(args)
     if not args.sweep:  # the sweep prints its own summary
         print(agreement_summary(rows, verbose=args.verbose))
     return status
@@ -329,16 +330,9 @@ def _compare(args):
     return rows, 0
 
 
-def _sweep_command(args):
-    """The sweep's options as a command line (for the auto table's note)."""
-    return ["--sweep", "--quick" if args.quick else "", f"--only {args.only}" if args.only else "",
-            f"--rounds {args.rounds}" if args.rounds != 1 else "",
-            f"--min-size {args.min_size}" if args.min_size else "",
-            f"--repeats {args.repeats}" if args.repeats else "", "--write-auto"]
-
-
-def _sweep(args):
-    """The shape sweep (``rfl_fast.app.sweep``): ``(rows, exit status)``."""
+def _sweep(args, argv):
+    """The shape sweep (``rfl_fast.app.sweep``): ``(rows, exit status)``; ``argv``, the command
+    line, goes into the auto table's note."""
     from . import sweep
     from ..kernels import KERNELS
 
@@ -355,8 +349,7 @@ def _sweep(args):
     if args.write_auto:
         path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "kernels",
                             "_auto_table.py")
-        what = " ".join(a for a in _sweep_command(args) if a)
-        note = (f"Measured by `rfl-fast bench {what}` on {info['cpu']} "
+        note = (f"Measured by `rfl-fast bench {' '.join(argv)}` on {info['cpu']} "
                 f"({info['cpus']} CPUs), BLAS {info['blas']}.")
         sweep.write_auto_table(sweep.derive_auto(rows), path, note)
         print(f"wrote {path}")
