@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "binding.hpp"
+#include "rfl/blas.hpp"
 
 #ifndef RFL_FAST_VERSION
 #define RFL_FAST_VERSION "0+unknown"
@@ -100,7 +101,7 @@ RFL_CLONES bool all_finite(const double* a, std::size_t n) {
 
 template <int CORE, bool SCALAR_OUT>
 py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
-                          bool (*core_ok)(const py::ssize_t*)) {
+                          bool (*core_ok)(const py::ssize_t*), BlasThreaded blas_threaded) {
     namespace pd = py::detail;
     static PyObject* const f64 = py::dtype::of<double>().release().ptr();  // the builtin descr
     constexpr int kFlags = pd::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | pd::npy_api::NPY_ARRAY_ALIGNED_;
@@ -148,7 +149,7 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
             if (!all_finite(xa + at, count) || !all_finite(xb + at, count)) return false;
             run(xa + at, xb + at, o, i1 - i0, c);
             return all_finite(o, static_cast<std::size_t>(i1 - i0) * out_item);
-        });
+        }, blas_threaded != nullptr && blas_threaded(c));
     }
     return good ? py::object(std::move(out)) : py::object(py::none());
 }
@@ -157,10 +158,10 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
 
 template <int CORE, bool SCALAR_OUT>
 void def_checked(py::module_& m, const char* kernel, Run2 run,
-                 bool (*core_ok)(const py::ssize_t*)) {
+                 bool (*core_ok)(const py::ssize_t*), BlasThreaded blas_threaded) {
     m.def((std::string(kernel) + "_checked").c_str(),
-          [run, core_ok](py::handle a, py::handle b, py::handle core) {
-              return checked_binary<CORE, SCALAR_OUT>(a, b, core, run, core_ok);
+          [run, core_ok, blas_threaded](py::handle a, py::handle b, py::handle core) {
+              return checked_binary<CORE, SCALAR_OUT>(a, b, core, run, core_ok, blas_threaded);
           },
           py::arg("a"), py::arg("b"), py::arg("core"),
           (std::string("Fast lane of ") + kernel +
@@ -168,9 +169,12 @@ void def_checked(py::module_& m, const char* kernel, Run2 run,
            "answer, else None (see src/_core.cpp).").c_str());
 }
 
-template void def_checked<1, false>(py::module_&, const char*, Run2, bool (*)(const py::ssize_t*));
-template void def_checked<2, false>(py::module_&, const char*, Run2, bool (*)(const py::ssize_t*));
-template void def_checked<2, true>(py::module_&, const char*, Run2, bool (*)(const py::ssize_t*));
+template void def_checked<1, false>(py::module_&, const char*, Run2,
+                                   bool (*)(const py::ssize_t*), BlasThreaded);
+template void def_checked<2, false>(py::module_&, const char*, Run2,
+                                   bool (*)(const py::ssize_t*), BlasThreaded);
+template void def_checked<2, true>(py::module_&, const char*, Run2,
+                                   bool (*)(const py::ssize_t*), BlasThreaded);
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = R"pbdoc(
@@ -192,6 +196,27 @@ PYBIND11_MODULE(_core, m) {
 depend on it.)pbdoc");
     m.def("get_threads", [] { return g_threads.load(); },
         R"pbdoc(Threads of the batch loops (see set_threads).)pbdoc");
+
+    m.def("set_blas", [](py::object dgemm, py::object dgesv) {
+        auto pointer = [](py::object f, const char* arg) -> void* {
+            if (f.is_none()) return nullptr;
+            if (!PyCapsule_CheckExact(f.ptr()))
+                throw py::type_error(std::string("set_blas: ") + arg +
+                                     ": expected a capsule (scipy.linalg.cython_blas / "
+                                     "cython_lapack __pyx_capi__) or None");
+            return py::reinterpret_borrow<py::capsule>(f).get_pointer();
+        };
+        void* g = pointer(dgemm, "dgemm");
+        void* s = pointer(dgesv, "dgesv");
+        rfl::blas::set_routines(reinterpret_cast<rfl::blas::dgemm_fn>(g),
+                                reinterpret_cast<rfl::blas::dgesv_fn>(s)); },
+        py::arg("dgemm"), py::arg("dgesv"),
+        R"pbdoc(Hand the kernels the Fortran BLAS dgemm and LAPACK dgesv (capsules holding the
+function pointers, 32-bit integers, as scipy.linalg.cython_blas / cython_lapack export them), or
+None to stop using them. The large-p paths (rfl/blas.hpp) run on them; set once, at import,
+before any kernel runs.)pbdoc");
+    m.def("has_blas", [] { return rfl::blas::available(); },
+        R"pbdoc(Whether set_blas gave the kernels BLAS / LAPACK.)pbdoc");
 
     register_stiefel_qr(m);     // stiefel_proj, stiefel_retr_qr, stiefel_inv_retr_qr
     register_stiefel_polar(m);  // stiefel_retr_polar, stiefel_inv_retr_polar, polar

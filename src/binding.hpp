@@ -138,10 +138,14 @@ void check_same(const Arr& a, const Arr& b, const char* kernel, const char* an, 
 inline std::atomic<int> g_threads{1};
 
 // The batch loop of the headers (rfl/batch.hpp: fixed chunks, so results never depend on the
-// thread count) on up to g_threads threads.
+// thread count) on up to g_threads threads, or in the calling thread only (see below).
+// thread count. A loop whose items call BLAS that threads each call itself (`blas_threaded`)
+// runs in the calling thread: two loop threads each driving BLAS's threads on the same cores
+// took 1.7-2x as long (stiefel_inv_retr_polar (16, 784, 128), (200, 784, 32)).
 template <class Body>
-bool for_chunks(py::ssize_t N, std::size_t item_bytes, std::size_t inputs, Body&& body) {
-    return rfl::batch::for_chunks(N, item_bytes, inputs, g_threads.load(),
+bool for_chunks(py::ssize_t N, std::size_t item_bytes, std::size_t inputs, Body&& body,
+                bool blas_threaded = false) {
+    return rfl::batch::for_chunks(N, item_bytes, inputs, blas_threaded ? 1 : g_threads.load(),
                                   std::forward<Body>(body));
 }
 
@@ -150,12 +154,17 @@ using Run2 = void (*)(const double*, const double*, double*, py::ssize_t, const 
 
 // run over the batch in for_chunks' chunks: `item` doubles per item of a and b, `out_item` of o
 inline void run2_chunked(Run2 run, const double* a, const double* b, double* o, py::ssize_t N,
-                         const py::ssize_t* core, std::size_t item, std::size_t out_item) {
+                         const py::ssize_t* core, std::size_t item, std::size_t out_item,
+                         bool blas_threaded = false) {
     for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
         run(a + i0 * item, b + i0 * item, o + i0 * out_item, i1 - i0, core);
         return true;
-    });
+    }, blas_threaded);
 }
+
+// Whether a kernel's items of core shape `core` call BLAS that threads each call (see
+// for_chunks); nullptr: never.
+using BlasThreaded = bool (*)(const py::ssize_t*);
 
 // ---------------------------------------------------------------- registration
 
@@ -163,7 +172,7 @@ inline void run2_chunked(Run2 run, const double* a, const double* b, double* o, 
 // core_ok says which core shapes the kernel takes.
 template <int CORE, bool SCALAR_OUT>
 void def_checked(py::module_& m, const char* kernel, Run2 run,
-                 bool (*core_ok)(const py::ssize_t*));
+                 bool (*core_ok)(const py::ssize_t*), BlasThreaded blas_threaded = nullptr);
 
 // Each family's kernels and their fast lanes, defined in the file of the same name.
 void register_stiefel_polar(py::module_& m);

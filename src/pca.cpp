@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "binding.hpp"
+#include "rfl/blas.hpp"
 #include "rfl/pca.hpp"
 
 namespace {
@@ -217,6 +218,7 @@ void pca_local_units(const double* pz, const std::int64_t* po, const std::int64_
                      std::size_t k, std::size_t d, int r, double* px, const double* ps,
                      double neg_eta, int steps, std::atomic<std::size_t>* next) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
+    const rfl::blas::Suspend own_loops;  // clients run on several threads: no BLAS threads
     for (std::size_t j; (j = next->fetch_add(1, std::memory_order_relaxed)) < k;)
         pca_local_steps_client(pz, po[pi[j]], po[pi[j] + 1], d, r, px + j * item, ps[j], neg_eta,
                                steps);

@@ -64,6 +64,17 @@ void stiefel_run(const double* a, const double* b, double* o, py::ssize_t N, con
     stiefel_loop<OP>(a, b, o, N, static_cast<int>(c[0]), static_cast<int>(c[1]));
 }
 
+// the core shapes of the fast lanes: (n, p) with n >= p
+inline bool stiefel_core(const py::ssize_t* c) { return c[0] >= c[1]; }
+
+// whether OP's items of core shape (n, p) run on BLAS that threads each call (binding.hpp)
+template <StOp OP>
+bool stiefel_blas_threaded(const py::ssize_t* c) {
+    if constexpr (OP == StOp::proj || OP == StOp::inv_retr_polar || OP == StOp::inv_retr_qr)
+        return rfl::stiefel::blas_threaded(static_cast<int>(c[0]), static_cast<int>(c[1]));
+    return false;
+}
+
 template <StOp OP>
 Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
     check_ndim(x, 3, kernel, "x", "(N, n, p)");
@@ -80,12 +91,12 @@ Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* b
         py::gil_scoped_release release;
         const std::size_t item = static_cast<std::size_t>(n) * p;
         const py::ssize_t core[2] = {n, p};
-        run2_chunked(stiefel_run<OP>, px, pb, po, N, core, item, item);
+        run2_chunked(stiefel_run<OP>, px, pb, po, N, core, item, item,
+                     stiefel_blas_threaded<OP>(core));
     }
     return out;
 }
 
-// the core shapes of the fast lanes: (n, p) with n >= p
-inline bool stiefel_core(const py::ssize_t* c) { return c[0] >= c[1]; }
+
 
 }  // namespace

@@ -44,8 +44,9 @@ beyond cond 1e5; NaN for rank-deficient x + u.)pbdoc");
         py::arg("x"), py::arg("y"),
         R"pbdoc(Inverse polar retraction ``y S - x``, S symmetric with ``(x'y)S + S(y'x) = 2I``.
 
-x, y: (N, n, p) -> (N, n, p). The Lyapunov equation is solved as a p(p+1)/2 linear system;
-NaN where it is singular.)pbdoc");
+x, y: (N, n, p) -> (N, n, p). The Lyapunov equation is solved as a p(p+1)/2 linear system for
+p <= 7, by the scaled sign-function iteration above (O(p^3); on SciPy's BLAS / LAPACK for
+p >= 9), with the linear system as fallback up to p = 32; NaN where there is no solution.)pbdoc");
     m.def("polar", &polar, py::arg("a"),
         R"pbdoc(Polar factor ``a (a'a)^(-1/2)`` (nearest Stiefel point); a: (N, n, p), n >= p.
 
@@ -53,5 +54,5 @@ NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");
 
     def_checked<2, false>(m, "stiefel_retr_polar", stiefel_run<StOp::retr_polar>, stiefel_core);
     def_checked<2, false>(m, "stiefel_inv_retr_polar", stiefel_run<StOp::inv_retr_polar>,
-                          stiefel_core);
+                          stiefel_core, stiefel_blas_threaded<StOp::inv_retr_polar>);
 }

@@ -115,7 +115,8 @@ def test_threads_release_the_gil_and_agree():
 
 def test_headers_are_found_and_compile_standalone(tmp_path):
     include = rf.get_include()
-    for h in ("linalg_small.hpp", "stiefel.hpp", "spd.hpp", "sphere.hpp", "lorentz.hpp", "rfl.hpp"):
+    for h in ("linalg_small.hpp", "blas.hpp", "stiefel.hpp", "spd.hpp", "sphere.hpp", "lorentz.hpp",
+              "rfl.hpp"):
         assert os.path.isfile(os.path.join(include, "rfl", h))
     cxx = os.environ.get("CXX", "g++")
     src = tmp_path / "use.cpp"

@@ -62,8 +62,21 @@ def load(name):
         else:
             if name == "cpp":  # its threads: RFL_FAST_THREADS or all cores (see set_threads)
                 module.set_threads(default_threads())
+                _give_blas(module)
             _modules[name] = module
     return _modules[name]
+
+
+def _give_blas(core):
+    """Hand ``_core`` SciPy's BLAS dgemm and LAPACK dgesv for its large-p Stiefel paths (a
+    SciPy without them leaves the kernels on their own loops: slower at p >= 9, same answers)."""
+    try:
+        from scipy.linalg import cython_blas, cython_lapack
+
+        routines = cython_blas.__pyx_capi__["dgemm"], cython_lapack.__pyx_capi__["dgesv"]
+    except (ImportError, AttributeError, KeyError):
+        return
+    core.set_blas(*routines)
 
 
 def _check_choice(name, where):

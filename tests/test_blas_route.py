@@ -1,0 +1,99 @@
+"""The C++ kernels' BLAS / LAPACK route (SciPy's dgemm and dgesv, rfl/blas.hpp) for p >= 9:
+same answers as the kernels' own loops and the NumPy reference, independent of threads and of
+the other items of the batch."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+from rfl_fast.kernels import _dispatch
+from rfl_fast.kernels import reference as ref
+from rfl_fast.kernels.testing import kernel_inputs
+
+core = _dispatch.load("cpp")
+pytestmark = pytest.mark.skipif(core is None, reason="the C++ extension is not built")
+
+BLAS_KERNELS = ["stiefel_proj", "stiefel_inv_retr_polar", "stiefel_inv_retr_qr"]
+# (N, n, p): p = 9 (the smallest runtime p); n p^2 below and above 2^18, where BLAS threads the
+# products and the batch loop runs in the calling thread; p = n
+SHAPES = [(5, 30, 9), (3, 120, 17), (2, 300, 40), (7, 24, 24)]
+CASES = [(k, s) for k in BLAS_KERNELS for s in SHAPES]
+
+
+@pytest.fixture
+def own_loops():
+    """Run the block without BLAS (the kernels' own loops), then hand it back."""
+    core.set_blas(None, None)
+    try:
+        yield
+    finally:
+        _dispatch._give_blas(core)
+
+
+def inputs(name, shape):
+    return kernel_inputs(name, np.random.default_rng(zlib.crc32(f"{name}{shape}".encode())),
+                         *shape)
+
+
+def test_the_extension_has_scipys_blas():
+    assert core.has_blas()
+
+
+@pytest.mark.parametrize("name,shape", CASES, ids=[f"{k}-{s}" for k, s in CASES])
+def test_blas_route_matches_reference_and_own_loops(name, shape, request):
+    args = inputs(name, shape)
+    with_blas = getattr(core, name)(*args)
+    fast_lane = getattr(core, name + "_checked")(*args, shape[1:])
+    request.getfixturevalue("own_loops")
+    own = getattr(core, name)(*args)
+    want = getattr(ref, name)(*args)
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(with_blas, want, rtol=0, atol=1e-10 * scale)
+    np.testing.assert_allclose(with_blas, own, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_array_equal(fast_lane, with_blas)
+
+
+@pytest.mark.parametrize("name", BLAS_KERNELS)
+@pytest.mark.parametrize("shape", [(40, 30, 9), (6, 300, 40)])
+def test_blas_route_does_not_depend_on_threads_or_batch(name, shape):
+    args = inputs(name, shape)
+    threads = core.get_threads()
+    try:
+        core.set_threads(1)
+        one = getattr(core, name)(*args)
+        core.set_threads(2)
+        two = getattr(core, name)(*args)
+    finally:
+        core.set_threads(threads)
+    np.testing.assert_array_equal(one, two)
+    alone = getattr(core, name)(*(a[3:4] for a in args))
+    np.testing.assert_array_equal(alone, one[3:4])
+
+
+@pytest.mark.parametrize("name", BLAS_KERNELS)
+def test_blas_route_gives_nan_only_for_the_bad_item(name):
+    x, b = (a.copy() for a in inputs(name, (4, 120, 17)))
+    b[2, 5, 3] = np.nan
+    got = getattr(core, name)(x, b)
+    assert np.isnan(got[2]).all()
+    assert np.isfinite(np.delete(got, 2, axis=0)).all()
+    assert getattr(core, name + "_checked")(x, b, (120, 17)) is None
+
+
+def test_inverse_polar_without_an_spd_solution_falls_back_or_refuses():
+    """x'y not positive stable (y = -x): the sign iteration cannot converge; the linear
+    system answers for p <= 32 (S = -I, the reference's answer), NaN above, as without BLAS."""
+    x = kernel_inputs("stiefel_inv_retr_polar", np.random.default_rng(1), 2, 60, 12)[0]
+    for p, xp in ((12, x), (40, ref.polar(np.random.default_rng(2).standard_normal((2, 60, 40))))):
+        got = core.stiefel_inv_retr_polar(xp, -xp)
+        if p <= 32:
+            np.testing.assert_allclose(got, ref.stiefel_inv_retr_polar(xp, -xp), atol=1e-10)
+        else:
+            assert np.isnan(got).all()
+
+
+def test_set_blas_refuses_what_is_not_a_capsule():
+    with pytest.raises(TypeError, match="dgemm: expected a capsule"):
+        core.set_blas(1, None)
+    assert core.has_blas()
