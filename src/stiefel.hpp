@@ -70,7 +70,8 @@ inline bool stiefel_core(const py::ssize_t* c) { return c[0] >= c[1]; }
 // whether OP's items of core shape (n, p) run on BLAS that threads each call (binding.hpp)
 template <StOp OP>
 bool stiefel_blas_threaded(const py::ssize_t* c) {
-    if constexpr (OP == StOp::proj || OP == StOp::inv_retr_polar || OP == StOp::inv_retr_qr)
+    if constexpr (OP == StOp::proj || OP == StOp::inv_retr_polar || OP == StOp::inv_retr_qr ||
+                  OP == StOp::retr_polar || OP == StOp::polar)
         return rfl::stiefel::blas_threaded(static_cast<int>(c[0]), static_cast<int>(c[1]));
     return false;
 }

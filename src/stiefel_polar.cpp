@@ -19,7 +19,7 @@ Arr polar(const Arr& a) {
             const double* ai = pa + i0 * item;
             stiefel_loop<StOp::polar>(ai, ai, po + i0 * item, i1 - i0, n, p);
             return true;
-        });
+        }, rfl::stiefel::blas_threaded(n, p));
     }
     return out;
 }
@@ -38,7 +38,8 @@ void register_stiefel_polar(py::module_& m) {
         R"pbdoc(Polar retraction ``polar(x + u)``; x, u: (N, n, p) -> (N, n, p).
 
 p x p Gram route with a refinement step when x + u is ill-conditioned, a one-sided Jacobi SVD
-beyond cond 1e5; NaN for rank-deficient x + u.)pbdoc");
+beyond cond 1e5; NaN for rank-deficient x + u. For p >= 9 the Gram route runs on SciPy's BLAS /
+LAPACK (GEMM, dsyevd).)pbdoc");
     m.def("stiefel_inv_retr_polar", [](const Arr& x, const Arr& y) {
         return stiefel_binary<StOp::inv_retr_polar>(x, y, "stiefel_inv_retr_polar", "y"); },
         py::arg("x"), py::arg("y"),
@@ -52,7 +53,8 @@ p >= 9), with the linear system as fallback up to p = 32; NaN where there is no 
 
 NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");
 
-    def_checked<2, false>(m, "stiefel_retr_polar", stiefel_run<StOp::retr_polar>, stiefel_core);
+    def_checked<2, false>(m, "stiefel_retr_polar", stiefel_run<StOp::retr_polar>, stiefel_core,
+                          stiefel_blas_threaded<StOp::retr_polar>);
     def_checked<2, false>(m, "stiefel_inv_retr_polar", stiefel_run<StOp::inv_retr_polar>,
                           stiefel_core, stiefel_blas_threaded<StOp::inv_retr_polar>);
 }

@@ -68,12 +68,13 @@ def load(name):
 
 
 def _give_blas(core):
-    """Hand ``_core`` SciPy's BLAS dgemm and LAPACK dgesv for its large-p Stiefel paths (a
+    """Hand ``_core`` SciPy's BLAS dgemm, LAPACK dgesv and dsyevd for its large-p Stiefel paths (a
     SciPy without them leaves the kernels on their own loops: slower at p >= 9, same answers)."""
     try:
         from scipy.linalg import cython_blas, cython_lapack
 
-        routines = cython_blas.__pyx_capi__["dgemm"], cython_lapack.__pyx_capi__["dgesv"]
+        lapack = cython_lapack.__pyx_capi__
+        routines = cython_blas.__pyx_capi__["dgemm"], lapack["dgesv"], lapack["dsyevd"]
     except (ImportError, AttributeError, KeyError):
         return
     core.set_blas(*routines)

@@ -10,11 +10,15 @@
 //   inverse(A, Inv, ipiv, p, logdet)
 //        row-major Inv = A^-1 (A p x p, overwritten by its LU factors), log|det A| in *logdet;
 //        false when A is singular or the result is not finite
+//   eigh(A, w, p)
+//        symmetric A (p x p; its lower triangle is read) = V diag(w) V', w ascending; A is
+//        overwritten by V' (row k: the k-th eigenvector); false if LAPACK fails
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <memory>
 
 namespace rfl {
 namespace blas {
@@ -24,10 +28,13 @@ using dgemm_fn = void (*)(char* transa, char* transb, int* m, int* n, int* k, do
                           int* ldc);
 using dgesv_fn = void (*)(int* n, int* nrhs, double* a, int* lda, int* ipiv, double* b, int* ldb,
                           int* info);
+using dsyevd_fn = void (*)(char* jobz, char* uplo, int* n, double* a, int* lda, double* w,
+                           double* work, int* lwork, int* iwork, int* liwork, int* info);
 
 struct Routines {
     dgemm_fn dgemm = nullptr;
     dgesv_fn dgesv = nullptr;
+    dsyevd_fn dsyevd = nullptr;
 };
 
 inline Routines& routines() {
@@ -36,9 +43,10 @@ inline Routines& routines() {
 }
 
 // Set (or, with nullptr, clear) the routines; not thread-safe against running kernels.
-inline void set_routines(dgemm_fn dgemm, dgesv_fn dgesv) {
+inline void set_routines(dgemm_fn dgemm, dgesv_fn dgesv, dsyevd_fn dsyevd) {
     routines().dgemm = dgemm;
     routines().dgesv = dgesv;
+    routines().dsyevd = dsyevd;
 }
 
 // Calls on this thread while a Suspend lives keep to the kernels' own loops: for a caller
@@ -56,7 +64,8 @@ struct Suspend {
 };
 
 inline bool available() {
-    return routines().dgemm != nullptr && routines().dgesv != nullptr && suspended() == 0;
+    const Routines& r = routines();
+    return r.dgemm != nullptr && r.dgesv != nullptr && r.dsyevd != nullptr && suspended() == 0;
 }
 
 // Row-major C = alpha op(A) op(B) + beta C: the column-major product C' = op(B)' op(A)'.
@@ -82,6 +91,17 @@ inline bool inverse(double* A, double* Inv, int* ipiv, int p, double* logdet) {
     for (std::size_t i = 0; i < pp; ++i)
         if (!std::isfinite(Inv[i])) return false;
     return std::isfinite(ld);
+}
+
+// Symmetric eigendecomposition by LAPACK dsyevd. Row-major lower = column-major upper, and the
+// column-major eigenvectors read row-major are the rows of V'.
+inline bool eigh(double* A, double* w, int p) {
+    char jobz = 'V', uplo = 'U';
+    int n = p, lwork = 1 + 6 * p + 2 * p * p, liwork = 3 + 5 * p, info = 0;
+    std::unique_ptr<double[]> work(new double[lwork]);
+    std::unique_ptr<int[]> iwork(new int[liwork]);
+    routines().dsyevd(&jobz, &uplo, &n, A, &n, w, work.get(), &lwork, iwork.get(), &liwork, &info);
+    return info == 0;
 }
 
 }  // namespace blas

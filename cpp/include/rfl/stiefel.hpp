@@ -25,7 +25,9 @@
 // when x'y is positive stable (true for every y = retr_polar(x, u)); where it does not, the
 // linear system again for p <= 32, and no solution (NaN) above. When the application set
 // BLAS / LAPACK (blas.hpp), every p >= 9 runs the same algorithms on them: GEMM for proj, for
-// x'y and y S - x of both inverses and for the sign iteration's products, LU for its inverses.
+// x'y and y S - x of both inverses, for the sign iteration's products and for the polar Gram
+// route's a'a, a C and Q0'Q0; LU for the iteration's inverses, dsyevd for the Gram route's
+// eigendecompositions.
 // QR inverse: one LU of x'y without pivoting gives every leading block at once (columns
 // solved by forward/back substitution); partial-pivoting solves per column when a pivot is
 // small. All loops over n are fused passes over contiguous rows.
@@ -54,8 +56,8 @@ constexpr int kKronMax = 32;
 // (2026-11-24, medians of 3 alternating processes), the system is 1.5-1.9x faster at p = 5
 // (n = 50), 1.45x at p = 6, 1.06x at p = 7, and 0.81-0.85x at p = 8 (n = 50).
 constexpr int kKronFirst = 7;
-// Smallest p for which proj, inv_retr_polar and inv_retr_qr run through BLAS / LAPACK when the
-// application set them (blas.hpp): every p without a compile-time specialisation. Measured
+// Smallest p for which proj, polar, retr_polar and both inverses run through BLAS / LAPACK when
+// the application set them (blas.hpp): every p without a compile-time specialisation. Measured
 // against the kernels' own loops (2026-11-24, medians of 3 alternating blocks), inv_retr_polar
 // on BLAS is 1.26x as fast at (200, 50, 10) and 1.5-7x at every other point with p = 10 .. 24.
 constexpr int kBlasMin = 9;
@@ -63,8 +65,8 @@ constexpr int kBlasMin = 9;
 // SMP_THRESHOLD_MIN 65536).
 constexpr std::size_t kBlasThreadsFrom = std::size_t(1) << 18;
 
-// Whether the p x p work of proj, inv_retr_polar and inv_retr_qr (x'y, y S - x, the sign
-// iteration) runs on BLAS / LAPACK.
+// Whether proj, polar, retr_polar, inv_retr_polar and inv_retr_qr run their products (and the
+// sign iteration, the Gram eigendecompositions) on BLAS / LAPACK.
 inline bool uses_blas(int p) { return p >= kBlasMin && blas::available(); }
 
 // Whether those kernels' items of shape (n, p) run through BLAS and their n p^2 products are
@@ -364,9 +366,56 @@ inline bool gram_in_range(const double* G, int p) {
 template <int P, bool ADD>
 void polar_rescaled(const double* x, const double* u, double* out, int n, int p, double* work);
 
+// C = G^-½ as inv_sqrt_gram, by LAPACK (uses_blas(p)): C = V' D V from dsyevd's V' (rows:
+// eigenvectors), D = diag(l^-½). work: 2 p^2 + p doubles.
+inline double inv_sqrt_gram_blas(const double* G, double* C, int p, double* work) {
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    double* Vt = work;
+    double* T = Vt + pp;
+    double* w = T + pp;
+    std::copy(G, G + pp, Vt);
+    if (!blas::eigh(Vt, w, p) || !linalg::all_finite(w, static_cast<std::size_t>(p))) return kNaN;
+    const double lmin = w[0], lmax = w[p - 1];  // ascending
+    if (!(lmin > 0.0)) return -1.0;
+    for (int k = 0; k < p; ++k) {
+        const double d = 1.0 / std::sqrt(w[k]);
+        for (int j = 0; j < p; ++j) T[k * p + j] = d * Vt[k * p + j];
+    }
+    blas::gemm(true, false, p, p, p, 1.0, Vt, p, T, p, 0.0, C, p);
+    return lmin / lmax;
+}
+
+// polar_impl on BLAS / LAPACK (uses_blas(p)): the same Gram route and fallbacks, with GEMM for
+// a'a, a C and the check Q0'Q0, and dsyevd for the eigendecompositions. a = x (+ u) is copied
+// first, so out may alias x. work: as polar_impl.
+template <bool ADD>
+void polar_blas(const double* x, const double* u, double* out, int n, int p, double* work) {
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    double* G = work;
+    double* C = G + pp;
+    double* ework = C + pp;  // 2 p^2 + p
+    std::unique_ptr<double[]> abuf(new double[np]);
+    double* a = abuf.get();
+    for (std::size_t i = 0; i < np; ++i) a[i] = ADD ? x[i] + u[i] : x[i];
+    blas::gemm(true, false, p, p, n, 1.0, a, p, a, p, 0.0, G, p);
+    if (!gram_in_range(G, p)) return polar_rescaled<0, false>(a, nullptr, out, n, p, work);
+    if (!(inv_sqrt_gram_blas(G, C, p, ework) > 1e-10))
+        return polar_svd<false>(a, nullptr, out, n, p, work);
+    blas::gemm(false, false, n, p, p, 1.0, a, p, C, p, 0.0, out, p);  // Q0 = a G^-½
+    blas::gemm(true, false, p, p, n, 1.0, out, p, out, p, 0.0, G, p);  // Q0'Q0
+    if (off_identity(G, p) <= 1e-13) return;
+    // one more Gram step on the nearly orthonormal Q0: out <- Q0 (Q0'Q0)^-½
+    if (!(inv_sqrt_gram_blas(G, C, p, ework) > 0.5))
+        return polar_svd<false>(a, nullptr, out, n, p, work);
+    std::copy(out, out + np, a);
+    blas::gemm(false, false, n, p, p, 1.0, a, p, C, p, 0.0, out, p);
+}
+
 template <int P, bool ADD>
 RFL_INLINE void polar_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_;
+    if (P == 0 && uses_blas(p)) return polar_blas<ADD>(x, u, out, n, p, work);
     const std::size_t pp = static_cast<std::size_t>(p) * p;
     double* G = work;
     double* C = G + pp;
