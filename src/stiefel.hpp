@@ -67,13 +67,11 @@ void stiefel_run(const double* a, const double* b, double* o, py::ssize_t N, con
 // the core shapes of the fast lanes: (n, p) with n >= p
 inline bool stiefel_core(const py::ssize_t* c) { return c[0] >= c[1]; }
 
-// whether OP's items of core shape (n, p) run on BLAS that threads each call (binding.hpp)
+// whether OP's items of core shape (n, p) run on BLAS that threads each call (binding.hpp):
+// the same for every Stiefel kernel
 template <StOp OP>
 bool stiefel_blas_threaded(const py::ssize_t* c) {
-    if constexpr (OP == StOp::proj || OP == StOp::inv_retr_polar || OP == StOp::inv_retr_qr ||
-                  OP == StOp::retr_polar || OP == StOp::polar)
-        return rfl::stiefel::blas_threaded(static_cast<int>(c[0]), static_cast<int>(c[1]));
-    return false;
+    return rfl::stiefel::blas_threaded(static_cast<int>(c[0]), static_cast<int>(c[1]));
 }
 
 template <StOp OP>

@@ -15,7 +15,7 @@ core = _dispatch.load("cpp")
 pytestmark = pytest.mark.skipif(core is None, reason="the C++ extension is not built")
 
 BLAS_KERNELS = ["stiefel_proj", "stiefel_retr_polar", "stiefel_inv_retr_polar",
-                "stiefel_inv_retr_qr", "polar"]
+                "stiefel_retr_qr", "stiefel_inv_retr_qr", "polar"]
 # (N, n, p): p = 9 (the smallest runtime p); n p^2 below and above 2^18, where BLAS threads the
 # products and the batch loop runs in the calling thread; p = n
 SHAPES = [(5, 30, 9), (3, 120, 17), (2, 300, 40), (7, 24, 24)]
@@ -84,18 +84,22 @@ def test_blas_route_gives_nan_only_for_the_bad_item(name):
         assert getattr(core, name + "_checked")(*args, (120, 17)) is None
 
 
+@pytest.mark.parametrize("name", ["polar", "stiefel_retr_polar", "stiefel_retr_qr"])
 @pytest.mark.parametrize("scale", [1e-200, 1e200])
-def test_blas_polar_of_extreme_and_ill_conditioned_items(scale):
-    """Far from 1 (rescaled first), of condition 1e7 (the SVD fallback) and rank deficient
-    (NaN): the reference's answers."""
+def test_blas_gram_routes_on_extreme_and_ill_conditioned_items(name, scale):
+    """polar(a), retr(a, 0) = polar(a) or qf(a) for a far from 1 (rescaled first), of
+    condition 1e7 (the SVD / Householder fallbacks) and rank deficient (NaN for polar): the
+    reference's answers."""
     rng = np.random.default_rng(7)
     a = rng.standard_normal((3, 60, 12))
     a[1, :, 0] *= 1e-7  # condition ~1e7
     a[2, :, 1] = a[2, :, 0]  # rank deficient
-    got = core.polar(a * scale)
-    want = ref.polar(a * scale)
+    args = (a * scale,) if name == "polar" else (a * scale, np.zeros_like(a))
+    got = getattr(core, name)(*args)
+    want = getattr(ref, name)(*args)
     np.testing.assert_allclose(got[:2], want[:2], atol=1e-9)
-    assert np.isnan(got[2]).all() and np.isnan(want[2]).all()
+    if name != "stiefel_retr_qr":
+        assert np.isnan(got[2]).all() and np.isnan(want[2]).all()
 
 
 def test_inverse_polar_without_an_spd_solution_falls_back_or_refuses():

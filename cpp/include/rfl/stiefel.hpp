@@ -25,9 +25,9 @@
 // when x'y is positive stable (true for every y = retr_polar(x, u)); where it does not, the
 // linear system again for p <= 32, and no solution (NaN) above. When the application set
 // BLAS / LAPACK (blas.hpp), every p >= 9 runs the same algorithms on them: GEMM for proj, for
-// x'y and y S - x of both inverses, for the sign iteration's products and for the polar Gram
-// route's a'a, a C and Q0'Q0; LU for the iteration's inverses, dsyevd for the Gram route's
-// eigendecompositions.
+// x'y and y S - x of both inverses, for the sign iteration's products and for the Gram
+// routes' a'a, Q0'Q0 and a C (polar: C = (a'a)^-½; QR: C = R^-1); LU for the iteration's
+// inverses, dsyevd for the polar Gram route's eigendecompositions.
 // QR inverse: one LU of x'y without pivoting gives every leading block at once (columns
 // solved by forward/back substitution); partial-pivoting solves per column when a pivot is
 // small. All loops over n are fused passes over contiguous rows.
@@ -56,8 +56,8 @@ constexpr int kKronMax = 32;
 // (2026-11-24, medians of 3 alternating processes), the system is 1.5-1.9x faster at p = 5
 // (n = 50), 1.45x at p = 6, 1.06x at p = 7, and 0.81-0.85x at p = 8 (n = 50).
 constexpr int kKronFirst = 7;
-// Smallest p for which proj, polar, retr_polar and both inverses run through BLAS / LAPACK when
-// the application set them (blas.hpp): every p without a compile-time specialisation. Measured
+// Smallest p for which the Stiefel kernels run through BLAS / LAPACK when the application set
+// them (blas.hpp): every p without a compile-time specialisation. Measured
 // against the kernels' own loops (2026-11-24, medians of 3 alternating blocks), inv_retr_polar
 // on BLAS is 1.26x as fast at (200, 50, 10) and 1.5-7x at every other point with p = 10 .. 24.
 constexpr int kBlasMin = 9;
@@ -65,8 +65,8 @@ constexpr int kBlasMin = 9;
 // SMP_THRESHOLD_MIN 65536).
 constexpr std::size_t kBlasThreadsFrom = std::size_t(1) << 18;
 
-// Whether proj, polar, retr_polar, inv_retr_polar and inv_retr_qr run their products (and the
-// sign iteration, the Gram eigendecompositions) on BLAS / LAPACK.
+// Whether the Stiefel kernels (all six) run their products (and the sign iteration, the Gram
+// eigendecompositions) on BLAS / LAPACK.
 inline bool uses_blas(int p) { return p >= kBlasMin && blas::available(); }
 
 // Whether those kernels' items of shape (n, p) run through BLAS and their n p^2 products are
@@ -982,9 +982,60 @@ inline void qr_householder(const double* x, const double* u, double* out, int n,
 template <bool ADD>
 void qr_rescaled(const double* x, const double* u, double* out, int n, int p, double* work);
 
+// Ri = R^-1 for upper-triangular R (p x p, row-major, nonzero diagonal): back substitution
+// column by column.
+inline void upper_inverse(const double* R, double* Ri, int p) {
+    std::fill(Ri, Ri + static_cast<std::size_t>(p) * p, 0.0);
+    for (int j = 0; j < p; ++j) {
+        Ri[j * p + j] = 1.0 / R[j * p + j];
+        for (int i = j - 1; i >= 0; --i) {
+            double acc = 0.0;
+            for (int k = i + 1; k <= j; ++k) acc += R[i * p + k] * Ri[k * p + j];
+            Ri[i * p + j] = -acc / R[i * p + i];
+        }
+    }
+}
+
+// qr_impl on BLAS (uses_blas(p)): the same CholeskyQR2 and fallbacks, with GEMM for a'a,
+// Q0'Q0 and a R^-1 (R^-1 by upper_inverse: GEMM threads as the other kernels' products, where
+// BLAS's triangular solve threaded small solves too, 2-3x slower at batch 200). a = x (+ u) is
+// copied first, so out may alias x. work: as qr_impl.
+template <bool ADD>
+void qr_blas(const double* x, const double* u, double* out, int n, int p, double* work) {
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    const std::size_t np = static_cast<std::size_t>(n) * p;
+    double* G = work;
+    double* R = G + pp;
+    double* Ri = R + pp;
+    std::unique_ptr<double[]> abuf(new double[np]);
+    double* a = abuf.get();
+    for (std::size_t i = 0; i < np; ++i) a[i] = ADD ? x[i] + u[i] : x[i];
+    blas::gemm(true, false, p, p, n, 1.0, a, p, a, p, 0.0, G, p);
+    if (!gram_in_range(G, p)) return qr_rescaled<false>(a, nullptr, out, n, p, work);
+    if (!linalg::all_finite(G, pp) || !chol_upper(G, R, p))
+        return qr_householder<false>(a, nullptr, out, n, p, work);
+    double dmin = INFINITY, dmax = 0.0;
+    for (int k = 0; k < p; ++k) {
+        dmin = std::fmin(dmin, R[k * p + k]);
+        dmax = std::fmax(dmax, R[k * p + k]);
+    }
+    if (!(dmin > 1e-6 * dmax)) return qr_householder<false>(a, nullptr, out, n, p, work);
+    upper_inverse(R, Ri, p);
+    blas::gemm(false, false, n, p, p, 1.0, a, p, Ri, p, 0.0, out, p);  // Q0 = a R^-1
+    blas::gemm(true, false, p, p, n, 1.0, out, p, out, p, 0.0, G, p);  // Q0'Q0
+    const double off = off_identity(G, p);
+    if (off <= 1e-13) return;
+    if (!(off < 0.5) || !chol_upper(G, R, p))
+        return qr_householder<false>(a, nullptr, out, n, p, work);
+    upper_inverse(R, Ri, p);
+    std::copy(out, out + np, a);
+    blas::gemm(false, false, n, p, p, 1.0, a, p, Ri, p, 0.0, out, p);
+}
+
 template <int P, bool ADD>
 RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_;
+    if (P == 0 && uses_blas(p)) return qr_blas<ADD>(x, u, out, n, p, work);
     const std::size_t pp = static_cast<std::size_t>(p) * p;
     double* G = work;
     double* R = G + pp;
