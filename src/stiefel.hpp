@@ -67,10 +67,8 @@ void stiefel_run(const double* a, const double* b, double* o, py::ssize_t N, con
 // the core shapes of the fast lanes: (n, p) with n >= p
 inline bool stiefel_core(const py::ssize_t* c) { return c[0] >= c[1]; }
 
-// whether OP's items of core shape (n, p) run on BLAS that threads each call (binding.hpp):
-// the same for every Stiefel kernel
-template <StOp OP>
-bool stiefel_blas_threaded(const py::ssize_t* c) {
+// whether the items of core shape (n, p) run on BLAS that threads each call (binding.hpp)
+inline bool stiefel_blas_threaded(const py::ssize_t* c) {
     return rfl::stiefel::blas_threaded(static_cast<int>(c[0]), static_cast<int>(c[1]));
 }
 
@@ -91,7 +89,7 @@ Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* b
         const std::size_t item = static_cast<std::size_t>(n) * p;
         const py::ssize_t core[2] = {n, p};
         run2_chunked(stiefel_run<OP>, px, pb, po, N, core, item, item,
-                     stiefel_blas_threaded<OP>(core));
+                     stiefel_blas_threaded(core));
     }
     return out;
 }

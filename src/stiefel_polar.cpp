@@ -54,7 +54,7 @@ p >= 9), with the linear system as fallback up to p = 32; NaN where there is no 
 NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");
 
     def_checked<2, false>(m, "stiefel_retr_polar", stiefel_run<StOp::retr_polar>, stiefel_core,
-                          stiefel_blas_threaded<StOp::retr_polar>);
+                          stiefel_blas_threaded);
     def_checked<2, false>(m, "stiefel_inv_retr_polar", stiefel_run<StOp::inv_retr_polar>,
-                          stiefel_core, stiefel_blas_threaded<StOp::inv_retr_polar>);
+                          stiefel_core, stiefel_blas_threaded);
 }

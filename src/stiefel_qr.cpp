@@ -23,7 +23,7 @@ CholeskyQR2 (Householder QR when (x+u)'(x+u) is not numerically positive definit
 x, y: (N, n, p) -> (N, n, p); NaN where a leading minor of x'y vanishes.)pbdoc");
 
     def_checked<2, false>(m, "stiefel_proj", stiefel_run<StOp::proj>, stiefel_core,
-                          stiefel_blas_threaded<StOp::proj>);
+                          stiefel_blas_threaded);
     def_checked<2, false>(m, "stiefel_inv_retr_qr", stiefel_run<StOp::inv_retr_qr>, stiefel_core,
-                          stiefel_blas_threaded<StOp::inv_retr_qr>);
+                          stiefel_blas_threaded);
 }

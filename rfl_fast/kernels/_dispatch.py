@@ -22,7 +22,7 @@ from .._validation import env_reader
 from ..errors import BackendUnavailableError
 from ._auto_table import AUTO
 from ._threads import default_threads
-from .registry import KERNELS, REGISTRY, handles
+from .registry import KERNELS, REGISTRY, handles, size_limit
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends", "load",
            "resolve", "resolve_checked", "auto_order", "shape_key", "backend_kernels",
@@ -204,7 +204,7 @@ def resolve(kernel, choice=None, shape=None):
     if choice == "auto":
         order = [b for b in order if handles(kernel, b, _last_dim(shape))]
     elif kernel in REGISTRY and not handles(kernel, choice, _last_dim(shape)):
-        limit = dict(REGISTRY[kernel].max_size)[choice]
+        limit = size_limit(kernel, choice)
         raise BackendUnavailableError(
             f"backend {choice!r} handles kernel {kernel!r} only up to size {limit} (the last "
             f"dimension of the first argument), got shape {tuple(shape)}: use 'auto', or "

@@ -141,9 +141,14 @@ FUSED = {f.name: f for f in (
 )}
 
 
+def size_limit(name, backend):
+    """The largest size ``backend`` is declared fit for at kernel ``name`` (``None``: any)."""
+    return dict(REGISTRY[name].max_size).get(backend)
+
+
 def handles(name, backend, size):
     """Whether ``backend`` is declared fit for kernel ``name`` at ``size``."""
-    limit = dict(REGISTRY[name].max_size).get(backend)
+    limit = size_limit(name, backend)
     return limit is None or size is None or size <= limit
 
 
