@@ -59,7 +59,8 @@ constexpr int kKronFirst = 7;
 // Smallest p for which the Stiefel kernels run through BLAS / LAPACK when the application set
 // them (blas.hpp): every p without a compile-time specialisation. Measured
 // against the kernels' own loops (2026-11-24, medians of 3 alternating blocks), inv_retr_polar
-// on BLAS is 1.26x as fast at (200, 50, 10) and 1.5-7x at every other point with p = 10 .. 24.
+// on BLAS is 1.26-1.34x as fast at (n, p) = (50, 10) and 1.5-7x at every other point with
+// p = 10 .. 24 (batch 1, 16, 200; n = 50, 784, 3072).
 constexpr int kBlasMin = 9;
 // GEMM work (m n k) from which OpenBLAS threads a call (its GEMM_MULTITHREAD_THRESHOLD 4 times
 // SMP_THRESHOLD_MIN 65536).
