@@ -20,6 +20,8 @@
 #include <cstddef>
 #include <memory>
 
+#include "linalg_small.hpp"
+
 namespace rfl {
 namespace blas {
 
@@ -88,9 +90,7 @@ inline bool inverse(double* A, double* Inv, int* ipiv, int p, double* logdet) {
     double ld = 0.0;
     for (int i = 0; i < p; ++i) ld += std::log(std::fabs(A[static_cast<std::size_t>(i) * p + i]));
     *logdet = ld;
-    for (std::size_t i = 0; i < pp; ++i)
-        if (!std::isfinite(Inv[i])) return false;
-    return std::isfinite(ld);
+    return linalg::all_finite(Inv, pp) && std::isfinite(ld);
 }
 
 // Symmetric eigendecomposition by LAPACK dsyevd. Row-major lower = column-major upper, and the

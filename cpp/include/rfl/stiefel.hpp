@@ -367,6 +367,15 @@ inline bool gram_in_range(const double* G, int p) {
 template <int P, bool ADD>
 void polar_rescaled(const double* x, const double* u, double* out, int n, int p, double* work);
 
+// A fresh copy of the item a = x (+ u) (np doubles): the BLAS routes read a after writing out,
+// which may alias x.
+template <bool ADD>
+std::unique_ptr<double[]> item_copy(const double* x, const double* u, std::size_t np) {
+    std::unique_ptr<double[]> a(new double[np]);
+    for (std::size_t i = 0; i < np; ++i) a[i] = ADD ? x[i] + u[i] : x[i];
+    return a;
+}
+
 // C = G^-½ as inv_sqrt_gram, by LAPACK (uses_blas(p)): C = V' D V from dsyevd's V' (rows:
 // eigenvectors), D = diag(l^-½). work: 2 p^2 + p doubles.
 inline double inv_sqrt_gram_blas(const double* G, double* C, int p, double* work) {
@@ -396,9 +405,8 @@ void polar_blas(const double* x, const double* u, double* out, int n, int p, dou
     double* G = work;
     double* C = G + pp;
     double* ework = C + pp;  // 2 p^2 + p
-    std::unique_ptr<double[]> abuf(new double[np]);
+    const std::unique_ptr<double[]> abuf = item_copy<ADD>(x, u, np);
     double* a = abuf.get();
-    for (std::size_t i = 0; i < np; ++i) a[i] = ADD ? x[i] + u[i] : x[i];
     blas::gemm(true, false, p, p, n, 1.0, a, p, a, p, 0.0, G, p);
     if (!gram_in_range(G, p)) return polar_rescaled<0, false>(a, nullptr, out, n, p, work);
     if (!(inv_sqrt_gram_blas(G, C, p, ework) > 1e-10))
@@ -927,6 +935,20 @@ inline bool chol_upper(const double* G, double* R, int p) {
     return true;
 }
 
+// CholeskyQR's first factor: R (upper) with R'R = G from the lower-triangle Gram G = a'a. False
+// (the item goes to Householder QR) if G is not finite or not positive definite, or if R's
+// diagonal spans more than a factor 1e6 (a too ill-conditioned for the Gram route).
+RFL_INLINE bool chol_well_conditioned(const double* G, double* R, int p) {
+    if (!linalg::all_finite(G, static_cast<std::size_t>(p) * p) || !chol_upper(G, R, p))
+        return false;
+    double dmin = INFINITY, dmax = 0.0;
+    for (int k = 0; k < p; ++k) {
+        dmin = std::fmin(dmin, R[k * p + k]);
+        dmax = std::fmax(dmax, R[k * p + k]);
+    }
+    return dmin > 1e-6 * dmax;
+}
+
 // Householder QR fallback: Q with positive diag(R), like numpy + the sign fix of the reference.
 template <bool ADD>
 inline void qr_householder(const double* x, const double* u, double* out, int n, int p,
@@ -1008,19 +1030,11 @@ void qr_blas(const double* x, const double* u, double* out, int n, int p, double
     double* G = work;
     double* R = G + pp;
     double* Ri = R + pp;
-    std::unique_ptr<double[]> abuf(new double[np]);
+    const std::unique_ptr<double[]> abuf = item_copy<ADD>(x, u, np);
     double* a = abuf.get();
-    for (std::size_t i = 0; i < np; ++i) a[i] = ADD ? x[i] + u[i] : x[i];
     blas::gemm(true, false, p, p, n, 1.0, a, p, a, p, 0.0, G, p);
     if (!gram_in_range(G, p)) return qr_rescaled<false>(a, nullptr, out, n, p, work);
-    if (!linalg::all_finite(G, pp) || !chol_upper(G, R, p))
-        return qr_householder<false>(a, nullptr, out, n, p, work);
-    double dmin = INFINITY, dmax = 0.0;
-    for (int k = 0; k < p; ++k) {
-        dmin = std::fmin(dmin, R[k * p + k]);
-        dmax = std::fmax(dmax, R[k * p + k]);
-    }
-    if (!(dmin > 1e-6 * dmax)) return qr_householder<false>(a, nullptr, out, n, p, work);
+    if (!chol_well_conditioned(G, R, p)) return qr_householder<false>(a, nullptr, out, n, p, work);
     upper_inverse(R, Ri, p);
     blas::gemm(false, false, n, p, p, 1.0, a, p, Ri, p, 0.0, out, p);  // Q0 = a R^-1
     blas::gemm(true, false, p, p, n, 1.0, out, p, out, p, 0.0, G, p);  // Q0'Q0
@@ -1043,14 +1057,7 @@ RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, in
     double* H = R + pp;
     gram<P, ADD>(x, u, G, n, p);
     if (!gram_in_range(G, p)) return qr_rescaled<ADD>(x, u, out, n, p, work);
-    if (!linalg::all_finite(G, pp) || !chol_upper(G, R, p))
-        return qr_householder<ADD>(x, u, out, n, p, work);
-    double dmin = INFINITY, dmax = 0.0;
-    for (int k = 0; k < p; ++k) {
-        dmin = std::fmin(dmin, R[k * p + k]);
-        dmax = std::fmax(dmax, R[k * p + k]);
-    }
-    if (!(dmin > 1e-6 * dmax)) return qr_householder<ADD>(x, u, out, n, p, work);
+    if (!chol_well_conditioned(G, R, p)) return qr_householder<ADD>(x, u, out, n, p, work);
     right_solve_upper<P, ADD>(x, u, R, out, H, n, p);
     const double off = off_identity(H, p);
     if (off <= 1e-13) return;
