@@ -14,10 +14,11 @@ from rfl_fast.kernels.testing import kernel_inputs
 COMPILED = [b for b in _dispatch.BACKENDS if b != "numpy"]
 
 # (N, n, p) per kernel family of the registry; p only matters for Stiefel kernels and polar.
-# Beyond the papers' shapes: p = 16, 32 and n = 64, where auto may pick another backend.
+# Every p of _core's compile-time specialisations (1..8) and the generic p beyond them; beyond
+# the papers' shapes: p = 16, 32 and n = 64, where auto may pick another backend.
 SHAPES = {
-    "stiefel": [(1, 4, 1), (7, 10, 3), (3, 50, 5), (5, 7, 5), (2, 6, 6), (4, 784, 5),
-                (3, 40, 16), (2, 70, 32)],
+    "stiefel": [(1, 4, 1), (3, 12, 2), (7, 10, 3), (2, 33, 4), (3, 50, 5), (5, 7, 5), (2, 6, 6),
+                (4, 784, 5), (9, 60, 7), (3, 784, 8), (3, 40, 16), (2, 70, 32)],
     "square": [(1, 1, None), (9, 2, None), (20, 9, None), (4, 20, None), (2, 33, None),
                (2, 64, None)],
     "vector": [(1, 2, None), (50, 3, None), (13, 25, None), (3, 784, None), (2, 10_000, None)],

@@ -19,8 +19,8 @@
 // through the lockstep Jacobi of linalg_small.hpp, and the row passes are 4-wide vectors.
 // QR: Cholesky QR, Q = a chol(a'a)^-T, repeated once (CholeskyQR2) when Q'Q - I is not
 // negligible; Householder QR when a'a is not numerically positive definite. Lyapunov: for
-// p <= 8 the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of S by Gaussian
-// elimination with partial pivoting (O(p^6), the fastest there); for p > 8 the scaled Newton
+// p <= 7 the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of S by Gaussian
+// elimination with partial pivoting (O(p^6), the fastest there); for p > 7 the scaled Newton
 // iteration of the matrix sign function (O(p^3) per step, O(p^2) scratch), which converges
 // when x'y is positive stable (true for every y = retr_polar(x, u)); where it does not, the
 // linear system again for p <= 32, and no solution (NaN) above. When the application set
@@ -91,6 +91,101 @@ inline std::size_t work_size(int n, int p) {
 
 namespace detail {
 
+// 4-lane vectors (GCC vector extensions: AVX2/FMA in the x86-64-v3 clone, pairs of SSE2 ops in
+// the baseline one), for the p = 5 fast path and the rows of mul_small.
+#if defined(__GNUC__)
+#define RFL_HAVE_V4 1
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
+
+RFL_INLINE v4d v4_load(const double* a) { return *reinterpret_cast<const v4d*>(a); }
+RFL_INLINE void v4_store(double* a, v4d v) { *reinterpret_cast<v4d*>(a) = v; }
+RFL_INLINE v4d v4_bcast(double s) { return v4d{s, s, s, s}; }
+// a[0 .. m) in the first m lanes, zeros after (m = 1..4)
+RFL_INLINE v4d v4_load_first(const double* a, int m) {
+    return m >= 4 ? v4_load(a) : v4d{a[0], m > 1 ? a[1] : 0.0, m > 2 ? a[2] : 0.0, 0.0};
+}
+#endif
+
+// Whether the products of a compile-time P go through cross_small and mul_small: the plain loops
+// spill their P x P sums at P = 7, 8. Measured (GCC 12, x86-64-v3 clone, batch 16, n = 50, 784,
+// 3072, plain / new time, medians of 5): at P = 8 the QR inverse 3.2-7.8x, the polar inverse
+// 1.5-6.6x, proj 6.5-6.7x, polar 1.5-2.3x; at P = 7 1.1-1.8x; at P = 6 the polar kernels
+// 0.7-0.9x, so P <= 6 keeps the plain loops (and P = 5 its own vector path).
+template <int P>
+constexpr bool kRowVectors = P >= 7;
+
+// M (P x P, row-major) = x'y over n rows for a compile-time P: M's rows in blocks of 4, whose
+// 4 P sums stay in registers.
+template <int P>
+RFL_INLINE void cross_small(const double* x, const double* y, double* M, int n) {
+    constexpr int R = P < 4 ? P : 4;
+    for (int r0 = 0; r0 < P; r0 += R) {
+        double acc[R][P] = {};
+        for (int i = 0; i < n; ++i) {
+            const double* xi = x + static_cast<std::size_t>(i) * P + r0;
+            const double* yi = y + static_cast<std::size_t>(i) * P;
+            for (int r = 0; r < R && r0 + r < P; ++r)
+                for (int c = 0; c < P; ++c) acc[r][c] += xi[r] * yi[c];
+        }
+        for (int r = 0; r < R && r0 + r < P; ++r)
+            for (int c = 0; c < P; ++c) M[(r0 + r) * P + c] = acc[r][c];
+    }
+}
+
+// out_i = alpha a_i C (+ beta z_i when z) for every row i, a = x (+ u when ADD), C P x P
+// row-major, a compile-time P; with H, also H = out'out (full). Each output row is held as
+// (P + 3) / 4 vectors: GCC's own vectorization of the plain loop (4 rows at a time, transposed)
+// spilled at P = 8. out may alias x or z (each row is read before it is written).
+template <int P, bool ADD>
+RFL_INLINE void mul_small(const double* x, const double* u, const double* C, double alpha,
+                          double beta, const double* z, double* out, int n, double* H = nullptr) {
+#ifdef RFL_HAVE_V4
+    constexpr int L = (P + 3) / 4;
+    v4d Hv[P][L] = {};
+    v4d Cv[P][L] = {};  // (zeroed: GCC 12 warns otherwise)
+    for (int r = 0; r < P; ++r)
+        for (int l = 0; l < L; ++l) Cv[r][l] = v4_load_first(C + r * P + 4 * l, P - 4 * l);
+    for (int i = 0; i < n; ++i) {
+        const std::size_t at = static_cast<std::size_t>(i) * P;
+        v4d o[L];
+        for (int l = 0; l < L; ++l)
+            o[l] = z ? v4_bcast(beta) * v4_load_first(z + at + 4 * l, P - 4 * l) : v4_bcast(0.0);
+        for (int r = 0; r < P; ++r) {
+            const v4d ar = v4_bcast(alpha * (ADD ? x[at + r] + u[at + r] : x[at + r]));
+            for (int l = 0; l < L; ++l) o[l] += ar * Cv[r][l];
+        }
+        for (int l = 0; l < L; ++l) {
+            if (4 * l + 4 <= P) {
+                v4_store(out + at + 4 * l, o[l]);
+            } else {
+                for (int k = 0; 4 * l + k < P; ++k) out[at + 4 * l + k] = o[l][k];
+            }
+        }
+        if (H && P <= 4)
+            for (int r = 0; r < P; ++r) Hv[r][0] += v4_bcast(o[0][r]) * o[0];
+    }
+    if (H && P <= 4)
+        for (int r = 0; r < P; ++r)
+            for (int c = 0; c < P; ++c) H[r * P + c] = Hv[r][0][c];
+    if (H && P > 4) cross_small<P>(out, out, H, n);
+#else
+    double Cl[P * P];
+    for (int i = 0; i < P * P; ++i) Cl[i] = C[i];
+    for (int i = 0; i < n; ++i) {
+        const std::size_t at = static_cast<std::size_t>(i) * P;
+        double o[P];
+        for (int c = 0; c < P; ++c) o[c] = z ? beta * z[at + c] : 0.0;
+        for (int r = 0; r < P; ++r) {
+            const double ar = alpha * (ADD ? x[at + r] + u[at + r] : x[at + r]);
+            for (int c = 0; c < P; ++c) o[c] += ar * Cl[r * P + c];
+        }
+        for (int c = 0; c < P; ++c) out[at + c] = o[c];
+    }
+    if (H) cross_small<P>(out, out, H, n);
+#endif
+}
+
 // G (lower triangle, p x p) = a'a with a = x (+ u when ADD).
 template <int P, bool ADD>
 RFL_INLINE void gram(const double* x, const double* u, double* G, int n, int p_) {
@@ -123,6 +218,9 @@ RFL_INLINE void gram(const double* x, const double* u, double* G, int n, int p_)
 template <int P, bool ADD>
 RFL_INLINE void right_mul(const double* x, const double* u, const double* C, double* out, double* H,
                       int n, int p_, double* rowbuf) {
+    // mul_small also at P = 2..4, where H's sums fit in registers too: polar 1.1-1.5x there
+    if constexpr (kRowVectors<P> || (P >= 2 && P <= 4))
+        return mul_small<P, ADD>(x, u, C, 1.0, 0.0, nullptr, out, n, H);
     const int p = P > 0 ? P : p_;
     double Hl[P > 0 ? P * P : 1], Cl[P > 0 ? P * P : 1];
     double* const Hout = H;
@@ -201,14 +299,7 @@ inline void polar_svd(const double* x, const double* u, double* out, int n, int 
 // ---- p = 5 fast path: rows vectorized with 4-lane vectors (GCC vector extensions: AVX2/FMA in
 // the x86-64-v3 clone, pairs of SSE2 ops in the baseline one). A row a_i = x_i (+ u_i) is held
 // as a 4-vector (columns 0..3) plus a scalar (column 4).
-#if defined(__GNUC__)
-#define RFL_HAVE_V4 1
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
-
-RFL_INLINE v4d v4_load(const double* a) { return *reinterpret_cast<const v4d*>(a); }
-RFL_INLINE void v4_store(double* a, v4d v) { *reinterpret_cast<v4d*>(a) = v; }
-RFL_INLINE v4d v4_bcast(double s) { return v4d{s, s, s, s}; }
+#if defined(RFL_HAVE_V4)
 
 // G (full 5 x 5, row-major) = a'a: column d of G's rows 0..3 accumulates A_i * a_id (two rows
 // summed before the accumulator, which halves the latency chain; the broadcasts are register
@@ -594,6 +685,12 @@ RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p
     }
     double local[P > 0 ? P * P : 1];
     double* A = P > 0 ? local : work;  // x'u, then sym
+    if constexpr (detail::kRowVectors<P>) {
+        detail::cross_small<P>(x, u, A, n);
+        for (int r = 0; r < p; ++r)
+            for (int c = 0; c < r; ++c) A[r * p + c] = A[c * p + r] = 0.5 * (A[r * p + c] + A[c * p + r]);
+        return detail::mul_small<P, false>(x, nullptr, A, -1.0, 1.0, u, out, n);
+    }
     for (int i = 0; i < p * p; ++i) A[i] = 0.0;
     for (int i = 0; i < n; ++i) {
         const double* xi = x + static_cast<std::size_t>(i) * p;
@@ -635,6 +732,7 @@ RFL_INLINE void cross(const double* x, const double* y, double* M, int n, int p_
 #endif
     const int p = P > 0 ? P : p_;
     if (P == 0 && uses_blas(p)) return blas::gemm(true, false, p, p, n, 1.0, x, p, y, p, 0.0, M, p);
+    if constexpr (detail::kRowVectors<P>) return detail::cross_small<P>(x, y, M, n);
     double local[P > 0 ? P * P : 1];
     double* const Mout = M;
     if (P > 0) M = local;
@@ -663,6 +761,8 @@ RFL_INLINE void y_times_minus_x(const double* x, const double* y, const double* 
         std::copy(x, x + static_cast<std::size_t>(n) * p, out);
         return blas::gemm(false, false, n, p, p, 1.0, y, p, S, p, -1.0, out, p);
     }
+    if constexpr (detail::kRowVectors<P>)
+        return detail::mul_small<P, false>(y, nullptr, S, 1.0, -1.0, x, out, n);
     double Sl[P > 0 ? P * P : 1];
     if (P > 0) {
         for (int i = 0; i < p * p; ++i) Sl[i] = S[i];
