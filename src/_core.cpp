@@ -197,7 +197,8 @@ depend on it.)pbdoc");
     m.def("get_threads", [] { return g_threads.load(); },
         R"pbdoc(Threads of the batch loops (see set_threads).)pbdoc");
 
-    m.def("set_blas", [](py::object dgemm, py::object dgesv, py::object dsyevd) {
+    m.def("set_blas", [](py::object dgemm, py::object dgesv, py::object dsyevd, py::object dgees,
+                         py::object dtrsyl) {
         auto pointer = [](py::object f, const char* arg) -> void* {
             if (f.is_none()) return nullptr;
             if (!PyCapsule_CheckExact(f.ptr()))
@@ -209,14 +210,18 @@ depend on it.)pbdoc");
         void* g = pointer(dgemm, "dgemm");
         void* s = pointer(dgesv, "dgesv");
         void* e = pointer(dsyevd, "dsyevd");
+        void* h = pointer(dgees, "dgees");
+        void* t = pointer(dtrsyl, "dtrsyl");
         rfl::blas::set_routines(reinterpret_cast<rfl::blas::dgemm_fn>(g),
                                 reinterpret_cast<rfl::blas::dgesv_fn>(s),
-                                reinterpret_cast<rfl::blas::dsyevd_fn>(e)); },
-        py::arg("dgemm"), py::arg("dgesv"), py::arg("dsyevd"),
-        R"pbdoc(Hand the kernels the Fortran BLAS dgemm and LAPACK dgesv and dsyevd (capsules
-holding the function pointers, 32-bit integers, as scipy.linalg.cython_blas / cython_lapack
-export them), or None to stop using them. The large-p paths (rfl/blas.hpp) run on them; set
-once, at import, before any kernel runs.)pbdoc");
+                                reinterpret_cast<rfl::blas::dsyevd_fn>(e),
+                                reinterpret_cast<rfl::blas::dgees_fn>(h),
+                                reinterpret_cast<rfl::blas::dtrsyl_fn>(t)); },
+        py::arg("dgemm"), py::arg("dgesv"), py::arg("dsyevd"), py::arg("dgees"), py::arg("dtrsyl"),
+        R"pbdoc(Hand the kernels the Fortran BLAS dgemm and LAPACK dgesv, dsyevd, dgees and dtrsyl
+(capsules holding the function pointers, 32-bit integers, as scipy.linalg.cython_blas /
+cython_lapack export them), or None to stop using them. The large-p paths (rfl/blas.hpp) run on
+them; set once, at import, before any kernel runs.)pbdoc");
     m.def("has_blas", [] { return rfl::blas::available(); },
         R"pbdoc(Whether set_blas gave the kernels BLAS / LAPACK.)pbdoc");
 

@@ -1,4 +1,5 @@
-"""The C++ kernels' BLAS / LAPACK route (SciPy's dgemm and dgesv, rfl/blas.hpp) for p >= 9:
+"""The C++ kernels' BLAS / LAPACK route (SciPy's dgemm, dgesv, dsyevd, dgees and dtrsyl,
+rfl/blas.hpp) for p >= 9:
 same answers as the kernels' own loops and the NumPy reference, independent of threads and of
 the other items of the batch."""
 
@@ -25,7 +26,7 @@ CASES = [(k, s) for k in BLAS_KERNELS for s in SHAPES]
 @pytest.fixture
 def own_loops():
     """Run the block without BLAS (the kernels' own loops), then hand it back."""
-    core.set_blas(None, None, None)
+    core.set_blas(None, None, None, None, None)
     try:
         yield
     finally:
@@ -102,19 +103,53 @@ def test_blas_gram_routes_on_extreme_and_ill_conditioned_items(name, scale):
         assert np.isnan(got[2]).all() and np.isnan(want[2]).all()
 
 
-def test_inverse_polar_without_an_spd_solution_falls_back_or_refuses():
-    """x'y not positive stable (y = -x): the sign iteration cannot converge; the linear
-    system answers for p <= 32 (S = -I, the reference's answer), NaN above, as without BLAS."""
-    x = kernel_inputs("stiefel_inv_retr_polar", np.random.default_rng(1), 2, 60, 12)[0]
-    for p, xp in ((12, x), (40, ref.polar(np.random.default_rng(2).standard_normal((2, 60, 40))))):
-        got = core.stiefel_inv_retr_polar(xp, -xp)
+def rotated(x, angles):
+    """y = x R, R orthogonal with 2 x 2 rotation blocks by `angles` (the rest of R: I), so that
+    x'y = R has eigenvalues exp(+-i angle)."""
+    p = x.shape[-1]
+    R = np.eye(p)
+    for k, t in enumerate(angles):
+        R[2 * k:2 * k + 2, 2 * k:2 * k + 2] = [[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]
+    return x @ R
+
+
+@pytest.mark.parametrize("p", [8, 12, 40, 64])
+def test_inverse_polar_without_an_spd_solution(p, request):
+    """x'y not positive stable: y = -x (S = -I), and y = x R with rotations by more than pi / 2
+    (no two eigenvalues of x'y summing to zero, S indefinite). The sign iteration cannot
+    converge; Bartels-Stewart answers at every p >= 9, as the reference does. The kernels' own
+    loops (and p = 8, below the BLAS route) answer by the linear system up to p = 32, and give
+    NaN above."""
+    x = ref.polar(np.random.default_rng(p).standard_normal((1, 90, p)))
+    ys = [-x, rotated(x, [0.3, 2.0, 2.5, 2.9])]
+    got = [core.stiefel_inv_retr_polar(x, y) for y in ys]
+    for g, y in zip(got, ys):
+        want = ref.stiefel_inv_retr_polar(x, y)
+        assert np.isfinite(want).all()
+        np.testing.assert_allclose(g, want, atol=1e-10 * max(1.0, np.abs(want).max()))
+    request.getfixturevalue("own_loops")
+    for g, y in zip(got, ys):
+        own = core.stiefel_inv_retr_polar(x, y)
         if p <= 32:
-            np.testing.assert_allclose(got, ref.stiefel_inv_retr_polar(xp, -xp), atol=1e-10)
+            np.testing.assert_allclose(own, g, atol=1e-10 * max(1.0, np.abs(g).max()))
         else:
-            assert np.isnan(got).all()
+            assert np.isnan(own).all()
+
+
+@pytest.mark.parametrize("p", [8, 12, 40])
+def test_inverse_polar_refuses_where_no_unique_solution_exists(p, request):
+    """x'y with eigenvalues +-i (a rotation by pi / 2): M S + S M' = 2I is singular. The
+    reference and every route give NaN, not an S of size 1e15: the sign iteration (p = 8 and
+    the own loops) converges there, and dtrsyl alone flags only exactly opposite eigenvalues."""
+    x = ref.polar(np.random.default_rng(3).standard_normal((1, 90, p)))
+    y = rotated(x, [0.4, np.pi / 2])
+    assert np.isnan(ref.stiefel_inv_retr_polar(x, y)).all()
+    assert np.isnan(core.stiefel_inv_retr_polar(x, y)).all()
+    request.getfixturevalue("own_loops")
+    assert np.isnan(core.stiefel_inv_retr_polar(x, y)).all()
 
 
 def test_set_blas_refuses_what_is_not_a_capsule():
     with pytest.raises(TypeError, match="dgemm: expected a capsule"):
-        core.set_blas(1, None, None)
+        core.set_blas(1, None, None, None, None)
     assert core.has_blas()

@@ -68,13 +68,15 @@ def load(name):
 
 
 def _give_blas(core):
-    """Hand ``_core`` SciPy's BLAS dgemm, LAPACK dgesv and dsyevd for its large-p Stiefel paths (a
-    SciPy without them leaves the kernels on their own loops: slower at p >= 9, same answers)."""
+    """Hand ``_core`` SciPy's BLAS dgemm and LAPACK dgesv, dsyevd, dgees and dtrsyl for its large-p
+    Stiefel paths (a SciPy without them leaves the kernels on their own loops: slower at p >= 9,
+    and the polar inverse answers fewer items above p = 32)."""
     try:
         from scipy.linalg import cython_blas, cython_lapack
 
         lapack = cython_lapack.__pyx_capi__
-        routines = cython_blas.__pyx_capi__["dgemm"], lapack["dgesv"], lapack["dsyevd"]
+        routines = (cython_blas.__pyx_capi__["dgemm"],
+                    *(lapack[f] for f in ("dgesv", "dsyevd", "dgees", "dtrsyl")))
     except (ImportError, AttributeError, KeyError):
         return
     core.set_blas(*routines)

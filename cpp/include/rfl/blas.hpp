@@ -13,6 +13,10 @@
 //   eigh(A, w, p)
 //        symmetric A (p x p; its lower triangle is read) = V diag(w) V', w ascending; A is
 //        overwritten by V' (row k: the k-th eigenvector); false if LAPACK fails
+//   lyapunov(M, S, p)
+//        symmetric S (p x p) with M S + S M' = 2I by Bartels-Stewart (real Schur form by dgees,
+//        the triangular equation by dtrsyl), for any M without two eigenvalues summing to 0;
+//        false otherwise (or if LAPACK fails)
 #pragma once
 
 #include <algorithm>
@@ -32,11 +36,19 @@ using dgesv_fn = void (*)(int* n, int* nrhs, double* a, int* lda, int* ipiv, dou
                           int* info);
 using dsyevd_fn = void (*)(char* jobz, char* uplo, int* n, double* a, int* lda, double* w,
                            double* work, int* lwork, int* iwork, int* liwork, int* info);
+using dgees_fn = void (*)(char* jobvs, char* sort, void* select, int* n, double* a, int* lda,
+                          int* sdim, double* wr, double* wi, double* vs, int* ldvs, double* work,
+                          int* lwork, int* bwork, int* info);
+using dtrsyl_fn = void (*)(char* trana, char* tranb, int* isgn, int* m, int* n, double* a,
+                           int* lda, double* b, int* ldb, double* c, int* ldc, double* scale,
+                           int* info);
 
 struct Routines {
     dgemm_fn dgemm = nullptr;
     dgesv_fn dgesv = nullptr;
     dsyevd_fn dsyevd = nullptr;
+    dgees_fn dgees = nullptr;
+    dtrsyl_fn dtrsyl = nullptr;
 };
 
 inline Routines& routines() {
@@ -45,10 +57,9 @@ inline Routines& routines() {
 }
 
 // Set (or, with nullptr, clear) the routines; not thread-safe against running kernels.
-inline void set_routines(dgemm_fn dgemm, dgesv_fn dgesv, dsyevd_fn dsyevd) {
-    routines().dgemm = dgemm;
-    routines().dgesv = dgesv;
-    routines().dsyevd = dsyevd;
+inline void set_routines(dgemm_fn dgemm, dgesv_fn dgesv, dsyevd_fn dsyevd, dgees_fn dgees,
+                         dtrsyl_fn dtrsyl) {
+    routines() = Routines{dgemm, dgesv, dsyevd, dgees, dtrsyl};
 }
 
 // Calls on this thread while a Suspend lives keep to the kernels' own loops: for a caller
@@ -67,7 +78,8 @@ struct Suspend {
 
 inline bool available() {
     const Routines& r = routines();
-    return r.dgemm != nullptr && r.dgesv != nullptr && r.dsyevd != nullptr && suspended() == 0;
+    return r.dgemm != nullptr && r.dgesv != nullptr && r.dsyevd != nullptr &&
+           r.dgees != nullptr && r.dtrsyl != nullptr && suspended() == 0;
 }
 
 // Row-major C = alpha op(A) op(B) + beta C: the column-major product C' = op(B)' op(A)'.
@@ -102,6 +114,60 @@ inline bool eigh(double* A, double* w, int p) {
     std::unique_ptr<int[]> iwork(new int[liwork]);
     routines().dsyevd(&jobz, &uplo, &n, A, &n, w, work.get(), &lwork, iwork.get(), &liwork, &info);
     return info == 0;
+}
+
+// Symmetric S with M S + S M' = 2I (row-major p x p) by Bartels-Stewart, as SciPy's
+// solve_continuous_lyapunov: column-major, LAPACK sees A = M', and the equation reads
+// A' S + S A = 2I. With A = Z T Z' (real Schur form, dgees), Y = Z' S Z solves T' Y + Y T = 2I
+// (dtrsyl), and S = Z Y Z'. False when two eigenvalues of M (nearly) sum to zero (no unique
+// solution), when LAPACK fails, or when S is not finite. O(p^3) time, O(p^2) memory.
+inline bool lyapunov(const double* M, double* S, int p) {
+    const std::size_t pp = static_cast<std::size_t>(p) * p;
+    char jobvs = 'V', sort = 'N';
+    int n = p, sdim = 0, info = 0, lwork = -1;
+    double query = 0.0;
+    std::unique_ptr<double[]> buf(new double[3 * pp + 2 * static_cast<std::size_t>(p)]);
+    double* T = buf.get();
+    double* Z = T + pp;
+    double* Y = Z + pp;
+    double* wr = Y + pp;
+    double* wi = wr + p;
+    std::copy(M, M + pp, T);
+    routines().dgees(&jobvs, &sort, nullptr, &n, T, &n, &sdim, wr, wi, Z, &n, &query, &lwork,
+                     nullptr, &info);
+    if (info != 0) return false;
+    lwork = std::max(static_cast<int>(query), 3 * p);
+    std::unique_ptr<double[]> work(new double[lwork]);
+    routines().dgees(&jobvs, &sort, nullptr, &n, T, &n, &sdim, wr, wi, Z, &n, work.get(), &lwork,
+                     nullptr, &info);
+    if (info != 0) return false;
+    // unique solution: |l_i + l_j| > 1e-12 max(1, max |l|) for all i, j, the reference's test
+    // (dtrsyl flags only exactly common eigenvalues: at l = +-i(1 + eps) it returned |S| ~ 1e15)
+    double big = 1.0;
+    for (int i = 0; i < p; ++i) big = std::fmax(big, std::hypot(wr[i], wi[i]));
+    for (int i = 0; i < p; ++i)
+        for (int j = 0; j <= i; ++j)
+            if (!(std::hypot(wr[i] + wr[j], wi[i] + wi[j]) > 1e-12 * big)) return false;
+    std::fill(Y, Y + pp, 0.0);
+    for (int i = 0; i < p; ++i) Y[static_cast<std::size_t>(i) * p + i] = 2.0;
+    char ta = 'T', tb = 'N';
+    int isgn = 1;
+    double scale = 1.0;
+    routines().dtrsyl(&ta, &tb, &isgn, &n, &n, T, &n, T, &n, Y, &n, &scale, &info);
+    if (info != 0 || !(scale > 0.0)) return false;
+    // S = Z (Y / scale) Z' (column-major: the same row-major, S being symmetric), then symmetrized
+    double one = 1.0 / scale, zero = 0.0;
+    char nn = 'N', nt = 'T';
+    routines().dgemm(&nn, &nn, &n, &n, &n, &one, Z, &n, Y, &n, &zero, T, &n);
+    one = 1.0;
+    routines().dgemm(&nn, &nt, &n, &n, &n, &one, T, &n, Z, &n, &zero, S, &n);
+    for (int i = 0; i < p; ++i)
+        for (int j = 0; j < i; ++j) {
+            const std::size_t ij = static_cast<std::size_t>(i) * p + j;
+            const std::size_t ji = static_cast<std::size_t>(j) * p + i;
+            S[ij] = S[ji] = 0.5 * (S[ij] + S[ji]);
+        }
+    return linalg::all_finite(S, pp);
 }
 
 }  // namespace blas

@@ -27,7 +27,9 @@
 // BLAS / LAPACK (blas.hpp), every p >= 9 runs the same algorithms on them: GEMM for proj, for
 // x'y and y S - x of both inverses, for the sign iteration's products and for the Gram
 // routes' a'a, Q0'Q0 and a C (polar: C = (a'a)^-½; QR: C = R^-1); LU for the iteration's
-// inverses, dsyevd for the polar Gram route's eigendecompositions.
+// inverses, dsyevd for the polar Gram route's eigendecompositions; and where the sign
+// iteration does not converge, Bartels-Stewart (dgees, dtrsyl) instead of the linear system,
+// at every p: an answer wherever one exists, as the reference's.
 // QR inverse: one LU of x'y without pivoting gives every leading block at once (columns
 // solved by forward/back substitution); partial-pivoting solves per column when a pivot is
 // small. All loops over n are fused passes over contiguous rows.
@@ -869,7 +871,8 @@ inline bool invert(const double* B, double* Inv, double* lu, int p, double* logd
 // (Roberts; Benner's determinantal scaling): B_0 = M, Q_0 = 2I,
 //   B <- (B/c + c B^-1)/2,  Q <- (Q/c + c B^-1 Q B^-T)/2,  c = |det B|^(1/p),
 // B -> sign(M) = I when M is positive stable, and then S = Q/2. False when B does not reach I
-// (M not positive stable, or no convergence). work: 5 p^2 doubles. The p x p products are
+// (M not positive stable, or no convergence), or when |S| cannot rule out a nearly singular
+// equation (below). work: 5 p^2 doubles. The p x p products are
 // the caller's: invert(B, Bi, lu, &logdet) writes Bi = B^-1 (lu: p^2 scratch), false when B
 // is singular; sandwich(Bi, Q, T, S) writes at least the upper triangle of S = Bi Q Bi'
 // (T: p^2 scratch).
@@ -912,8 +915,17 @@ inline bool lyapunov_sign(const double* M, double* S, int p, double* work, Inver
     for (int i = 0; i < p; ++i)
         for (int j = 0; j < p; ++j) off = std::fmax(off, std::fabs(B[i * p + j] - (i == j)));
     if (!(off <= 1e-8)) return false;
-    for (std::size_t i = 0; i < pp; ++i) S[i] = 0.5 * Q[i];
-    return linalg::all_finite(S, pp);
+    // Refuse where the reference does: it answers only if |l_i + l_j| > 1e-12 max(1, max |l|)
+    // for all eigenvalues l of M. For the positive stable M here, v*(M S + S M')v = 2|v|^2 at
+    // an eigenvector v of M' gives Re l >= 1 / |S|_2, so |S|_F max(1, |M|_F) < 2e12 proves
+    // that test passes (M near a singular equation would otherwise give |S| ~ 1e15 silently).
+    double s2 = 0.0, m2 = 0.0;
+    for (std::size_t i = 0; i < pp; ++i) {
+        S[i] = 0.5 * Q[i];
+        s2 += S[i] * S[i];
+        m2 += M[i] * M[i];
+    }
+    return std::sqrt(s2) * std::fmax(1.0, std::sqrt(m2)) < 2e12;  // false for NaN / inf
 }
 
 // lyapunov_sign with the kernels' own loops: Gauss-Jordan inverse, row-wise products.
@@ -971,10 +983,10 @@ RFL_INLINE void inv_retr_polar(const double* x, const double* y, double* out, in
     if (ok) {
         if (p <= kKronFirst)
             ok = lyapunov_sym(M, S, p, lw);
+        else if (P == 0 && uses_blas(p))  // x'y not positive stable: Bartels-Stewart, any p
+            ok = lyapunov_sign_blas(M, S, p, lw) || blas::lyapunov(M, S, p);
         else
-            ok = (P == 0 && uses_blas(p) ? lyapunov_sign_blas(M, S, p, lw)
-                                         : lyapunov_sign(M, S, p, lw)) ||
-                 (p <= kKronMax && lyapunov_sym(M, S, p, lw));
+            ok = lyapunov_sign(M, S, p, lw) || (p <= kKronMax && lyapunov_sym(M, S, p, lw));
     }
     if (!ok) return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
     y_times_minus_x<P>(x, y, S, out, n, p);
