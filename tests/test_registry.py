@@ -185,6 +185,26 @@ def test_write_auto_merges_point_by_point(tmp_path):
     assert "a test sweep." in namespace["__doc__"]
 
 
+def test_write_auto_drops_the_earlier_notes_once_every_point_is_replaced(tmp_path):
+    """A sweep that times every point of the table is the whole story: the notes of the sweeps
+    before it go; one that leaves a point keeps them, under a line saying so."""
+    from rfl_fast.app.sweep import write_auto_table
+    from rfl_fast.kernels import _auto_table
+
+    path = tmp_path / "table.py"
+    everything = {name: tuple((shape, ("numpy",)) for shape, _ in points)
+                  for name, points in _auto_table.AUTO.items()}
+    write_auto_table(everything, path, "the whole grid.")
+    namespace = {}
+    exec(path.read_text(), namespace)
+    assert namespace["__doc__"].split("\n\n")[1:-1] == ["the whole grid."]
+    assert namespace["AUTO"] == everything
+    one_short = {**everything, "stiefel_proj": everything["stiefel_proj"][1:]}
+    write_auto_table(one_short, path, "all but one point.")
+    doc = path.read_text()
+    assert "all but one point." in doc and "kept from the table before it" in doc
+
+
 def test_bench_write_auto_writes_the_kernels_table(monkeypatch, capsys):
     """``rfl-fast bench --sweep --write-auto`` writes ``rfl_fast/kernels/_auto_table.py``."""
     import rfl_fast

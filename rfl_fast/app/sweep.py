@@ -191,13 +191,16 @@ def derive_auto(rows, margin=MARGIN):
 
 def write_auto_table(table, path, note):
     """Write ``table`` as the module ``kernels/_auto_table.py``, merged point by point over the
-    existing one: a point of ``table`` replaces the same shape's order, the other points stay."""
+    existing one: a point of ``table`` replaces the same shape's order, the other points stay,
+    and so do the earlier sweeps' notes, unless ``table`` replaces every point."""
     from ..kernels import _auto_table
 
     merged = {k: dict(points) for k, points in _auto_table.AUTO.items()}
     earlier = _auto_table.__doc__.split("\n\n")[1:-1]   # the earlier sweeps' notes
+    kept = any(shape not in dict(table.get(name, ())) for name, points in merged.items()
+               for shape in points)
     note = textwrap.fill(" ".join(note.split()), 95)
-    if merged:
+    if kept:
         note += ("\n\nPoints this sweep did not time are kept from the table before it:\n\n"
                  + "\n\n".join(p.strip() for p in earlier))
     for name, points in table.items():
