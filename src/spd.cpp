@@ -33,6 +33,12 @@ constexpr int kJacobiMaxN = 12;
 template <double (*F)(double)>
 RFL_CLONES void sym_loop(const double* ps, double* po, py::ssize_t N, int n) {
     const std::size_t item = static_cast<std::size_t>(n) * n;
+    if (rfl::spd::uses_blas(n, rfl::spd::kBlasMinEig)) {  // LAPACK per item (rfl/spd.hpp)
+        std::vector<double> work(rfl::spd::sym_work(n));
+        for (py::ssize_t i = 0; i < N; ++i)
+            rfl::spd::sym_fun(ps + i * item, po + i * item, n, F, work.data());
+        return;
+    }
     if (n <= kJacobiMaxN && N >= 2 && wide_simd()) {
         std::vector<double> work(rfl::spd::sym_lanes_work(n));
         return rfl::spd::sym_fun_lanes(ps, po, N, n, F, work.data());
@@ -63,7 +69,7 @@ Arr sym_unary(const Arr& s, const char* kernel) {
         for_chunks(N, item * sizeof(double), 1, [&](py::ssize_t i0, py::ssize_t i1) {
             sym_loop<F>(ps + i0 * item, po + i0 * item, i1 - i0, n);
             return true;
-        });
+        }, rfl::spd::uses_blas(n, rfl::spd::kBlasMinEig));
     }
     return out;
 }
@@ -93,6 +99,15 @@ void spd_dist_run(const double* a, const double* b, double* o, py::ssize_t N,
     spd_dist_loop(a, b, o, N, static_cast<int>(c[0]));
 }
 
+// whether spd_exp / spd_log (spd_dist) items of core shape (n, n) run on BLAS, which threads
+// each call: then the batch runs in the calling thread (binding.hpp)
+bool exp_log_on_blas(const py::ssize_t* c) {
+    return rfl::spd::uses_blas(static_cast<int>(c[0]), rfl::spd::kBlasMinExpLog);
+}
+bool dist_on_blas(const py::ssize_t* c) {
+    return rfl::spd::uses_blas(static_cast<int>(c[0]), rfl::spd::kBlasMinEig);
+}
+
 template <void (*F)(const double*, const double*, double*, int, double*)>
 Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
     check_ndim(x, 3, kernel, "x", "(N, n, n)");
@@ -109,7 +124,7 @@ Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname
         py::gil_scoped_release release;
         const std::size_t item = static_cast<std::size_t>(n) * n;
         const py::ssize_t core[1] = {n};
-        run2_chunked(spd_run<F>, px, pb, po, N, core, item, item);
+        run2_chunked(spd_run<F>, px, pb, po, N, core, item, item, exp_log_on_blas(core));
     }
     return out;
 }
@@ -129,7 +144,8 @@ Arr spd_dist(const Arr& x, const Arr& y) {
     {
         py::gil_scoped_release release;
         const py::ssize_t core[1] = {n};
-        run2_chunked(spd_dist_run, px, py_, po, N, core, static_cast<std::size_t>(n) * n, 1);
+        run2_chunked(spd_dist_run, px, py_, po, N, core, static_cast<std::size_t>(n) * n, 1,
+                     dist_on_blas(core));
     }
     return out;
 }
@@ -166,7 +182,7 @@ Computed through the Cholesky factor of x; NaN where x or y is not positive defi
         R"pbdoc(Affine-invariant distance ``|logm(x^-1/2 y x^-1/2)|_F``; (N, n, n) -> (N,).)pbdoc");
 
     // fast lanes (see checked_binary in _core.cpp)
-    def_checked<2, false>(m, "spd_exp", spd_run<rfl::spd::spd_exp>, square_core);
-    def_checked<2, false>(m, "spd_log", spd_run<rfl::spd::spd_log>, square_core);
-    def_checked<2, true>(m, "spd_dist", spd_dist_run, square_core);
+    def_checked<2, false>(m, "spd_exp", spd_run<rfl::spd::spd_exp>, square_core, exp_log_on_blas);
+    def_checked<2, false>(m, "spd_log", spd_run<rfl::spd::spd_log>, square_core, exp_log_on_blas);
+    def_checked<2, true>(m, "spd_dist", spd_dist_run, square_core, dist_on_blas);
 }

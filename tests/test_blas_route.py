@@ -1,5 +1,5 @@
 """The C++ kernels' BLAS / LAPACK route (SciPy's dgemm, dgesv, dsyevd, dgees and dtrsyl,
-rfl/blas.hpp) for p >= 9:
+rfl/blas.hpp) for Stiefel p >= 9 and SPD n >= 128 / 256:
 same answers as the kernels' own loops and the NumPy reference, independent of threads and of
 the other items of the batch."""
 
@@ -153,3 +153,45 @@ def test_set_blas_refuses_what_is_not_a_capsule():
     with pytest.raises(TypeError, match="dgemm: expected a capsule"):
         core.set_blas(1, None, None, None, None)
     assert core.has_blas()
+
+
+# The SPD kernels' BLAS / LAPACK route (rfl/spd.hpp): spd_exp and spd_log from n = 128, the
+# symmetric matrix functions and spd_dist from n = 256; one size below each threshold keeps the
+# own eigensolvers (the lockstep lanes for batches).
+SPD_CASES = [("spd_exp", 128), ("spd_log", 128), ("spd_log", 127), ("spd_dist", 256),
+             ("sym_expm", 256), ("sym_logm", 256), ("sym_sqrtm", 256), ("sym_invsqrtm", 256),
+             ("sym_expm", 255)]
+
+
+@pytest.mark.parametrize("name,n", SPD_CASES)
+def test_spd_blas_route_matches_reference_and_own_loops(name, n, request):
+    args = kernel_inputs(name, np.random.default_rng(zlib.crc32(f"{name}{n}".encode())), 3, n)
+    with_blas = getattr(core, name)(*args)
+    fast_lane = getattr(core, name + "_checked", None)
+    if fast_lane is not None:
+        np.testing.assert_array_equal(fast_lane(*args, (n, n)), with_blas)
+    if n in (128, 256):  # per item on LAPACK: the batch does not change an item's bits
+        alone = getattr(core, name)(*(a[1:2] for a in args))
+        np.testing.assert_array_equal(alone, with_blas[1:2])
+    want = getattr(ref, name)(*args)
+    request.getfixturevalue("own_loops")
+    own = getattr(core, name)(*args)
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(with_blas, want, rtol=0, atol=1e-10 * scale)
+    np.testing.assert_allclose(with_blas, own, rtol=0, atol=1e-10 * scale)
+    if with_blas.ndim == 3:
+        np.testing.assert_array_equal(with_blas, np.swapaxes(with_blas, 1, 2))  # symmetric
+
+
+@pytest.mark.parametrize("name,n", [("spd_exp", 128), ("spd_log", 128), ("spd_dist", 256),
+                                    ("sym_logm", 256), ("sym_expm", 256)])
+def test_spd_blas_route_gives_nan_only_for_the_bad_items(name, n):
+    """Item 0: NaN in an input; item 1: x (or s) indefinite, where the kernel has no answer
+    (sym_expm answers it); item 2: a good item, answered as when alone."""
+    args = [a.copy() for a in kernel_inputs(name, np.random.default_rng(5), 3, n)]
+    args[-1][0, 3, 2] = np.nan
+    args[0][1] -= 2 * np.abs(np.linalg.eigvalsh(args[0][1])).max() * np.eye(n)
+    got = getattr(core, name)(*args)
+    assert np.isnan(got[0]).all()
+    assert np.isfinite(got[1]).all() if name == "sym_expm" else np.isnan(got[1]).all()
+    np.testing.assert_array_equal(got[2:], getattr(core, name)(*(a[2:] for a in args)))

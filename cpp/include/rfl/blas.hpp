@@ -10,9 +10,10 @@
 //   inverse(A, Inv, ipiv, p, logdet)
 //        row-major Inv = A^-1 (A p x p, overwritten by its LU factors), log|det A| in *logdet;
 //        false when A is singular or the result is not finite
-//   eigh(A, w, p)
+//   eigh(A, w, p, vectors = true)
 //        symmetric A (p x p; its lower triangle is read) = V diag(w) V', w ascending; A is
-//        overwritten by V' (row k: the k-th eigenvector); false if LAPACK fails
+//        overwritten by V' (row k: the k-th eigenvector; without vectors, by scratch); false
+//        if LAPACK fails
 //   lyapunov(M, S, p)
 //        symmetric S (p x p) with M S + S M' = 2I by Bartels-Stewart (real Schur form by dgees,
 //        the triangular equation by dtrsyl), for any M without two eigenvalues summing to 0;
@@ -28,6 +29,11 @@
 
 namespace rfl {
 namespace blas {
+
+// GEMM work (m n k) from which OpenBLAS threads a call (its GEMM_MULTITHREAD_THRESHOLD 4 times
+// SMP_THRESHOLD_MIN 65536): a batch loop over items that make such calls should not add threads
+// of its own.
+constexpr std::size_t kThreadsFrom = std::size_t(1) << 18;
 
 using dgemm_fn = void (*)(char* transa, char* transb, int* m, int* n, int* k, double* alpha,
                           double* a, int* lda, double* b, int* ldb, double* beta, double* c,
@@ -107,8 +113,8 @@ inline bool inverse(double* A, double* Inv, int* ipiv, int p, double* logdet) {
 
 // Symmetric eigendecomposition by LAPACK dsyevd. Row-major lower = column-major upper, and the
 // column-major eigenvectors read row-major are the rows of V'.
-inline bool eigh(double* A, double* w, int p) {
-    char jobz = 'V', uplo = 'U';
+inline bool eigh(double* A, double* w, int p, bool vectors = true) {
+    char jobz = vectors ? 'V' : 'N', uplo = 'U';
     int n = p, lwork = 1 + 6 * p + 2 * p * p, liwork = 3 + 5 * p, info = 0;
     std::unique_ptr<double[]> work(new double[lwork]);
     std::unique_ptr<int[]> iwork(new int[liwork]);

@@ -16,6 +16,9 @@
 //       when AVX2 is available; per item it is ~1.5x faster than Householder + QL there).
 //   sym_fun_ql_lanes  the same through Householder + QL in lockstep over 4 items (the binding
 //       uses it for n > 12 when AVX2 is available: ~2x faster than per item at n = 20).
+//   For n >= 128 (spd_exp, spd_log) or 256 (sym_fun, spd_dist), when the application set
+//   BLAS / LAPACK (blas.hpp), the kernels decompose by LAPACK dsyevd and form V f V' and L V
+//   by GEMM; the Cholesky factor and the triangular solves stay the kernels' own.
 //
 // Scratch: sym_work(n) / spd_work(n) / sym_lanes_work(n) / sym_ql_lanes_work(n) doubles.
 #pragma once
@@ -23,12 +26,55 @@
 #include <cmath>
 #include <cstddef>
 
+#include "blas.hpp"
 #include "linalg_small.hpp"
 
 namespace rfl {
 namespace spd {
 
 using linalg::kNaN;
+
+// Smallest n for which the kernels decompose on BLAS / LAPACK (blas.hpp) when the application
+// set them. Measured against the kernels' own eigensolvers (2026-11-24, 2 cores, medians of 3
+// alternating rounds; own / BLAS time): spd_exp and spd_log 2.6-2.8x at n = 128 batch 1,
+// 1.4x at batch 16 and 200, 3.5-6.9x at n = 256; but at n = 64 batch 16 0.6x. sym_expm /
+// sym_logm and spd_dist (the eigensolver is all of their O(n^3) work, where the own lockstep
+// solvers over two loop threads hold up longer): 0.75-0.8x at n = 128 batch 200 (spd_dist
+// also at 16), 1.4-1.7x at n = 256 batch 16 and 200, 2.8-12x at n = 256 batch 1.
+constexpr int kBlasMinExpLog = 128;  // spd_exp, spd_log
+constexpr int kBlasMinEig = 256;     // sym_fun (sym_expm, sym_logm, ...), spd_dist
+
+// Whether an item of size n runs on BLAS / LAPACK from size `from` on. At these n BLAS
+// threads every call (n^3 >= blas::kThreadsFrom), so a batch loop over such items runs in the
+// calling thread.
+inline bool uses_blas(int n, int from) { return n >= from && blas::available(); }
+
+namespace detail {
+
+// The eigenvalues w (ascending) of the symmetric s (lower triangle read) by LAPACK dsyevd,
+// and with `vectors` Vt (n x n, rows: eigenvectors), else scratch. False when s is not finite
+// or LAPACK fails.
+inline bool eigh_blas(const double* s, double* w, double* Vt, int n, bool vectors) {
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j <= i; ++j) Vt[i * n + j] = Vt[j * n + i] = s[i * n + j];
+    if (!linalg::all_finite(Vt, nn) || !blas::eigh(Vt, w, n, vectors)) return false;
+    return linalg::all_finite(w, static_cast<std::size_t>(n));
+}
+
+// out = Zt' diag(f) Zt (n x n, symmetric) by GEMM. T: n*n scratch.
+inline void sym_from_eig_blas(const double* Zt, const double* f, double* out, int n, double* T) {
+    for (int k = 0; k < n; ++k)
+        for (int j = 0; j < n; ++j) T[k * n + j] = f[k] * Zt[k * n + j];
+    blas::gemm(true, false, n, n, n, 1.0, Zt, n, T, n, 0.0, out, n);
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < i; ++j) {
+            const double v = 0.5 * (out[i * n + j] + out[j * n + i]);
+            out[i * n + j] = out[j * n + i] = v;
+        }
+}
+
+}  // namespace detail
 
 inline std::size_t sym_work(int n) {
     return 2 * static_cast<std::size_t>(n) * n + linalg::eigh_work(n) + n;
@@ -42,11 +88,14 @@ inline void sym_fun(const double* s, double* out, int n, F f, double* work) {
     double* scratch = Vt + nn;
     double* w = scratch + nn;
     double* ework = w + n;
-    if (!linalg::eigh(s, w, Vt, n, ework)) return linalg::fill_nan(out, nn);
+    const bool on_blas = uses_blas(n, kBlasMinEig);
+    if (!(on_blas ? detail::eigh_blas(s, w, Vt, n, true) : linalg::eigh(s, w, Vt, n, ework)))
+        return linalg::fill_nan(out, nn);
     for (int k = 0; k < n; ++k) {
         w[k] = f(w[k]);
         if (std::isnan(w[k])) return linalg::fill_nan(out, nn);
     }
+    if (on_blas) return detail::sym_from_eig_blas(Vt, w, out, n, scratch);
     linalg::sym_from_eig(Vt, w, out, n, scratch);
 }
 
@@ -295,11 +344,19 @@ inline void spd_fun(const double* x, const double* b, double* out, int n, F f, d
     double* scratch = Wt + nn;
     double* w = scratch + nn;
     double* ework = w + n;
-    if (!congruence(x, b, L, M, n, scratch) || !linalg::eigh(M, w, Wt, n, ework))
+    const bool on_blas = uses_blas(n, kBlasMinExpLog);
+    if (!congruence(x, b, L, M, n, scratch) ||
+        !(on_blas ? eigh_blas(M, w, Wt, n, true) : linalg::eigh(M, w, Wt, n, ework)))
         return linalg::fill_nan(out, nn);
     for (int k = 0; k < n; ++k) {
         w[k] = f(w[k]);
         if (std::isnan(w[k])) return linalg::fill_nan(out, nn);
+    }
+    if (on_blas) {  // Zt = Wt L' (L's upper triangle zeroed), out = Zt' f Zt
+        for (int i = 0; i < n; ++i)
+            for (int j = i + 1; j < n; ++j) L[i * n + j] = 0.0;
+        blas::gemm(false, true, n, n, n, 1.0, Wt, n, L, n, 0.0, M, n);
+        return sym_from_eig_blas(M, w, out, n, scratch);
     }
     // Zt[k][i] = sum_{l <= i} Wt[k][l] L[i][l]   (stored in M)
     double* Zt = M;
@@ -333,7 +390,10 @@ inline double spd_dist(const double* x, const double* y, int n, double* work) {
     double* scratch = M + nn;
     double* w = scratch + nn;
     double* ework = w + n;
-    if (!detail::congruence(x, y, L, M, n, scratch) || !linalg::eigh(M, w, nullptr, n, ework))
+    const bool on_blas = uses_blas(n, kBlasMinEig);
+    if (!detail::congruence(x, y, L, M, n, scratch) ||
+        !(on_blas ? detail::eigh_blas(M, w, scratch, n, false)
+                  : linalg::eigh(M, w, nullptr, n, ework)))
         return kNaN;
     double acc = 0.0;
     for (int k = 0; k < n; ++k) {

@@ -64,9 +64,6 @@ constexpr int kKronFirst = 7;
 // on BLAS is 1.26-1.34x as fast at (n, p) = (50, 10) and 1.5-7x at every other point with
 // p = 10 .. 24 (batch 1, 16, 200; n = 50, 784, 3072).
 constexpr int kBlasMin = 9;
-// GEMM work (m n k) from which OpenBLAS threads a call (its GEMM_MULTITHREAD_THRESHOLD 4 times
-// SMP_THRESHOLD_MIN 65536).
-constexpr std::size_t kBlasThreadsFrom = std::size_t(1) << 18;
 
 // Whether the Stiefel kernels (all six) run their products (and the sign iteration, the Gram
 // eigendecompositions) on BLAS / LAPACK.
@@ -78,7 +75,7 @@ inline bool uses_blas(int p) { return p >= kBlasMin && blas::available(); }
 // at every p >= 16 tried (n = 784, 3072), but 0.5-0.8x at p = 10, n = 3072, where BLAS's
 // threads have only p x p = 100 outputs to share: p < 16 keeps the loop's threads.
 inline bool blas_threaded(int n, int p) {
-    return uses_blas(p) && p >= 16 && static_cast<std::size_t>(n) * p * p >= kBlasThreadsFrom;
+    return uses_blas(p) && p >= 16 && static_cast<std::size_t>(n) * p * p >= blas::kThreadsFrom;
 }
 
 inline std::size_t work_size(int n, int p) {
