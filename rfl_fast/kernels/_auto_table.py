@@ -3,13 +3,14 @@
 Every grid point (901: the six Stiefel kernels at 93 points each, the seven SPD and symmetric
 matrix kernels at 33, the eight sphere and Lorentz kernels at 14) timed 2026-11-24 by
 `rfl_fast.app.sweep.time_rounds` (3 repeats, up to 3 rounds while the choice is close; 5 rounds
-at 5 points whose rounds disagreed) on AMD EPYC (2 CPUs, idle), BLAS openblas 0.3.31
+at 8 points whose rounds disagreed) on AMD EPYC (2 CPUs, idle), BLAS openblas 0.3.31
 kernel=Haswell, 2 threads for BLAS, C++ and Numba. auto puts a compiled backend first only
 where it was >= 1.1x the reference in every round. Stiefel p >= 10: after the C++ kernels moved
 onto SciPy's BLAS / LAPACK for p >= 9 (Numba not timed for polar and stiefel_retr_polar at p =
 128, 0.15-0.36x there). Stiefel p = 8 (every kernel) and p = 2, 3, 4 (polar,
 stiefel_retr_polar): after the C++ register-blocked products of p = 7, 8 and the vector Gram
-step of p = 2..4. Square matrices n >= 32 in one sweep, n <= 20 and the vector kernels in
+step of p = 2..4. Square matrices n = 128, 256: after the C++ SPD kernels moved onto LAPACK /
+BLAS there; n = 32, 64 in an earlier sweep of the day, n <= 20 and the vector kernels in
 another.
 
 kernel -> ((first argument's shape (items, *core), backend order), ...): a call takes the
@@ -209,7 +210,7 @@ AUTO = {
         ((200, 32, 32), ('cpp', 'numpy', 'numba')),
         ((200, 64, 64), ('cpp', 'numpy', 'numba')),
         ((200, 128, 128), ('cpp', 'numpy', 'numba')),
-        ((200, 256, 256), ('numpy', 'cpp', 'numba')),
+        ((200, 256, 256), ('cpp', 'numpy', 'numba')),
     ),
     'spd_exp': (
         ((1, 2, 2), ('cpp', 'numba', 'numpy')),
@@ -221,7 +222,7 @@ AUTO = {
         ((1, 20, 20), ('cpp', 'numpy', 'numba')),
         ((1, 32, 32), ('cpp', 'numpy', 'numba')),
         ((1, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((1, 128, 128), ('numpy', 'cpp', 'numba')),
+        ((1, 128, 128), ('cpp', 'numpy', 'numba')),
         ((1, 256, 256), ('numpy', 'cpp', 'numba')),
         ((16, 2, 2), ('numba', 'cpp', 'numpy')),
         ((16, 3, 3), ('numba', 'cpp', 'numpy')),
@@ -232,7 +233,7 @@ AUTO = {
         ((16, 20, 20), ('cpp', 'numpy', 'numba')),
         ((16, 32, 32), ('cpp', 'numpy', 'numba')),
         ((16, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((16, 128, 128), ('numpy', 'cpp', 'numba')),
+        ((16, 128, 128), ('cpp', 'numpy', 'numba')),
         ((16, 256, 256), ('numpy', 'cpp', 'numba')),
         ((200, 2, 2), ('numba', 'cpp', 'numpy')),
         ((200, 3, 3), ('numba', 'cpp', 'numpy')),
@@ -243,8 +244,8 @@ AUTO = {
         ((200, 20, 20), ('cpp', 'numpy', 'numba')),
         ((200, 32, 32), ('cpp', 'numpy', 'numba')),
         ((200, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((200, 128, 128), ('numpy', 'cpp', 'numba')),
-        ((200, 256, 256), ('numpy', 'cpp', 'numba')),
+        ((200, 128, 128), ('cpp', 'numpy', 'numba')),
+        ((200, 256, 256), ('cpp', 'numpy', 'numba')),
     ),
     'spd_log': (
         ((1, 2, 2), ('cpp', 'numba', 'numpy')),
@@ -256,8 +257,8 @@ AUTO = {
         ((1, 20, 20), ('cpp', 'numpy', 'numba')),
         ((1, 32, 32), ('cpp', 'numpy', 'numba')),
         ((1, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((1, 128, 128), ('numpy', 'cpp', 'numba')),
-        ((1, 256, 256), ('numpy', 'cpp', 'numba')),
+        ((1, 128, 128), ('cpp', 'numpy', 'numba')),
+        ((1, 256, 256), ('cpp', 'numpy', 'numba')),
         ((16, 2, 2), ('numba', 'cpp', 'numpy')),
         ((16, 3, 3), ('numba', 'cpp', 'numpy')),
         ((16, 4, 4), ('numba', 'cpp', 'numpy')),
@@ -267,7 +268,7 @@ AUTO = {
         ((16, 20, 20), ('cpp', 'numpy', 'numba')),
         ((16, 32, 32), ('cpp', 'numpy', 'numba')),
         ((16, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((16, 128, 128), ('numpy', 'cpp', 'numba')),
+        ((16, 128, 128), ('cpp', 'numpy', 'numba')),
         ((16, 256, 256), ('numpy', 'cpp', 'numba')),
         ((200, 2, 2), ('numba', 'cpp', 'numpy')),
         ((200, 3, 3), ('numba', 'cpp', 'numpy')),
@@ -278,8 +279,8 @@ AUTO = {
         ((200, 20, 20), ('cpp', 'numpy', 'numba')),
         ((200, 32, 32), ('cpp', 'numpy', 'numba')),
         ((200, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((200, 128, 128), ('numpy', 'cpp', 'numba')),
-        ((200, 256, 256), ('numpy', 'cpp', 'numba')),
+        ((200, 128, 128), ('cpp', 'numpy', 'numba')),
+        ((200, 256, 256), ('cpp', 'numpy', 'numba')),
     ),
     'sphere_dist': (
         ((1, 3), ('cpp', 'numba', 'numpy')),
@@ -831,7 +832,7 @@ AUTO = {
         ((1, 32, 32), ('cpp', 'numpy', 'numba')),
         ((1, 64, 64), ('numpy', 'cpp', 'numba')),
         ((1, 128, 128), ('numpy', 'numba', 'cpp')),
-        ((1, 256, 256), ('numpy', 'numba', 'cpp')),
+        ((1, 256, 256), ('numpy', 'cpp', 'numba')),
         ((16, 2, 2), ('cpp', 'numba', 'numpy')),
         ((16, 3, 3), ('cpp', 'numba', 'numpy')),
         ((16, 4, 4), ('cpp', 'numba', 'numpy')),
@@ -841,7 +842,7 @@ AUTO = {
         ((16, 20, 20), ('cpp', 'numpy', 'numba')),
         ((16, 32, 32), ('cpp', 'numpy', 'numba')),
         ((16, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((16, 128, 128), ('cpp', 'numba', 'numpy')),
+        ((16, 128, 128), ('cpp', 'numpy', 'numba')),
         ((16, 256, 256), ('numpy', 'cpp', 'numba')),
         ((200, 2, 2), ('cpp', 'numba', 'numpy')),
         ((200, 3, 3), ('cpp', 'numba', 'numpy')),
@@ -866,7 +867,7 @@ AUTO = {
         ((1, 32, 32), ('cpp', 'numpy', 'numba')),
         ((1, 64, 64), ('numpy', 'cpp', 'numba')),
         ((1, 128, 128), ('numpy', 'numba', 'cpp')),
-        ((1, 256, 256), ('numpy', 'numba', 'cpp')),
+        ((1, 256, 256), ('numpy', 'cpp', 'numba')),
         ((16, 2, 2), ('cpp', 'numba', 'numpy')),
         ((16, 3, 3), ('cpp', 'numba', 'numpy')),
         ((16, 4, 4), ('cpp', 'numba', 'numpy')),
@@ -876,7 +877,7 @@ AUTO = {
         ((16, 20, 20), ('cpp', 'numpy', 'numba')),
         ((16, 32, 32), ('cpp', 'numpy', 'numba')),
         ((16, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((16, 128, 128), ('numpy', 'cpp', 'numba')),
+        ((16, 128, 128), ('cpp', 'numpy', 'numba')),
         ((16, 256, 256), ('numpy', 'cpp', 'numba')),
         ((200, 2, 2), ('cpp', 'numba', 'numpy')),
         ((200, 3, 3), ('cpp', 'numba', 'numpy')),
@@ -887,7 +888,7 @@ AUTO = {
         ((200, 20, 20), ('cpp', 'numba', 'numpy')),
         ((200, 32, 32), ('cpp', 'numpy', 'numba')),
         ((200, 64, 64), ('cpp', 'numba', 'numpy')),
-        ((200, 128, 128), ('numpy', 'cpp', 'numba')),
+        ((200, 128, 128), ('cpp', 'numpy', 'numba')),
         ((200, 256, 256), ('numpy', 'cpp', 'numba')),
     ),
     'sym_logm': (
@@ -901,7 +902,7 @@ AUTO = {
         ((1, 32, 32), ('cpp', 'numpy', 'numba')),
         ((1, 64, 64), ('numpy', 'cpp', 'numba')),
         ((1, 128, 128), ('numpy', 'numba', 'cpp')),
-        ((1, 256, 256), ('numpy', 'numba', 'cpp')),
+        ((1, 256, 256), ('numpy', 'cpp', 'numba')),
         ((16, 2, 2), ('cpp', 'numba', 'numpy')),
         ((16, 3, 3), ('cpp', 'numba', 'numpy')),
         ((16, 4, 4), ('cpp', 'numba', 'numpy')),
@@ -936,7 +937,7 @@ AUTO = {
         ((1, 32, 32), ('cpp', 'numpy', 'numba')),
         ((1, 64, 64), ('numpy', 'cpp', 'numba')),
         ((1, 128, 128), ('numpy', 'numba', 'cpp')),
-        ((1, 256, 256), ('numpy', 'numba', 'cpp')),
+        ((1, 256, 256), ('numpy', 'cpp', 'numba')),
         ((16, 2, 2), ('cpp', 'numba', 'numpy')),
         ((16, 3, 3), ('cpp', 'numba', 'numpy')),
         ((16, 4, 4), ('cpp', 'numba', 'numpy')),
@@ -946,7 +947,7 @@ AUTO = {
         ((16, 20, 20), ('cpp', 'numpy', 'numba')),
         ((16, 32, 32), ('cpp', 'numpy', 'numba')),
         ((16, 64, 64), ('cpp', 'numpy', 'numba')),
-        ((16, 128, 128), ('numpy', 'cpp', 'numba')),
+        ((16, 128, 128), ('cpp', 'numpy', 'numba')),
         ((16, 256, 256), ('numpy', 'cpp', 'numba')),
         ((200, 2, 2), ('cpp', 'numba', 'numpy')),
         ((200, 3, 3), ('cpp', 'numba', 'numpy')),
@@ -957,7 +958,7 @@ AUTO = {
         ((200, 20, 20), ('cpp', 'numpy', 'numba')),
         ((200, 32, 32), ('cpp', 'numba', 'numpy')),
         ((200, 64, 64), ('cpp', 'numba', 'numpy')),
-        ((200, 128, 128), ('numpy', 'cpp', 'numba')),
+        ((200, 128, 128), ('cpp', 'numpy', 'numba')),
         ((200, 256, 256), ('numpy', 'cpp', 'numba')),
     ),
 }
