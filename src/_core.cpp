@@ -220,8 +220,8 @@ depend on it.)pbdoc");
         py::arg("dgemm"), py::arg("dgesv"), py::arg("dsyevd"), py::arg("dgees"), py::arg("dtrsyl"),
         R"pbdoc(Hand the kernels the Fortran BLAS dgemm and LAPACK dgesv, dsyevd, dgees and dtrsyl
 (capsules holding the function pointers, 32-bit integers, as scipy.linalg.cython_blas /
-cython_lapack export them), or None to stop using them. The large-p paths (rfl/blas.hpp) run on
-them; set once, at import, before any kernel runs.)pbdoc");
+cython_lapack export them), or None to stop using them. The large-size paths (rfl/blas.hpp:
+Stiefel p >= 9, SPD n >= 128) run on them; set once, at import, before any kernel runs.)pbdoc");
     m.def("has_blas", [] { return rfl::blas::available(); },
         R"pbdoc(Whether set_blas gave the kernels BLAS / LAPACK.)pbdoc");
 

@@ -68,9 +68,9 @@ def load(name):
 
 
 def _give_blas(core):
-    """Hand ``_core`` SciPy's BLAS dgemm and LAPACK dgesv, dsyevd, dgees and dtrsyl for its large-p
-    Stiefel paths (a SciPy without them leaves the kernels on their own loops: slower at p >= 9,
-    and the polar inverse answers fewer items above p = 32)."""
+    """Hand ``_core`` SciPy's BLAS dgemm and LAPACK dgesv, dsyevd, dgees and dtrsyl for its
+    large-size paths (Stiefel p >= 9, SPD n >= 128). A SciPy without them leaves the kernels on
+    their own loops: slower there, and the polar inverse answers fewer items above p = 32."""
     try:
         from scipy.linalg import cython_blas, cython_lapack
 

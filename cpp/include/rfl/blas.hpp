@@ -1,4 +1,5 @@
-// Optional BLAS / LAPACK for the kernels' large-p paths: header-only C++17, linked at run time.
+// Optional BLAS / LAPACK for the kernels' large-size paths (Stiefel p >= 9, SPD n >= 128):
+// header-only C++17, linked at run time.
 //
 // The headers ship no BLAS. An application that has one hands its Fortran-interface routines
 // (32-bit integers) to set_routines() once, before any kernel runs; rfl_fast passes SciPy's

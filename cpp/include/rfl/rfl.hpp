@@ -3,7 +3,7 @@
 // rfl_fast.get_cmake_dir(); pkg-config: rfl_fast.pc in rfl_fast.get_pkgconfig_dir()).
 // Every kernel works on one item given as raw row-major float64 buffers; batch.hpp loops
 // them over a batch across threads (link with -pthread), as the Python extension does.
-// blas.hpp: hand the kernels a BLAS / LAPACK (function pointers) for their large-p paths.
+// blas.hpp: hand the kernels a BLAS / LAPACK (function pointers) for their large-size paths.
 #pragma once
 
 #include "batch.hpp"
