@@ -687,7 +687,8 @@ RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p
     if constexpr (detail::kRowVectors<P>) {
         detail::cross_small<P>(x, u, A, n);
         for (int r = 0; r < p; ++r)
-            for (int c = 0; c < r; ++c) A[r * p + c] = A[c * p + r] = 0.5 * (A[r * p + c] + A[c * p + r]);
+            for (int c = 0; c < r; ++c)
+                A[r * p + c] = A[c * p + r] = 0.5 * (A[r * p + c] + A[c * p + r]);
         return detail::mul_small<P, false>(x, nullptr, A, -1.0, 1.0, u, out, n);
     }
     for (int i = 0; i < p * p; ++i) A[i] = 0.0;
