@@ -168,12 +168,7 @@ inline bool lyapunov(const double* M, double* S, int p) {
     routines().dgemm(&nn, &nn, &n, &n, &n, &one, Z, &n, Y, &n, &zero, T, &n);
     one = 1.0;
     routines().dgemm(&nn, &nt, &n, &n, &n, &one, T, &n, Z, &n, &zero, S, &n);
-    for (int i = 0; i < p; ++i)
-        for (int j = 0; j < i; ++j) {
-            const std::size_t ij = static_cast<std::size_t>(i) * p + j;
-            const std::size_t ji = static_cast<std::size_t>(j) * p + i;
-            S[ij] = S[ji] = 0.5 * (S[ij] + S[ji]);
-        }
+    linalg::symmetrize(S, p);
     return linalg::all_finite(S, pp);
 }
 

@@ -242,6 +242,17 @@ inline bool eigh(const double* a, double* w, double* Vt, int n, double* work) {
     return tql2(w, e, Vt, n);
 }
 
+// A <- (A + A')/2 in place (n x n row-major): a symmetric matrix whose two triangles were
+// computed apart (and differ by rounding).
+inline void symmetrize(double* A, int n) {
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < i; ++j) {
+            const std::size_t ij = static_cast<std::size_t>(i) * n + j;
+            const std::size_t ji = static_cast<std::size_t>(j) * n + i;
+            A[ij] = A[ji] = 0.5 * (A[ij] + A[ji]);
+        }
+}
+
 // out = Vt' diag(f) Vt (n x n, symmetric by construction: the upper triangle is mirrored).
 // scratch: n*n doubles.
 inline void sym_from_eig(const double* Vt, const double* f, double* out, int n, double* scratch) {

@@ -67,11 +67,7 @@ inline void sym_from_eig_blas(const double* Zt, const double* f, double* out, in
     for (int k = 0; k < n; ++k)
         for (int j = 0; j < n; ++j) T[k * n + j] = f[k] * Zt[k * n + j];
     blas::gemm(true, false, n, n, n, 1.0, Zt, n, T, n, 0.0, out, n);
-    for (int i = 0; i < n; ++i)
-        for (int j = 0; j < i; ++j) {
-            const double v = 0.5 * (out[i * n + j] + out[j * n + i]);
-            out[i * n + j] = out[j * n + i] = v;
-        }
+    linalg::symmetrize(out, n);
 }
 
 }  // namespace detail
@@ -326,11 +322,7 @@ inline bool congruence(const double* x, const double* b, double* L, double* M, i
         const double inv = 1.0 / li[i];
         for (int j = 0; j < n; ++j) mi[j] *= inv;
     }
-    for (int i = 0; i < n; ++i)
-        for (int j = 0; j < i; ++j) {
-            const double v = 0.5 * (M[i * n + j] + M[j * n + i]);
-            M[i * n + j] = M[j * n + i] = v;
-        }
+    linalg::symmetrize(M, n);
     return linalg::all_finite(M, nn);
 }
 

@@ -667,63 +667,6 @@ RFL_INLINE void retr_polar(const double* x, const double* u, double* out, std::p
     detail::polar_items<P, true>(x, u, out, N, n, p, work);
 }
 
-template <int P = 0>
-RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p_, double* work) {
-#ifdef RFL_HAVE_V4
-    if constexpr (P == 5) return detail::proj5(x, u, out, n);
-#endif
-    const int p = P > 0 ? P : p_;
-    if (P == 0 && uses_blas(p)) {  // out = u - x sym(x'u) by two GEMMs
-        const std::size_t np = static_cast<std::size_t>(n) * p;
-        blas::gemm(true, false, p, p, n, 1.0, x, p, u, p, 0.0, work, p);
-        for (int r = 0; r < p; ++r)
-            for (int c = 0; c < r; ++c)
-                work[r * p + c] = work[c * p + r] = 0.5 * (work[r * p + c] + work[c * p + r]);
-        std::copy(u, u + np, out);
-        return blas::gemm(false, false, n, p, p, -1.0, x, p, work, p, 1.0, out, p);
-    }
-    double local[P > 0 ? P * P : 1];
-    double* A = P > 0 ? local : work;  // x'u, then sym
-    if constexpr (detail::kRowVectors<P>) {
-        detail::cross_small<P>(x, u, A, n);
-        for (int r = 0; r < p; ++r)
-            for (int c = 0; c < r; ++c)
-                A[r * p + c] = A[c * p + r] = 0.5 * (A[r * p + c] + A[c * p + r]);
-        return detail::mul_small<P, false>(x, nullptr, A, -1.0, 1.0, u, out, n);
-    }
-    for (int i = 0; i < p * p; ++i) A[i] = 0.0;
-    for (int i = 0; i < n; ++i) {
-        const double* xi = x + static_cast<std::size_t>(i) * p;
-        const double* ui = u + static_cast<std::size_t>(i) * p;
-        for (int r = 0; r < p; ++r) {
-            const double xr = xi[r];
-            for (int c = 0; c < p; ++c) A[r * p + c] += xr * ui[c];
-        }
-    }
-    for (int r = 0; r < p; ++r)
-        for (int c = 0; c < r; ++c) A[r * p + c] = A[c * p + r] = 0.5 * (A[r * p + c] + A[c * p + r]);
-    for (int i = 0; i < n; ++i) {
-        const double* xi = x + static_cast<std::size_t>(i) * p;
-        const double* ui = u + static_cast<std::size_t>(i) * p;
-        double* oi = out + static_cast<std::size_t>(i) * p;
-        double o[P > 0 ? P : 1];
-        if (P > 0) {
-            for (int c = 0; c < p; ++c) o[c] = ui[c];
-            for (int r = 0; r < p; ++r) {
-                const double xr = xi[r];
-                for (int c = 0; c < p; ++c) o[c] -= xr * A[r * p + c];
-            }
-            for (int c = 0; c < p; ++c) oi[c] = o[c];
-        } else {
-            for (int c = 0; c < p; ++c) {
-                double acc = ui[c];
-                for (int r = 0; r < p; ++r) acc -= xi[r] * A[r * p + c];
-                oi[c] = acc;
-            }
-        }
-    }
-}
-
 // M = x'y (full p x p)
 template <int P>
 RFL_INLINE void cross(const double* x, const double* y, double* M, int n, int p_) {
@@ -747,6 +690,44 @@ RFL_INLINE void cross(const double* x, const double* y, double* M, int n, int p_
     }
     if (P > 0)
         for (int i = 0; i < p * p; ++i) Mout[i] = local[i];
+}
+
+template <int P = 0>
+RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p_, double* work) {
+#ifdef RFL_HAVE_V4
+    if constexpr (P == 5) return detail::proj5(x, u, out, n);
+#endif
+    const int p = P > 0 ? P : p_;
+    double local[P > 0 ? P * P : 1];
+    double* A = P > 0 ? local : work;  // x'u (a GEMM on BLAS), then sym
+    cross<P>(x, u, A, n, p);
+    linalg::symmetrize(A, p);
+    if (P == 0 && uses_blas(p)) {  // out = u - x A by a second GEMM
+        std::copy(u, u + static_cast<std::size_t>(n) * p, out);
+        return blas::gemm(false, false, n, p, p, -1.0, x, p, A, p, 1.0, out, p);
+    }
+    if constexpr (detail::kRowVectors<P>)
+        return detail::mul_small<P, false>(x, nullptr, A, -1.0, 1.0, u, out, n);
+    for (int i = 0; i < n; ++i) {
+        const double* xi = x + static_cast<std::size_t>(i) * p;
+        const double* ui = u + static_cast<std::size_t>(i) * p;
+        double* oi = out + static_cast<std::size_t>(i) * p;
+        double o[P > 0 ? P : 1];
+        if (P > 0) {
+            for (int c = 0; c < p; ++c) o[c] = ui[c];
+            for (int r = 0; r < p; ++r) {
+                const double xr = xi[r];
+                for (int c = 0; c < p; ++c) o[c] -= xr * A[r * p + c];
+            }
+            for (int c = 0; c < p; ++c) oi[c] = o[c];
+        } else {
+            for (int c = 0; c < p; ++c) {
+                double acc = ui[c];
+                for (int r = 0; r < p; ++r) acc -= xi[r] * A[r * p + c];
+                oi[c] = acc;
+            }
+        }
+    }
 }
 
 // out = y S - x
