@@ -33,18 +33,14 @@ constexpr int kJacobiMaxN = 12;
 template <double (*F)(double)>
 RFL_CLONES void sym_loop(const double* ps, double* po, py::ssize_t N, int n) {
     const std::size_t item = static_cast<std::size_t>(n) * n;
-    if (rfl::spd::uses_blas(n, rfl::spd::kBlasMinEig)) {  // LAPACK per item (rfl/spd.hpp)
-        std::vector<double> work(rfl::spd::sym_work(n));
-        for (py::ssize_t i = 0; i < N; ++i)
-            rfl::spd::sym_fun(ps + i * item, po + i * item, n, F, work.data());
-        return;
-    }
-    if (n <= kJacobiMaxN && N >= 2 && wide_simd()) {
+    // items on LAPACK (rfl/spd.hpp) go one at a time, below
+    const bool lanes = N >= 2 && wide_simd() && !rfl::spd::uses_blas(n, rfl::spd::kBlasMinEig);
+    if (lanes && n <= kJacobiMaxN) {
         std::vector<double> work(rfl::spd::sym_lanes_work(n));
         return rfl::spd::sym_fun_lanes(ps, po, N, n, F, work.data());
     }
 #ifdef RFL_HAVE_QL_LANES
-    if (N >= 2 && wide_simd()) {
+    if (lanes) {
         std::vector<double> work(rfl::spd::sym_ql_lanes_work(n));
         return rfl::spd::sym_fun_ql_lanes(ps, po, N, n, F, work.data());
     }
