@@ -47,7 +47,9 @@ LAPACK (GEMM, dsyevd).)pbdoc");
 
 x, y: (N, n, p) -> (N, n, p). The Lyapunov equation is solved as a p(p+1)/2 linear system for
 p <= 7, by the scaled sign-function iteration above (O(p^3); on SciPy's BLAS / LAPACK for
-p >= 9), with the linear system as fallback up to p = 32; NaN where there is no solution.)pbdoc");
+p >= 9). Where the iteration does not converge (x'y not positive stable): Bartels-Stewart on
+LAPACK for p >= 9, else the linear system up to p = 32; NaN where there is no unique
+solution.)pbdoc");
     m.def("polar", &polar, py::arg("a"),
         R"pbdoc(Polar factor ``a (a'a)^(-1/2)`` (nearest Stiefel point); a: (N, n, p), n >= p.
 
