@@ -74,7 +74,7 @@ def time_point(name, point, backends, repeats):
     given_up = {b for b in backends if first[b] > cap}
     calls = {b: (fns[b], args) for b in backends if b not in given_up}
     slow = tuple(b for b in calls if first[b] > 0.05)  # one call per block, fewer repeats
-    times = block_medians(calls, repeats, once=slow)
+    times = block_medians(calls, repeats, once=slow, timed={b: [first[b]] for b in slow})
     times.update({b: first[b] for b in given_up})
     return {"kernel": name, "point": list(point), "times": times, "given_up": sorted(given_up),
             "agree": {b: agree(outs[b], want) for b in backends}}

@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 
-__all__ = ["BLOCK_CALLS", "WARMUP_S", "AGREE_ATOL", "block_medians", "median_time", "agree",
-           "scaled_error"]
+__all__ = ["BLOCK_CALLS", "WARMUP_S", "ONCE_WARM_MAX_S", "ONCE_BUDGET_S", "AGREE_ATOL",
+           "block_medians", "median_time", "agree", "scaled_error"]
 
 
 #: Timed back-to-back calls per block (``block_medians``), after WARMUP_S seconds of untimed
@@ -21,21 +21,33 @@ __all__ = ["BLOCK_CALLS", "WARMUP_S", "AGREE_ATOL", "block_medians", "median_tim
 BLOCK_CALLS = 3
 WARMUP_S = 0.1
 
+#: Slow keys (``once`` of ``block_medians``): each timed call follows one untimed call of its own
+#: while a call takes under ONCE_WARM_MAX_S (a 0.3 s call timed right after another route's block
+#: measured up to 1.5x long: that route's pools still spin), and the timed calls stop once they
+#: add up to ONCE_BUDGET_S (a 10 s reference is timed once, not three times).
+ONCE_WARM_MAX_S = 1.0
+ONCE_BUDGET_S = 10.0
 
-def block_medians(calls, repeats, once=(), warmup_s=WARMUP_S):
+
+def block_medians(calls, repeats, once=(), warmup_s=WARMUP_S, timed=None):
     """``{key: median seconds per call}`` of ``calls`` (``{key: (fn, args)}``) timed as a loop
     that calls one route back to back: each repeat runs every entry as a block of ``warmup_s``
     seconds of untimed calls (at least one) and :data:`BLOCK_CALLS` timed ones, the entries
     alternating block by block, so drifting load or clock speed hits every entry alike. Keys in
-    ``once`` (slow baselines): no warm-up, one timed call per block, in at most
-    ``max(3, repeats // 2)`` repeats."""
-    times = {key: [] for key in calls}
+    ``once`` (slow routes): a block is one untimed call (before the first timed call, later only
+    while the last timed one took under :data:`ONCE_WARM_MAX_S`) and one timed call, in at most
+    ``max(3, repeats // 2)`` repeats and none after the timed calls add up to
+    :data:`ONCE_BUDGET_S`. ``timed``: ``{key: [seconds]}`` of calls the caller already timed
+    the same way (each right after an untimed call of its own), counted with the key's."""
+    times = {key: list((timed or {}).get(key, ())) for key in calls}
     for _ in range(repeats):
         for key, (fn, args) in calls.items():
-            slow = key in once
-            if slow and len(times[key]) >= max(3, repeats // 2):
+            slow, took = key in once, times[key]
+            if slow and (len(took) >= max(3, repeats // 2) or sum(took) >= ONCE_BUDGET_S):
                 continue
-            if not slow:
+            if slow and (not took or took[-1] < ONCE_WARM_MAX_S):
+                fn(*args)
+            elif not slow:
                 t_end = time.perf_counter() + warmup_s
                 while True:
                     fn(*args)
@@ -44,7 +56,7 @@ def block_medians(calls, repeats, once=(), warmup_s=WARMUP_S):
             for _ in range(1 if slow else BLOCK_CALLS):
                 t0 = time.perf_counter()
                 fn(*args)
-                times[key].append(time.perf_counter() - t0)
+                took.append(time.perf_counter() - t0)
     return {key: statistics.median(v) for key, v in times.items()}
 
 
