@@ -12,9 +12,10 @@ shape (raw kernels on both sides, so dispatch overhead is not in the ratio; ``be
 that separately).
 
 ``auto``'s table (``derive_auto``) is built to survive a busy machine: a compiled backend goes
-before the reference at a point only when it is at least :data:`MARGIN` times faster in every
-round timed there (``--rounds``: a point whose choice is close is timed again), so a shape where
-the routes are level, or where one round says otherwise, keeps the reference.
+before the reference at a point only when it is at least :data:`MARGIN` times faster in the
+median of the rounds timed there (``--rounds``: a point whose choice is close is timed again) and
+no slower in any of them, so a shape where the routes are level, or where one round has the
+backend behind the reference, keeps the reference.
 """
 
 import math
@@ -32,7 +33,8 @@ from .timing import agree, block_medians
 __all__ = ["run_sweep", "derive_auto", "write_auto_table", "print_summary"]
 
 GIVE_UP = 20.0
-#: A compiled backend precedes the reference only when this much faster in every round.
+#: A compiled backend precedes the reference only when this much faster in the median round
+#: (and not slower in any).
 MARGIN = 1.1
 #: A point whose best compiled speed-up (worst round) is within this factor of MARGIN, either
 #: way, is timed again, up to ``rounds`` rounds.
@@ -99,10 +101,11 @@ def _size(name, point):
     return _core_dims(name, point)[-1]
 
 
-def _speedups(row):
-    """``{backend: worst speed-up over the reference across the row's rounds}``."""
+def _speedups(row, of=min):
+    """``{backend: of(its speed-ups over the reference in the row's rounds)}``: the worst by
+    default."""
     rounds = row.get("rounds", [row["times"]])
-    return {b: min(t["numpy"] / t[b] for t in rounds) for b in row["times"]}
+    return {b: of([t["numpy"] / t[b] for t in rounds]) for b in row["times"]}
 
 
 def _close(row):
@@ -172,17 +175,18 @@ def print_summary(rows, out=print):
 
 def derive_auto(rows, margin=MARGIN):
     """``{kernel: ((shape, backend order), ...)}`` from sweep rows: at each point (the first
-    argument's shape ``(items, *core)``), the backends that agree with the reference and are at
-    least ``margin`` times faster than it in every round (``rows[i]["rounds"]``, else
-    ``"times"``), fastest (worst round) first; then the reference; then the other agreeing
-    backends, fastest first; then those that disagree. ``auto`` uses the order of the nearest
-    point."""
+    argument's shape ``(items, *core)``), the backends that agree with the reference, are at
+    least ``margin`` times faster than it in the median of the rounds (``rows[i]["rounds"]``,
+    else ``"times"``) and not slower in any round, fastest (median) first; then the reference;
+    then the other agreeing backends, fastest first; then those that disagree. ``auto`` uses
+    the order of the nearest point."""
     table = {}
     for r in rows:
-        speed = _speedups(r)
+        speed, worst = _speedups(r, statistics.median), _speedups(r)
         fast = sorted((b for b in speed if b != "numpy"), key=lambda b: (
             not r["agree"].get(b, True), -speed[b]))
-        ahead = [b for b in fast if r["agree"].get(b, True) and speed[b] >= margin]
+        ahead = [b for b in fast if r["agree"].get(b, True) and speed[b] >= margin
+                 and worst[b] >= 1.0]
         order = ahead + ["numpy"] + [b for b in fast if b not in ahead]
         order += [b for b in kernels.BACKENDS if b not in order]
         table.setdefault(r["kernel"], []).append((_shape(r["kernel"], r["point"]), tuple(order)))
