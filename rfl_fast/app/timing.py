@@ -43,11 +43,12 @@ def block_medians(calls, repeats, once=(), warmup_s=WARMUP_S, timed=None):
     for _ in range(repeats):
         for key, (fn, args) in calls.items():
             slow, took = key in once, times[key]
-            if slow and (len(took) >= max(3, repeats // 2) or sum(took) >= ONCE_BUDGET_S):
-                continue
-            if slow and (not took or took[-1] < ONCE_WARM_MAX_S):
-                fn(*args)
-            elif not slow:
+            if slow:
+                if len(took) >= max(3, repeats // 2) or sum(took) >= ONCE_BUDGET_S:
+                    continue
+                if not took or took[-1] < ONCE_WARM_MAX_S:
+                    fn(*args)
+            else:
                 t_end = time.perf_counter() + warmup_s
                 while True:
                     fn(*args)
