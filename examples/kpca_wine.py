@@ -52,7 +52,7 @@ def main():
     for name, h in histories.items():
         h.to_csv(os.path.join(args.out, f"{name}.csv"))
     try:
-        from rfl_fast.plotting import plot_histories
+        from rfl_fast.app.plotting import plot_histories
 
         files = plot_histories(histories, os.path.join(args.out, "angle"), y="angle",
                                title="federated kPCA on wine")

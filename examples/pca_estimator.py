@@ -14,7 +14,7 @@ from scipy.linalg import subspace_angles
 from sklearn.decomposition import PCA
 
 from rfl_fast.data import load_breast_cancer, split_dirichlet
-from rfl_fast.estimators import FederatedPCA
+from rfl_fast.app.estimators import FederatedPCA
 
 
 def main():

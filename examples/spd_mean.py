@@ -14,7 +14,7 @@ import numpy as np
 
 import rfl_fast as rf
 from rfl_fast.data import wishart_clients
-from rfl_fast.estimators import FederatedFrechetMean
+from rfl_fast.app.estimators import FederatedFrechetMean
 from rfl_fast.problems import SPDMean
 
 

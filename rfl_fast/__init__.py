@@ -27,10 +27,10 @@ __all__ = [
     "get_threads",
     "show_config", "get_include", "get_cmake_dir", "get_pkgconfig_dir", "__version__",
     # subpackages, imported on first use (``rf.federation.run``, ``rf.problems.KPCA``, ...)
-    "problems", "algorithms", "federation", "privacy", "data", "experiments", "estimators",
+    "problems", "algorithms", "federation", "privacy", "data", "app",
 ]
 
-_LAZY = ("problems", "algorithms", "federation", "privacy", "data", "experiments", "estimators")
+_LAZY = ("problems", "algorithms", "federation", "privacy", "data", "app")
 
 
 def __getattr__(name):

@@ -1,5 +1,5 @@
 // Stiefel kernels around the polar factor: stiefel_retr_polar, stiefel_inv_retr_polar, polar.
-#include "stiefel.hpp"
+#include "stiefel_loops.hpp"
 
 namespace {
 

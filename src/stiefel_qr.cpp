@@ -1,5 +1,5 @@
 // Stiefel kernels stiefel_proj, stiefel_retr_qr and stiefel_inv_retr_qr.
-#include "stiefel.hpp"
+#include "stiefel_loops.hpp"
 
 void stiefel_proj_loop(const double* x, const double* u, double* o, py::ssize_t N, int n, int p) {
     stiefel_loop<StOp::proj>(x, u, o, N, n, p);

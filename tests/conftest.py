@@ -24,7 +24,7 @@ def small_runs(tmp_path_factory):
     """``get(exp_id) -> (result, folder)``: each experiment's ``small=True`` run (seed 0, files
     in a temporary folder), run once per session and shared by every test that reads it (the
     small forms take seconds to a minute each; results are read, never changed)."""
-    from rfl_fast.experiments import run_experiment
+    from rfl_fast.app.experiments import run_experiment
 
     cache = {}
 

@@ -15,7 +15,7 @@ import pytest
 from rfl_fast.algorithms import RFedAvg, RFedProj, RFedSVRG
 from rfl_fast.federation import Full, Uniform, run
 from rfl_fast.federation.driver import InProcess, RoundDriver, initial_point, specialize
-from rfl_fast.federation.participation import Participation
+from rfl_fast.algorithms.participation import Participation
 from rfl_fast.flower import FlowerTransport, InProcessLink, run_federation
 from rfl_fast.flower.tasks import synthetic_kpca
 

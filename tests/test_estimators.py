@@ -25,7 +25,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import rfl_fast as rf
 from rfl_fast.algorithms import RFedAvg
 from rfl_fast.data import load_breast_cancer, load_wine, split_dirichlet, wishart_clients
-from rfl_fast.estimators import FederatedFrechetMean, FederatedPCA
+from rfl_fast.app.estimators import FederatedFrechetMean, FederatedPCA
 from rfl_fast.federation import History
 from rfl_fast.problems import SPDMean
 

@@ -22,7 +22,7 @@ import pytest
 
 from rfl_fast.algorithms import RFedAGS, RFedSVRG
 from rfl_fast.federation import Full, run
-from rfl_fast.federation.participation import Participation
+from rfl_fast.algorithms.participation import Participation
 from rfl_fast.flower import (InProcessLink, check_arrays, manifold_from_spec, manifold_spec,
                              pack, run_federation)
 from rfl_fast.flower.client import handle

@@ -22,9 +22,8 @@ FLOORS = {
     2: ("problems", "algorithms", "privacy", "data"),
     3: ("federation",),
     # the roof: app/ (CLI, config, runner, experiments, estimators, demo, bench, plotting), the
-    # Flower app, the interop adapters, and the old import paths of app modules (re-exports)
-    4: ("app", "flower", "interop", "__main__", "config", "runner", "plotting", "estimators",
-        "experiments"),
+    # Flower app and the interop adapters
+    4: ("app", "flower", "interop", "__main__"),
 }
 FLOOR = {name: level for level, names in FLOORS.items() for name in names}
 
@@ -189,3 +188,16 @@ def test_the_hook_walk_sees_each_kind(tmp_path, monkeypatch):
     monkeypatch.setattr(here, "HOOK_PACKAGES", ("algorithms",))
     kinds = {f[1] for f in _hook_findings()}
     assert kinds == {"getattr", "hasattr", "identity", "ndarray subclass", "view as a type"}
+
+
+def test_no_module_is_a_shim():
+    """One public path per name: no module only re-exports another (``from x import *``)."""
+    shims = []
+    for path in PACKAGE.rglob("*.py"):
+        body = ast.parse(path.read_text()).body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        if body and all(isinstance(node, ast.ImportFrom) for node in body) \
+                and any(alias.name == "*" for node in body for alias in node.names):
+            shims.append(str(path.relative_to(PACKAGE)))
+    assert not shims, f"modules that only re-export another: {shims}"

@@ -1,4 +1,4 @@
-"""The five source papers are named the same way in rfl_fast.experiments.PAPERS, CITATION.cff
+"""The five source papers are named the same way in rfl_fast.app.experiments.PAPERS, CITATION.cff
 and docs/references.rst; the page lists the experiments each one backs (one place, so adding an
 experiment touches its module, the experiments' registry and that page)."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rfl_fast.experiments import EXPERIMENTS, PAPERS, SOURCES
+from rfl_fast.app.experiments import EXPERIMENTS, PAPERS, SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
 if not (ROOT / "CITATION.cff").is_file():          # tests run outside a source checkout

@@ -23,8 +23,8 @@ PUBLIC_MODULES = {
     "rfl_fast.federation": "Federated engine: run, participation, consensus, schedules",
     "rfl_fast.privacy": "Differential privacy and accounting",
     "rfl_fast.data": "Data sets, generators and partitioners",
-    "rfl_fast.estimators": "scikit-learn estimators",
-    "rfl_fast.experiments": "The papers' experiments E1..E8",
+    "rfl_fast.app.estimators": "scikit-learn estimators",
+    "rfl_fast.app.experiments": "The papers' experiments E1..E8",
     "rfl_fast.errors": "Errors",
 }
 

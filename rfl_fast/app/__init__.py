@@ -6,5 +6,5 @@ scikit-learn estimators (:mod:`~rfl_fast.app.estimators`), the demo, the benchma
 (:mod:`~rfl_fast.app.bench`, :mod:`~rfl_fast.app.sweep`, :mod:`~rfl_fast.app.timing`) and the
 figures (:mod:`~rfl_fast.app.plotting`). Every name an application accepts (algorithms,
 participation, step schedules, problems, data sources) is looked up in
-:mod:`~rfl_fast.app.registry`. Nothing below this floor imports it.
+:mod:`~rfl_fast.app.names`. Nothing below this floor imports it.
 """

@@ -250,7 +250,7 @@ def build_parser():
     rep = sub.add_parser("reproduce", parents=[chat],
                          help="rerun one of the papers' experiments E1..E8",
                          description="Rerun experiment E1..E8 of the source papers "
-                                     "(rfl_fast.experiments.PAPERS; docs: references).")
+                                     "(rfl_fast.app.experiments.PAPERS; docs: references).")
     rep.add_argument("id", type=_experiment_id, metavar="ID", help="E1 .. E8")
     rep.add_argument("--small", action="store_true", help="the fast version (seconds)")
     rep.add_argument("--out", help="results folder (default rfl_fast_results/ID)")

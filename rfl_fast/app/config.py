@@ -51,8 +51,8 @@ import numpy as np
 
 from .._validation import check_float, check_int
 from ..federation.driver import specialize
-from . import registry as R
-from .registry import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
+from . import names as R
+from .names import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
 
 __all__ = ["ConfigError", "RunPlan", "read_config", "resolve_config", "build_plan", "load_plan",
            "PROBLEMS", "DATA_SOURCES", "PARTITIONS", "PARTICIPATIONS", "PLOT_METRICS",
@@ -81,7 +81,7 @@ class ConfigError(ValueError):
 
 # ------------------------------------------------------------------------------ vocabulary
 
-# Problems, data sources, participation, schedules and algorithms: rfl_fast.app.registry
+# Problems, data sources, participation, schedules and algorithms: rfl_fast.app.names
 _WEIGHTINGS = ("uniform", "samples")
 _KIND_TEXT = {"rows": "sample rows (m, d)", "client_rows": "per-client sample rows",
               "covariances": "client covariance matrices", "spd": "SPD matrices",

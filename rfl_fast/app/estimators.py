@@ -20,12 +20,12 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_int
-from . import registry
+from . import names
 
 __all__ = ["FederatedPCA", "FederatedFrechetMean", "ALGORITHMS"]
 
-#: Algorithms the estimators accept by name (those of :mod:`rfl_fast.app.registry`).
-ALGORITHMS = tuple(registry.ALGORITHMS)
+#: Algorithms the estimators accept by name (those of :mod:`rfl_fast.app.names`).
+ALGORITHMS = tuple(names.ALGORITHMS)
 
 
 def _is_int(v):
@@ -38,13 +38,13 @@ def _participation(p):
     from ..federation import Participation
 
     if p is None:
-        return registry.build("participation", "full")
+        return names.build("participation", "full")
     if isinstance(p, Participation):
         return p
     if _is_int(p):
-        return registry.build("participation", "uniform", k=int(p))
+        return names.build("participation", "uniform", k=int(p))
     if isinstance(p, numbers.Real) and not isinstance(p, bool) and 0 < p <= 1:
-        return registry.build("participation", "bernoulli", p=float(p))
+        return names.build("participation", "bernoulli", p=float(p))
     raise ValueError(f"participation: expected None (all clients), an int k (k clients per "
                      f"round), a float p in (0, 1] (each client answers with probability p) or "
                      f"a rfl_fast.federation Participation, got {p!r}")
@@ -72,18 +72,18 @@ def _make_algorithm(name, step, local_steps, params):
     if isinstance(name, algorithms.FederatedAlgorithm):
         return name
     try:
-        name = registry.canonical("algorithm", name)
-    except registry.UnknownName as exc:
+        name = names.canonical("algorithm", name)
+    except names.UnknownName as exc:
         raise ValueError(f"{exc} or an algorithm instance") from None
-    fields = registry.parameters(registry.get("algorithm", name))
+    fields = names.parameters(names.get("algorithm", name))
     kw = dict(params or {})
     if "step" in fields:
-        kw["step"] = registry.build_step(kw.get("step", step))
+        kw["step"] = names.build_step(kw.get("step", step))
     if "local_steps" in fields:
         kw.setdefault("local_steps", local_steps)
     if name == "RFedProx":
         kw.setdefault("mu", 0.1)
-    return registry.build("algorithm", name, **kw)
+    return names.build("algorithm", name, **kw)
 
 
 def _group(X, clients, n_rows, seed, n_clients):
@@ -195,7 +195,7 @@ class FederatedPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     Examples
     --------
-    >>> from rfl_fast.estimators import FederatedPCA
+    >>> from rfl_fast.app.estimators import FederatedPCA
     >>> pca = FederatedPCA(3, random_state=0).fit([X_client0, X_client1, X_client2])
     >>> Z = pca.transform(X_new)            # (m, 3)
     """

@@ -1,5 +1,5 @@
 """Data sources of experiment files that are no library loader (registered in
-:data:`rfl_fast.app.registry.DATA_SOURCES`)."""
+:data:`rfl_fast.app.names.DATA_SOURCES`)."""
 
 import os
 

@@ -8,7 +8,7 @@ are TOML scalars; structured values are JSON strings):
 =====================  ===========================================================  ==========
 key                    meaning                                                      default
 =====================  ===========================================================  ==========
-``algorithm``          a name of :data:`rfl_fast.app.registry.ALGORITHMS`           required
+``algorithm``          a name of :data:`rfl_fast.app.names.ALGORITHMS`           required
                        (``"RFedSVRG"``) or ``"module:Class"``
 ``algorithm-kwargs``   JSON object of its arguments; a step schedule is            ``"{}"``
                        ``{"Decaying": {"a0": 0.1}}`` or ``{"Constant": {...}}``
@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..algorithms.participation import Participation
-from ..app import registry
+from ..app import names
 
 __all__ = ["FederationConfig", "build_algorithm", "build_participation", "load_ref",
            "parse_faults", "APP_CONFIG_DEFAULTS"]
@@ -78,20 +78,20 @@ def load_ref(ref, what):
 
 
 def build_algorithm(name, kwargs):
-    """The algorithm ``name`` (a name of :data:`rfl_fast.app.registry.ALGORITHMS` or
+    """The algorithm ``name`` (a name of :data:`rfl_fast.app.names.ALGORITHMS` or
     ``"module:Class"``) built with ``kwargs`` (dict, or its JSON text); a ``step`` is read by
-    :func:`rfl_fast.app.registry.build_step`."""
+    :func:`rfl_fast.app.names.build_step`."""
     if isinstance(kwargs, str):
         kwargs = json.loads(kwargs or "{}")
     if ":" in str(name):
         cls = load_ref(name, "algorithm")
     else:
         try:
-            cls = registry.get("algorithm", name)
-        except registry.UnknownName as exc:
+            cls = names.get("algorithm", name)
+        except names.UnknownName as exc:
             raise ValueError(f"{exc} or 'module:Class'") from None
     if kwargs.get("step") is not None:
-        kwargs = {**kwargs, "step": registry.build_step(kwargs["step"])}
+        kwargs = {**kwargs, "step": names.build_step(kwargs["step"])}
     return cls(**kwargs)
 
 
@@ -101,23 +101,23 @@ _CALL = re.compile(r"^\s*([A-Za-z]+)\s*(?:\((.*)\))?\s*$")
 def build_participation(spec):
     """``"Full"``, ``"Uniform(3)"``, ``"Bernoulli(0.5)"`` or a JSON object
     ``{"Uniform": {"k": 3}}`` / ``{"Bernoulli": {"p": [...]}}`` (names of
-    :data:`rfl_fast.app.registry.PARTICIPATIONS`, any case)."""
+    :data:`rfl_fast.app.names.PARTICIPATIONS`, any case)."""
     if isinstance(spec, Participation):
         return spec
     if isinstance(spec, str) and spec.strip().startswith("{"):
         spec = json.loads(spec)
     if isinstance(spec, dict):
         (name, args), = spec.items()
-        return registry.build("participation", name, **args)
+        return names.build("participation", name, **args)
     m = _CALL.match(str(spec))
     if m is None:
         raise ValueError(f"participation: expected 'Full', 'Uniform(k)', 'Bernoulli(p)' or "
                          f"JSON, got {spec!r}")
     name, arg = m.group(1), m.group(2)
-    cls = registry.get("participation", name)
+    cls = names.get("participation", name)
     if arg:
         return cls(json.loads(arg))
-    if registry.REQUIRED in registry.parameters(cls).values():
+    if names.REQUIRED in names.parameters(cls).values():
         raise ValueError(f"participation: {name} needs an argument, e.g. {name}(3)")
     return cls()
 

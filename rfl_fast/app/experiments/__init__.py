@@ -26,7 +26,7 @@ results table (ours next to the paper's, with verdicts; ``reproduce ID --table``
 The registry maps ids to module names and imports a module only when it is asked for, so an
 experiment whose module is missing is a clear error at call time, never an import-time crash::
 
-    from rfl_fast.experiments import run_experiment
+    from rfl_fast.app.experiments import run_experiment
     res = run_experiment("E3", small=True, out="results/")
 """
 
@@ -35,7 +35,7 @@ import importlib
 __all__ = ["EXPERIMENTS", "PAPERS", "SOURCES", "run_experiment", "get_experiment",
            "available_experiments", "expected_seconds"]
 
-#: Experiment id -> module of :mod:`rfl_fast.experiments` (imported lazily).
+#: Experiment id -> module of :mod:`rfl_fast.app.experiments` (imported lazily).
 EXPERIMENTS = {
     "E1": "e1",   # 001 Table 1: tangent-space vs Karcher consensus on the sphere
     "E2": "e2",   # 001 Fig. 2-4: synthetic PCA / kPCA, RFedSVRG vs RFedAvg vs RFedProx

@@ -39,7 +39,7 @@ def jsonable(obj):
 
 
 #: ``progress(exp_id, done, total, label, elapsed_s)``, called after each run's history
-#: (set by :func:`rfl_fast.experiments.run_experiment`; ``None``: silent).
+#: (set by :func:`rfl_fast.app.experiments.run_experiment`; ``None``: silent).
 _PROGRESS = [None]
 
 

@@ -17,7 +17,7 @@ template <StOp OP, int P>
 RFL_INLINE void stiefel_items(const double* px, const double* pb, double* po, py::ssize_t N, int n,
                               int p, double* work) {
     if constexpr (OP == StOp::retr_polar) {  // the polar kernels take the whole batch (p = 5
-        rfl::stiefel::retr_polar<P>(px, pb, po, N, n, p, work);  // groups items: stiefel.hpp)
+        rfl::stiefel::retr_polar<P>(px, pb, po, N, n, p, work);  // groups items: rfl/stiefel.hpp)
     } else if constexpr (OP == StOp::polar) {
         rfl::stiefel::polar<P>(px, po, N, n, p, work);
     } else {

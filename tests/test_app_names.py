@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import rfl_fast
-from rfl_fast.app import estimators, registry
+from rfl_fast.app import estimators
+from rfl_fast.app import names
 from rfl_fast.app.config import ConfigError, build_plan, resolve_config
 from rfl_fast.flower.spec import build_algorithm, build_participation
 
@@ -28,18 +29,18 @@ def _plan(algorithms, participation=None, problem=None, data=None):
     return build_plan(cfg)
 
 
-@pytest.mark.parametrize("kind", list(registry.TABLES))
+@pytest.mark.parametrize("kind", list(names.TABLES))
 def test_an_unknown_name_lists_the_known_ones(kind):
-    with pytest.raises(registry.UnknownName) as info:
-        registry.get(kind, "Nope")
-    assert info.value.known == tuple(registry.TABLES[kind])
-    assert all(name in str(info.value) for name in registry.TABLES[kind])
-    assert registry.canonical(kind, next(iter(registry.TABLES[kind])).upper()) \
-        == next(iter(registry.TABLES[kind]))
+    with pytest.raises(names.UnknownName) as info:
+        names.get(kind, "Nope")
+    assert info.value.known == tuple(names.TABLES[kind])
+    assert all(name in str(info.value) for name in names.TABLES[kind])
+    assert names.canonical(kind, next(iter(names.TABLES[kind])).upper()) \
+        == next(iter(names.TABLES[kind]))
 
 
 def test_every_front_end_names_the_known_algorithms_on_a_typo():
-    known = tuple(registry.ALGORITHMS)
+    known = tuple(names.ALGORITHMS)
     with pytest.raises(ConfigError) as info:
         resolve_config({**BASE, "algorithm": [{"name": "RFedNope", "step": 0.1}]})
     assert info.value.key == "algorithm[0].name" and info.value.allowed == known
@@ -51,18 +52,18 @@ def test_every_front_end_names_the_known_algorithms_on_a_typo():
         resolve_config({**BASE, "algorithm": [{"name": "RFedAvg", "local_steps": 1,
                                                "step": {"schedule": "cosine"}}]})
     assert info.value.key == "algorithm[0].step.schedule"
-    assert info.value.allowed == tuple(registry.SCHEDULES)
+    assert info.value.allowed == tuple(names.SCHEDULES)
     with pytest.raises(ValueError, match="known: full, uniform, bernoulli"):
         build_participation("Sometimes(2)")
 
 
-@pytest.mark.parametrize("name", list(registry.ALGORITHMS))
+@pytest.mark.parametrize("name", list(names.ALGORITHMS))
 def test_every_algorithm_builds_the_same_through_config_estimators_and_flower(name):
     kwargs = {"step": 0.1, "local_steps": 2, **NEEDS.get(name, {})}
     (_, from_config), = _plan([{"name": name, **kwargs}]).algorithms
     from_flower = build_algorithm(name, kwargs)
     from_estimator = estimators._make_algorithm(name, 0.1, 2, NEEDS.get(name))
-    assert type(from_config) is registry.get("algorithm", name)
+    assert type(from_config) is names.get("algorithm", name)
     assert repr(from_config) == repr(from_flower) == repr(from_estimator)
     assert name in estimators.ALGORITHMS
 
@@ -73,7 +74,7 @@ def test_every_algorithm_builds_the_same_through_config_estimators_and_flower(na
     ({"type": "bernoulli", "p": 0.5}, "Bernoulli(0.5)", 0.5),
 ])
 def test_every_participation_builds_the_same_everywhere(spec, flower, estimator):
-    assert {spec["type"]} <= set(registry.PARTICIPATIONS)
+    assert {spec["type"]} <= set(names.PARTICIPATIONS)
     built = _plan([{"name": "RFedAvg", "step": 0.1, "local_steps": 1}], spec).participation
     assert repr(built) == repr(build_participation(flower)) \
         == repr(estimators._participation(estimator))
@@ -81,8 +82,8 @@ def test_every_participation_builds_the_same_everywhere(spec, flower, estimator)
 
 def test_parametrized_cases_cover_the_tables():
     participation = test_every_participation_builds_the_same_everywhere.pytestmark[0].args[1]
-    assert {case[0]["type"] for case in participation} == set(registry.PARTICIPATIONS)
-    assert {case[0]["schedule"] for case in STEPS} == set(registry.SCHEDULES)
+    assert {case[0]["type"] for case in participation} == set(names.PARTICIPATIONS)
+    assert {case[0]["schedule"] for case in STEPS} == set(names.SCHEDULES)
 
 
 STEPS = [({"schedule": "constant", "value": 0.2}, {"Constant": {"value": 0.2}}),
@@ -95,7 +96,7 @@ def test_a_step_is_read_one_way_everywhere(config, flower):
     from_flower = build_algorithm("RFedAvg", {"step": flower, "local_steps": 1})
     from_estimator = estimators._make_algorithm("RFedAvg", config, 1, None)
     assert from_config.step == from_flower.step == from_estimator.step
-    assert registry.step_config(from_config.step) == resolve_config(
+    assert names.step_config(from_config.step) == resolve_config(
         {**BASE, "algorithm": [{"name": "RFedAvg", "step": config, "local_steps": 1}]}
     )["algorithm"][0]["step"]
 
@@ -108,23 +109,23 @@ def test_every_problem_and_data_source_builds_through_config(tmp_path):
              "wishart": {"n_clients": 3, "n_samples": 4, "d": 3},
              "brockett": {"n_clients": 3, "n_samples": 4, "d": 4}}
     alg = [{"name": "RFedAvg", "step": 0.01, "local_steps": 1}]
-    for ptype, entry in registry.PROBLEMS.items():
+    for ptype, entry in names.PROBLEMS.items():
         source = fitting[entry.data[0]]
         problem = {"type": ptype, **{k: 2 for k, v in entry.keys.items()
-                                     if v is registry.REQUIRED}}
+                                     if v is names.REQUIRED}}
         plan = _plan(alg, problem=problem, data={"source": source, **small.get(source, {})})
-        assert type(plan.problem) is registry.get("problem", ptype)
+        assert type(plan.problem) is names.get("problem", ptype)
     np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(20, 4)))
     files = {"npy": {"path": str(tmp_path / "x.npy")}}
     needs_download = ("mnist", "cifar10")
-    for source, entry in registry.DATA_SOURCES.items():
+    for source, entry in names.DATA_SOURCES.items():
         assert callable(entry.load())
         if source in needs_download:
             continue
         kind = entry.data[0]
-        ptype = next(p for p, e in registry.PROBLEMS.items() if kind in e.data)
-        problem = {"type": ptype, **{k: 2 for k, v in registry.PROBLEMS[ptype].keys.items()
-                                     if v is registry.REQUIRED}}
+        ptype = next(p for p, e in names.PROBLEMS.items() if kind in e.data)
+        problem = {"type": ptype, **{k: 2 for k, v in names.PROBLEMS[ptype].keys.items()
+                                     if v is names.REQUIRED}}
         data = {"source": source, **small.get(source, {}), **files.get(source, {})}
         plan = _plan(alg, problem=problem, data=data)
         assert plan.problem.n_clients >= 1
@@ -132,8 +133,8 @@ def test_every_problem_and_data_source_builds_through_config(tmp_path):
 
 def test_adding_an_algorithm_is_one_registry_line(monkeypatch):
     """A new name in the table reaches the experiment files, the estimators and Flower."""
-    monkeypatch.setitem(registry.ALGORITHMS, "RFedAvgAgain",
-                        registry.Entry("rfl_fast.algorithms.fedavg_prox:RFedAvg"))
+    monkeypatch.setitem(names.ALGORITHMS, "RFedAvgAgain",
+                        names.Entry("rfl_fast.algorithms.fedavg_prox:RFedAvg"))
     kwargs = {"step": 0.1, "local_steps": 2}
     (_, from_config), = _plan([{"name": "RFedAvgAgain", **kwargs}]).algorithms
     assert repr(from_config) == repr(build_algorithm("RFedAvgAgain", kwargs)) \
@@ -164,12 +165,12 @@ def test_every_name_is_registered_once():
     front_ends = [*package.glob("*.py"), *package.glob("app/*.py"), *package.glob("flower/*.py")]
     found = []
     for path in sorted(front_ends):
-        if path == package / "app" / "registry.py":
+        if path == package / "app" / "names.py":
             continue
         for line, strings in _string_collections(ast.parse(path.read_text())):
-            for kind, table in registry.TABLES.items():
-                names = {n.lower() for n in table}
-                if len({s.lower() for s in strings} & names) >= 2:
+            for kind, table in names.TABLES.items():
+                known = {n.lower() for n in table}
+                if len({s.lower() for s in strings} & known) >= 2:
                     found.append(f"{path.relative_to(package)}:{line}: {kind} names "
                                  f"{sorted(strings)}")
     assert not found, "\n".join(found)
