@@ -12,7 +12,7 @@ from .accounting import (DPSettings, PrivacyBudget, calibrate_sigma, dp_rsgd_eps
                          dp_rsgd_sigma, dp_rsvrg_epsilon, dp_rsvrg_sigma, epsilon_pld,
                          epsilon_rdp, epsilon_seed, epsilon_seed_composition,
                          epsilon_subsampled_gaussian, gaussian_mechanism_epsilon,
-                         gaussian_mechanism_sigma, privacy_report)
+                         gaussian_mechanism_sigma, pld_discretization, privacy_report)
 from .clipping import (clip, clip_factors, clipped_sum_frechet, clipped_sum_pca,
                        clipped_sum_reference, frechet_sample_rgrads, pca_sample_rgrads)
 from .ledger import PrivacyLedger
@@ -26,7 +26,7 @@ __all__ = [
     "gaussian_mechanism_sigma", "gaussian_mechanism_epsilon", "dp_rsgd_sigma", "dp_rsgd_epsilon",
     "dp_rsvrg_sigma", "dp_rsvrg_epsilon", "epsilon_seed_composition", "epsilon_seed",
     "DPSettings", "epsilon_subsampled_gaussian", "epsilon_rdp", "epsilon_pld", "calibrate_sigma",
-    "PrivacyBudget", "privacy_report",
+    "PrivacyBudget", "privacy_report", "pld_discretization",
     # ledger
     "PrivacyLedger",
 ]

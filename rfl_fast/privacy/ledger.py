@@ -100,7 +100,7 @@ def _pld_curve(sigma, delta, st, rounds, vdi=1e-4):
                          f"sampling without replacement)")
     grid = _pld_grid(rounds, PLD_POINTS)
     vals = np.empty(grid.size)
-    rnd = _acc._pld_round(sigma, st, vdi)
+    rnd = _acc._pld_round(sigma, replace(st, rounds=rounds), vdi)   # (its size: for `rounds`)
     with _acc._quiet_absl():
         total, prev = None, 0
         for j, g in enumerate(grid):
@@ -152,6 +152,11 @@ def ledger_columns(accountants, clip, sigma, settings, delta, rounds, uncertifie
                         c = np.full(rounds, math.nan)   # no guarantee (uncertified)
                     elif sig == 0.0 or not math.isfinite(clip):
                         c = np.full(rounds, math.inf)
+                    elif acc != "seed" and _acc._trivial_epsilon(
+                            float(sig), delta, replace(st, rounds=rounds)) is not None:
+                        # inf (a step publishes its data) or 0 (the whole run is (0, delta)-DP)
+                        c = np.full(rounds, _acc._trivial_epsilon(
+                            float(sig), delta, replace(st, rounds=rounds)))
                     else:
                         c = _CURVES[acc](float(sig), delta, st, rounds)
                     curve[1:] = np.maximum(curve[1:], c)
