@@ -158,6 +158,7 @@ class RFedAGS(FederatedAlgorithm):
     transport: str | None = None
 
     array_kinds = {"x": "point", "zeta": "tangent"}
+    uploads = {"update": ("zeta",)}
 
     CHECKS = {"step": as_schedule, "local_steps": COUNT, "batch_size": Optional(COUNT),
               "aggregation": Choice("RS", "AP"), "varpi": POSITIVE,

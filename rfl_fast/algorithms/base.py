@@ -40,7 +40,8 @@ hyperparameter does not fit the data; ``init_server(problem, x0, sctx)`` and
 ``init_clients(problem, x0)`` build the initial states.
 
 Deployment: ``array_kinds`` (class attribute) names the kind of every array of the messages and
-uploads, for the arrival checks (:mod:`rfl_fast.federation.arrival`); a server that fixes
+uploads, for the arrival checks (:mod:`rfl_fast.federation.arrival`), and ``uploads`` the
+arrays each exchange's upload holds (an upload must hold exactly those); a server that fixes
 per-client settings for the run (PriRFed's noise ``sigma_i``) hands them out with
 ``client_settings(i)`` and each client of a deployment applies them with
 ``for_client(settings)``.
@@ -49,7 +50,8 @@ Extending: a new algorithm subclasses :class:`FederatedAlgorithm` and fills in t
 needs. Client state that must survive rounds (corrections, previous gradients, privacy
 budgets) goes into ``init_clients``; server memory (previous point and gradient, observed
 participation counts) into its own frozen server-state dataclass; the kinds of its message
-and upload arrays into ``array_kinds``.
+and upload arrays into ``array_kinds`` and the names of each exchange's upload into
+``uploads``.
 """
 
 import numpy as np
@@ -100,6 +102,10 @@ class FederatedAlgorithm(Checked):
     #: (tangent at the server point), ``"ambient"`` (shape only, off the manifold) or
     #: ``"scalar"``. Names not listed are checked for shape and finiteness only.
     array_kinds = {}
+    #: The arrays each exchange's upload holds, exactly: ``{"update": ("x",)}``, plus
+    #: ``"prepare"`` with ``has_prepare`` (names of ``array_kinds``). A screened run and a
+    #: deployment refuse an upload holding anything else (a missing or an extra array).
+    uploads = {}
     #: Mini-batch size of the local gradients (``None``: full); a field of the algorithms
     #: that have one.
     batch_size = None

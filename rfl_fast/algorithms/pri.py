@@ -84,7 +84,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .._validation import (COUNT, POSITIVE, Bool, Choice, Optional, Real, Reals, check_choice,
-                           check_int, check_positive)
+                           brief, check_int, check_positive)
 from ._checks import inverse_pair, transport_name
 from .consensus import tangent_mean
 from .participation import Full, Uniform
@@ -197,6 +197,7 @@ class PriRFed(FederatedAlgorithm):
     ledger: PrivacyLedger | None = field(default=None, repr=False)
 
     array_kinds = {"x": "point"}
+    uploads = {"update": ("x",)}
 
     CHECKS = {"step": as_schedule, "local_steps": COUNT, "local": Choice(*LOCALS),
               "sigma": Optional(Reals(0)), "clip": Real(0, low_open=True, allow_inf=True),
@@ -438,7 +439,8 @@ class PriRFed(FederatedAlgorithm):
         Parameters
         ----------
         problem : rfl_fast.problems.Problem
-            The federated problem (unused: the ledger already holds what it needs).
+            The federated problem: its clients' sample counts must be the ledger's ``N_i``
+            (the eps columns were accounted for them).
         participation : rfl_fast.federation.Participation
             The run's participation model (unused, as for ``problem``).
         rounds : int
@@ -453,9 +455,16 @@ class PriRFed(FederatedAlgorithm):
         Raises
         ------
         ValueError
-            ``rounds`` would spend more than the budget.
+            ``rounds`` would spend more than the budget, or ``problem``'s sample counts are not
+            the ledger's.
         """
         led = self._plan()
+        planned = [led.settings[i].n_samples for i in sorted(led.settings)]
+        sizes = [int(v) for v in np.asarray(problem.sizes)]
+        if sizes != planned:
+            raise ValueError(f"{self.name}: the privacy ledger was accounted for clients with "
+                             f"N_i = {brief(planned)} samples, the problem has {brief(sizes)}; "
+                             f"resuming on other data would keep the wrong eps columns")
         rounds = check_int(rounds, "rounds", min_value=0)
         if rounds <= led.rounds:
             return self

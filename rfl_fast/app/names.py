@@ -2,7 +2,7 @@
 
 The experiment files (:mod:`~rfl_fast.app.config`, hence ``rfl-fast run``), the estimators
 (:mod:`~rfl_fast.app.estimators`) and the Flower run config (:mod:`rfl_fast.flower.spec`) look
-names up here, so a name added to a table is known to all of them, and a typo is a
+names up here (and only here: no front end imports a ``module:attribute`` a user wrote), so a name added to a table is known to all of them, and a typo is a
 :class:`UnknownName` listing the known names. Names match case-insensitively; the spelling in
 the table is the canonical one. Each entry names its object as ``"module:attribute"``,
 imported on first use (the tables cost nothing to read).
@@ -17,8 +17,10 @@ import importlib
 import numbers
 from dataclasses import dataclass
 
+from .._validation import brief
+
 __all__ = ["Entry", "UnknownName", "REQUIRED", "ALGORITHMS", "PARTICIPATIONS", "SCHEDULES",
-           "PROBLEMS", "DATA_SOURCES", "TABLES", "canonical", "get", "build", "parameters",
+           "PROBLEMS", "DATA_SOURCES", "TASKS", "TABLES", "canonical", "get", "build", "parameters",
            "build_step", "step_config"]
 
 #: Marks a key without a default in :attr:`Entry.keys`.
@@ -110,9 +112,16 @@ DATA_SOURCES = {
     "brockett": Entry("rfl_fast.data:brockett_matrices", _CLIENTS, ("symmetric",)),
 }
 
+#: Tasks of a Flower deployment: how a SuperNode builds its one-client problem from its own
+#: data (:mod:`rfl_fast.flower.tasks`); a run config names one of these, never an import path.
+TASKS = {
+    "synthetic_kpca": Entry("rfl_fast.flower.tasks:synthetic_kpca"),
+    "kpca_from_file": Entry("rfl_fast.flower.tasks:kpca_from_file"),
+}
+
 #: Kind of name -> its table (the kind is how messages call it).
 TABLES = {"algorithm": ALGORITHMS, "participation": PARTICIPATIONS, "schedule": SCHEDULES,
-          "problem": PROBLEMS, "data source": DATA_SOURCES}
+          "problem": PROBLEMS, "data source": DATA_SOURCES, "task": TASKS}
 
 
 class UnknownName(ValueError):
@@ -130,7 +139,7 @@ class UnknownName(ValueError):
 
     def __init__(self, kind, name, known):
         self.kind, self.name, self.known = kind, name, tuple(known)
-        super().__init__(f"{kind}: unknown {name!r}; known: {', '.join(self.known)}")
+        super().__init__(f"{kind}: unknown {brief(name)}; known: {', '.join(self.known)}")
 
 
 def canonical(kind, name):
@@ -257,7 +266,7 @@ def build_step(step, name="step"):
     elif len(step) == 1 and isinstance(next(iter(step.values())), dict):
         (kind, params), = step.items()
     else:
-        raise ValueError(f"{name}: expected a number or {{schedule = ..., ...}}, got {step!r}")
+        raise ValueError(f"{name}: expected a number or {{schedule = ..., ...}}, got {brief(step)}")
     cls = get("schedule", kind)
     fields = parameters(cls)
     for key in params:

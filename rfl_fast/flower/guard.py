@@ -1,7 +1,9 @@
 """The client's own privacy in a deployment: its secret, its noise, its budget, its ledger.
 
-A Flower server is not trusted with a client's privacy. For a private algorithm (one with
-``client_privacy``, i.e. PriRFed) the client takes nothing privacy-relevant from the server:
+A Flower server is not trusted with a client's privacy. A node whose node config sets any
+``dp-*`` key runs only private algorithms (``client_owns_privacy``, i.e. PriRFed) and refuses
+every other one (:class:`~rfl_fast.flower.client.NodePolicy`); for a private algorithm the
+client takes nothing privacy-relevant from the server:
 
 * **randomness**: the client's stream is ``ClientRandom(secret, t, [i])`` with ``secret`` from the
   SuperNode's own ``dp-seed`` node config, else 128 bits of OS entropy drawn per message. The
@@ -35,6 +37,7 @@ import secrets
 import numpy as np
 
 from .._files import atomic_write
+from .._validation import brief
 
 __all__ = ["ClientPrivacy", "PrivacyRefused", "KEYS"]
 
@@ -53,11 +56,12 @@ def _num(node_config, key, check, what):
                          f"'... {key}=<value>'); the server's value is not trusted")
     try:
         v = float(node_config[key])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"node config {key!r}: expected a number ({what}), got "
-                         f"{node_config[key]!r}") from None
+                         f"{brief(node_config[key])}") from None
     if not check(v):
-        raise ValueError(f"node config {key!r}: {what} out of range: {node_config[key]!r}")
+        raise ValueError(f"node config {key!r}: {what} out of range: "
+                         f"{brief(node_config[key])}")
     return v
 
 
@@ -90,13 +94,15 @@ class ClientPrivacy:
         if seed is None:
             self._seed = None
         else:
+            # the messages never show the value: it is a secret, and errors reach the server
             try:
                 self._seed = int(seed)
-            except (TypeError, ValueError):
-                raise ValueError(f"node config 'dp-seed': expected an int >= 0, got "
-                                 f"{seed!r}") from None
+            except (TypeError, ValueError, OverflowError):
+                raise ValueError("node config 'dp-seed': expected an int >= 0 (value not "
+                                 "shown: it is secret)") from None
             if self._seed < 0:
-                raise ValueError(f"node config 'dp-seed': expected an int >= 0, got {seed!r}")
+                raise ValueError("node config 'dp-seed': expected an int >= 0 (value not "
+                                 "shown: it is secret)")
 
     def secret(self):
         """The root of the client's random stream: ``dp-seed`` or fresh OS entropy."""
