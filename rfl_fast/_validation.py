@@ -12,6 +12,7 @@ argument and says what was expected.
 
 import numbers
 import os
+import reprlib
 
 import numpy as np
 
@@ -20,7 +21,7 @@ __all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "valid
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_reals", "check_bool", "check_choice", "FLOAT64",
            "Int", "Real", "Reals", "Choice", "Bool", "Optional", "POSITIVE", "NONNEGATIVE", "COUNT",
-           "validate_fields", "Checked"]
+           "validate_fields", "Checked", "brief"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -155,6 +156,48 @@ def broadcast_batch(arrays, names, core_ndims):
 _INF = float("inf")
 
 
+class _Brief(reprlib.Repr):
+    """``reprlib`` with tight limits, and ints longer than 60 digits by their size (their full
+    text costs time quadratic in their length, and Python refuses past 4300 digits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 2, 200, 200, 60
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 4
+        self.maxdeque = self.maxarray = 4
+
+    def repr_int(self, x, level):
+        if x.bit_length() > 199:
+            return f"<an int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_BRIEF = _Brief()
+
+
+def brief(value):
+    """A short text showing ``value`` in an error message: at most a few hundred characters
+    whatever ``value`` holds (a string cut to 200 characters, nested containers to 2
+    levels of 4 items, huge ints by their size). Every message that shows a value it was
+    given uses it, so a crafted value cannot make an error text large or slow.
+
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    str
+    """
+    if isinstance(value, numbers.Integral) and not _is_bool(value) and \
+            not isinstance(value, int):
+        value = int(value)                      # NumPy ints: shown as numbers
+    try:
+        return _BRIEF.repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails: its type only
+        return f"<{type(value).__name__}>"
+
+
 def _is_bool(value):
     return isinstance(value, (bool, np.bool_))
 
@@ -162,19 +205,20 @@ def _is_bool(value):
 def check_int(value, name, *, min_value=None, max_value=None):
     """``value`` as a Python int within ``[min_value, max_value]`` (bools are refused)."""
     if _is_bool(value) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({value!r})")
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({brief(value)})")
     value = int(value)
     if min_value is not None and value < min_value:
-        raise ValueError(f"{name}: expected an int >= {min_value}, got {value}")
+        raise ValueError(f"{name}: expected an int >= {min_value}, got {brief(value)}")
     if max_value is not None and value > max_value:
-        raise ValueError(f"{name}: expected an int <= {max_value}, got {value}")
+        raise ValueError(f"{name}: expected an int <= {max_value}, got {brief(value)}")
     return value
 
 
 def check_real(value, name, *, allow_inf=False):
     """``value`` as a Python float, never NaN, finite unless ``allow_inf`` (bools are refused)."""
     if _is_bool(value) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} ({value!r})")
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} "
+                        f"({brief(value)})")
     value = float(value)
     if value != value or (not allow_inf and value in (_INF, -_INF)):
         raise ValueError(f"{name}: expected a finite number, got {value}")
@@ -228,7 +272,7 @@ def check_reals(value, name, *, low=None, high=None, low_open=False, high_open=F
     arr = np.asarray(value)
     if arr.dtype.kind not in "iuf":
         raise TypeError(f"{name}: expected a real number or a 1-d array of them, got "
-                        f"{type(value).__name__} ({value!r})")
+                        f"{type(value).__name__} ({brief(value)})")
     arr = np.array(arr, dtype=np.float64)
     if arr.ndim > 1:
         raise ValueError(f"{name}: expected a scalar or a 1-d array, got shape {arr.shape}")
@@ -247,7 +291,7 @@ def check_bool(value, name):
     """``value`` as a Python bool (only ``True``/``False``, NumPy's included)."""
     if not _is_bool(value):
         raise TypeError(f"{name}: expected True or False, got {type(value).__name__} "
-                        f"({value!r})")
+                        f"({brief(value)})")
     return bool(value)
 
 
@@ -269,7 +313,8 @@ def check_choice(value, name, choices):
     for choice in choices:
         if _same_kind(value, choice) and value == choice:
             return choice
-    raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
+    raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got "
+                     f"{brief(value)}")
 
 
 # ---------------------------------------------------------------------------- declarative checks
