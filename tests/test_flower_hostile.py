@@ -309,7 +309,7 @@ def _config(key, value):
 
 
 def _variants():
-    from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
+    from flwr.app import Array, ArrayRecord, Message, MetricRecord
 
     def raw(data, stype="numpy.ndarray"):
         return Array(dtype="float64", shape=(1, 5, 2), stype=stype, data=data)

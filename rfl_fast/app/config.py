@@ -522,7 +522,8 @@ def resolve_config(raw, *, name=None, overrides=None):
                 label, j = f"{aname}-{j}", j + 1
         label = _str(label, f"{key}.label")
         if not _LABEL.match(label):
-            raise ConfigError(f"{key}.label", f"{brief(label)}: use letters, digits and _ . + - only")
+            raise ConfigError(f"{key}.label",
+                              f"{brief(label)}: use letters, digits and _ . + - only")
         if label in labels:
             raise ConfigError(f"{key}.label", f"{brief(label)} is used twice; labels name the "
                               f"result files and must be unique")

@@ -2,8 +2,9 @@
 
 The experiment files (:mod:`~rfl_fast.app.config`, hence ``rfl-fast run``), the estimators
 (:mod:`~rfl_fast.app.estimators`) and the Flower run config (:mod:`rfl_fast.flower.spec`) look
-names up here (and only here: no front end imports a ``module:attribute`` a user wrote), so a name added to a table is known to all of them, and a typo is a
-:class:`UnknownName` listing the known names. Names match case-insensitively; the spelling in
+names up here, and only here: no front end imports a ``module:attribute`` a user wrote. So a
+name added to a table is known to all of them, and a typo is a :class:`UnknownName` listing
+the known names. Names match case-insensitively; the spelling in
 the table is the canonical one. Each entry names its object as ``"module:attribute"``,
 imported on first use (the tables cost nothing to read).
 
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from .._validation import brief
 
 __all__ = ["Entry", "UnknownName", "REQUIRED", "ALGORITHMS", "PARTICIPATIONS", "SCHEDULES",
-           "PROBLEMS", "DATA_SOURCES", "TASKS", "TABLES", "canonical", "get", "build", "parameters",
-           "build_step", "step_config"]
+           "PROBLEMS", "DATA_SOURCES", "TASKS", "TABLES", "canonical", "get", "build",
+           "parameters", "build_step", "step_config"]
 
 #: Marks a key without a default in :attr:`Entry.keys`.
 REQUIRED = object()

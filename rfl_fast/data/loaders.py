@@ -429,10 +429,8 @@ def read_cifar10_bin(path):
 
     Returns
     -------
-    data : ndarray of uint8, shape (m, 3072)
-        Rows are 1024 red, then 1024 green, then 1024 blue values (row-major 32 x 32).
-    labels : ndarray of int64, shape (m,)
-        Classes 0..9.
+    data, labels : ndarray
+        As :func:`read_cifar10_batch`: uint8 (m, 3072) and int64 (m,).
 
     Raises
     ------

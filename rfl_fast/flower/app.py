@@ -3,9 +3,9 @@
 The directory holds a ``pyproject.toml`` (the Flower app: its components and the run config
 defaults of :mod:`rfl_fast.flower.spec`) and a two-line module ``rfl_fast_app.py`` creating
 the ServerApp and the ClientApp from :mod:`rfl_fast.flower` (where an app registers its own
-algorithms and tasks: ``client_app(tasks={"mine": my_task})``, the same for ``server_app``). ``flwr run DIR <superlink>``
-ships it to the SuperLink; the machines running the SuperLink and the SuperNodes need
-``rfl_fast[flower]`` installed (the SuperLink started with
+algorithms and tasks: ``client_app(tasks={"mine": my_task})``, the same for ``server_app``).
+``flwr run DIR <superlink>`` ships it to the SuperLink; the machines running the SuperLink and
+the SuperNodes need ``rfl_fast[flower]`` installed (the SuperLink started with
 ``--disable-runtime-dependency-installation`` uses the installed packages as they are).
 """
 

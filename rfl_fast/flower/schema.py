@@ -152,15 +152,20 @@ REQUEST = {"phase": _PHASE, "round": _ROUND, "client": _CLIENT,
 REPLY = {"client": _CLIENT, "round": _ROUND, "phase": _PHASE, "cpu": Field(float, 0.0, 1e9)}
 
 
+def _known(mapping, allowed, what, noun):
+    """Refuse ``mapping`` unless it is a dict whose keys are all in ``allowed``."""
+    if not isinstance(mapping, dict):
+        raise Refused(f"{what}: expected a mapping, got {type(mapping).__name__}")
+    for key in mapping:
+        if key not in allowed:
+            raise Refused(f"{what}: unknown {noun} {brief(key)}; expected "
+                          f"{', '.join(allowed)}")
+
+
 def read_config(section, fields, what):
     """A config section checked against ``fields`` (dict of :class:`Field`): exactly those
     keys (optional ones may be absent), each read by its field. Returns a new dict."""
-    if not isinstance(section, dict):
-        raise Refused(f"{what}: expected a mapping, got {type(section).__name__}")
-    for key in section:
-        if key not in fields:
-            raise Refused(f"{what}: unknown key {brief(key)}; expected "
-                          f"{', '.join(fields)}")
+    _known(section, fields, what, "key")
     out = {}
     for key, field in fields.items():
         if key in section:
@@ -171,12 +176,7 @@ def read_config(section, fields, what):
 
 
 def _sections(content, allowed, what):
-    if not isinstance(content, dict):
-        raise Refused(f"{what}: expected a mapping of sections, got {type(content).__name__}")
-    for name in content:
-        if name not in allowed:
-            raise Refused(f"{what}: unknown section {brief(name)}; expected "
-                          f"{', '.join(sorted(allowed))}")
+    _known(content, sorted(allowed), what, "section")
     if "config" not in content:
         raise Refused(f"{what}: no config section")
 

@@ -216,7 +216,7 @@ class FlowerTransport(Transport):
     def _send(self, phase, t, ids, msg, rng):
         packed, meta = pack(msg, self.M, self.kinds)
         memo = phase == "finalize" or (phase == "update" and self.algorithm.has_prepare)
-        names = () if phase == "finalize" else self.algorithm.uploads[phase]
+        names = () if phase == "finalize" else upload_names(self.algorithm, phase)
         requests = []
         for i in ids.tolist():
             conf = {"phase": phase, "round": t, "client": i, "seed": self.seed,
