@@ -186,8 +186,12 @@ class Grassmann(Manifold):
         x = self._point(x)
         u = self._vector(x, u)
         a, sigma, bt = np.linalg.svd(u.astype(np.float64, copy=False), full_matrices=False)
-        out = (x @ (_t(bt) * np.cos(sigma)[..., None, :]) + a * np.sin(sigma)[..., None, :]) @ bt
-        return out.astype(np.result_type(x, u), copy=False)
+        y = (x @ (_t(bt) * np.cos(sigma)[..., None, :]) + a * np.sin(sigma)[..., None, :]) @ bt
+        # one Newton-Schulz step towards the polar factor, Y (3I - Y'Y) / 2: it squares the
+        # rounding of Y'Y = I, which iterating Exp would otherwise let grow (the projection
+        # U - X X'U assumes X'X = I); the basis moves by that rounding only
+        y = 1.5 * y - 0.5 * y @ (_t(y) @ y)
+        return y.astype(np.result_type(x, u), copy=False)
 
     def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         x, y, pair = self._pair(x, y)

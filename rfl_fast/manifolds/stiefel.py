@@ -184,11 +184,24 @@ class Stiefel(Manifold):
         """
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         out = self._compiled(f"stiefel_inv_retr_{method}", backend, x, y)
-        if out is not None:
-            return out
-        out = call(f"stiefel_inv_retr_{method}", self._point(x), self._point(y, "y"),
-                   backend=backend)
-        return self._solved(out, "inv_retr", f"y (X'Y is too singular for the {method} inverse)")
+        if out is None:
+            x, y = self._point(x), self._point(y, "y")
+            out = call(f"stiefel_inv_retr_{method}", x, y, backend=backend)
+        if method == "qr":
+            out = self._qr_reaches(x, y, out)
+        return self._solved(out, "inv_retr", f"y (X'Y is too singular for the {method} inverse, "
+                                             f"or y is not reached by that retraction from x)")
+
+    @staticmethod
+    def _qr_reaches(x, y, u):
+        """``u`` with NaN items where ``X + U = Y R`` has a diagonal entry ``r_jj <= 0``: the R
+        factor of the QR retraction has a positive diagonal, so no ``U`` retracts to such a
+        ``Y`` (a leading minor of ``X'Y`` is negative); ``r_jj`` is ``(Y'(X + U))_jj``."""
+        bad = (np.sum(y * (x + u), axis=-2) <= 0).any(-1)
+        if np.any(bad):
+            u = np.array(np.broadcast_to(u, np.broadcast_shapes(u.shape, bad.shape + x.shape[-2:])))
+            u[bad] = np.nan
+        return u
 
     @staticmethod
     def _cayley(x, u):
