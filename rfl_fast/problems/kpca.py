@@ -1,16 +1,24 @@
-"""kPCA on the Stiefel manifold: the top-r eigenvectors of the clients' pooled covariance."""
+"""kPCA on the Stiefel or Grassmann manifold: the top-r eigenvectors of the clients' pooled
+covariance (or the subspace they span)."""
 
 from typing import Self
 
 import numpy as np
 
 from .._typing import ArrayLike, ClientSamples, FloatArray, Weighting
-from .._validation import check_int
-from ..manifolds import Stiefel
+from .._validation import check_choice, check_int
+from ..manifolds import Grassmann, Stiefel
 from ._numerics import principal_angles
 from ._quadratic import QuadraticProblem
 
 __all__ = ["KPCA"]
+
+
+_MANIFOLDS = {"stiefel": Stiefel, "grassmann": Grassmann}
+
+
+def _manifold(name, d, r):
+    return _MANIFOLDS[check_choice(name, "manifold", tuple(_MANIFOLDS))](d, r)
 
 
 def _check_r(r, d):
@@ -21,7 +29,8 @@ def _check_r(r, d):
 
 
 class KPCA(QuadraticProblem):
-    """Federated ``r``-PCA ("kPCA" in seeds 000, 001, 004) on the Stiefel manifold ``St(d, r)``.
+    """Federated ``r``-PCA ("kPCA" in seeds 000, 001, 004) on the Stiefel manifold ``St(d, r)``
+    or the Grassmann manifold ``Gr(d, r)``.
 
     Two forms; the seeds differ by a factor 1/2 and in the normalization of ``A_i``:
 
@@ -39,6 +48,13 @@ class KPCA(QuadraticProblem):
     largest-magnitude entry is positive); any ``X* Q``, ``Q`` orthogonal, is optimal too, so
     ``dist`` and ``angle`` measure subspaces.
 
+    The objective depends on ``span(X)`` only, so it is naturally a function on the Grassmann
+    manifold (``manifold="grassmann"``): the same gradients (on Stiefel the projection of
+    ``-2c A_i X`` is ``-2c (I - XX') A_i X`` as well, since ``X' A_i X`` is symmetric), the same
+    polar retraction, but the server's consensus reads the clients' points as subspaces
+    (``inv_retr`` of :class:`~rfl_fast.Grassmann` does not depend on the bases the clients
+    return), and ``dist`` is the principal-angle distance. The papers' experiments use Stiefel.
+
     Gradients: ``grad f_i(X) = -2c (I - XX') A_i X`` (``c = 1`` or ``1/2``), computed per
     client as ``Z_i'(Z_i X)`` without forming ``d x d`` matrices unless that is cheaper
     (``gram``); per-sample ``grad f_ij = -2 (I - XX') z z' X`` with norm
@@ -53,23 +69,25 @@ class KPCA(QuadraticProblem):
     weighting : {"uniform", "samples"} or array_like (n,)
     gram : bool, optional
         See ``SpherePCA``.
+    manifold : {"stiefel", "grassmann"}, optional
+        ``St(d, r)`` (default, the papers') or ``Gr(d, r)``.
 
     Attributes
     ----------
-    manifold : Stiefel
+    manifold : Stiefel or Grassmann
     d, r : int
     form : {"samples", "covariances"}
     """
 
     def __init__(self, data: ClientSamples, r: int, *, weighting: Weighting = "uniform",
-                 gram: bool | None = None) -> None:
+                 gram: bool | None = None, manifold: str = "stiefel") -> None:
         self._setup_samples(data, None, weighting, gram)
         self.r = _check_r(r, self.d)
-        self.manifold = Stiefel(self.d, self.r)
+        self.manifold = _manifold(manifold, self.d, self.r)
 
     @classmethod
-    def from_covariances(cls, A: ArrayLike, r: int, *, weighting: Weighting = "uniform"
-                         ) -> Self:
+    def from_covariances(cls, A: ArrayLike, r: int, *, weighting: Weighting = "uniform",
+                         manifold: str = "stiefel") -> Self:
         """``f_i(X) = -tr(X' A_i X) / 2`` (seeds 001, 004).
 
         Parameters
@@ -78,11 +96,12 @@ class KPCA(QuadraticProblem):
             Symmetric client matrices.
         r : int
         weighting : {"uniform"} or array_like (n,)
+        manifold : {"stiefel", "grassmann"}, optional
         """
         self = cls.__new__(cls)
         self._setup_covariances(A, None, weighting)
         self.r = _check_r(r, self.d)
-        self.manifold = Stiefel(self.d, self.r)
+        self.manifold = _manifold(manifold, self.d, self.r)
         return self
 
     def principal_angles(self, x: ArrayLike) -> FloatArray:
