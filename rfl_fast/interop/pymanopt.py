@@ -16,19 +16,31 @@ on stacked arrays), and inner products, norms and distances combine the ``k`` it
 pymanopt's do (sums of inner products, the 2-norm of the distances). An array of another
 shape raises ``ValueError`` naming the argument and the expected shape.
 
-===============================  ========================  =========================================
-adapter                          points                    options (first: the default)
-===============================  ========================  =========================================
-``Stiefel(n, p, k=1)``           ``(n, p)``, ``X'X = I``   retraction polar, qr, cayley, exp
-``Grassmann(n, p, k=1)``         ``(n, p)``, a basis       retraction polar, qr, exp;
-                                                           transport projection, parallel
-``Sphere(*shape)``               ``shape``, unit norm      retraction projection, exp;
-                                                           transport projection, parallel
-``SPD(n, k=1)``                  ``(n, n)``, SPD           retraction exp, second_order;
-(``SymmetricPositiveDefinite``)                            transport projection (identity), parallel
-``Euclidean(*shape)``            ``shape``                 --
-``Lorentz(d, k=1)``              ``(d + 1,)``, hyperboloid transport parallel, projection
-===============================  ========================  =========================================
+.. list-table::
+   :header-rows: 1
+   :widths: 28 30 42
+
+   * - adapter
+     - points
+     - options (first: the default)
+   * - ``Stiefel(n, p, k=1)``
+     - ``(n, p)``, ``X'X = I``
+     - retraction polar, qr, cayley, exp
+   * - ``Grassmann(n, p, k=1)``
+     - ``(n, p)``, a basis of the subspace
+     - retraction polar, qr, exp; transport projection, parallel
+   * - ``Sphere(*shape)``
+     - ``shape``, unit norm
+     - retraction projection, exp; transport projection, parallel
+   * - ``SPD(n, k=1)`` (``SymmetricPositiveDefinite``)
+     - ``(n, n)``, symmetric positive definite
+     - retraction exp, second_order; transport projection (the identity), parallel
+   * - ``Euclidean(*shape)``
+     - ``shape``
+     - --
+   * - ``Lorentz(d, k=1)``
+     - ``(d + 1,)``, hyperboloid
+     - transport parallel, projection
 
 *Defaults and pymanopt's.* Where pymanopt's solvers read a default, the adapter has pymanopt's,
 so a swapped class gives pymanopt's iterates: the sphere retracts by normalizing ``x + u`` and

@@ -32,7 +32,7 @@ class Product(Manifold):
     :meth:`split` gives the factors' views ``(..., *M_i.shape)`` (no copy for a C-contiguous
     array) and :meth:`join` builds the flat array from factor arrays::
 
-        M = rf.manifolds.Product(rf.Stiefel(10, 2), rf.Sphere(3))   # D = 20 + 3
+        M = rf.Product(rf.Stiefel(10, 2), rf.Sphere(3))             # D = 20 + 3
         x = M.random_point(5, rng=0)                                   # (5, 23)
         frame, direction = M.split(x)                                  # (5, 10, 2), (5, 3)
         M.join(frame, direction)                                       # (5, 23) again

@@ -19,11 +19,15 @@ def _sym(a):
 
 
 class Stiefel(Manifold):
-    """Points ``X`` of shape ``(..., n, p)`` with ``X'X = I_p``; metric ``tr(U'V)``.
+    r"""Points ``X`` of shape ``(..., n, p)`` with :math:`X^\top X = I_p`; the embedded metric
+    :math:`\langle U, V\rangle = \operatorname{tr}(U^\top V)`, tangent vectors
+    :math:`X^\top U + U^\top X = 0`, projection :math:`U - X \operatorname{sym}(X^\top U)`.
 
-    Retractions: ``"polar"`` (default, ``P_M(X + U)``), ``"qr"`` (``qf(X + U)`` with a
-    positive diagonal of R), ``"cayley"`` and ``"exp"`` (Edelman's geodesic). Exact inverses
-    exist for ``"polar"`` and ``"qr"``. Transport: ``"projection"`` (``P_Y V``).
+    Retractions: ``"polar"`` (default, the polar factor of :math:`X + U`), ``"qr"`` (the Q
+    factor of :math:`X + U`, R with a positive diagonal), ``"cayley"`` and ``"exp"`` (Edelman's
+    geodesic). Exact inverses exist for ``"polar"`` (:math:`(X^\top Y) S + S (Y^\top X) = 2I`,
+    :math:`U = YS - X`) and ``"qr"``. Transport: ``"projection"`` (:math:`P_Y V`).
+    :class:`Grassmann` reads the same arrays as subspaces.
 
     Parameters
     ----------
