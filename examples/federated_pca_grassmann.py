@@ -6,7 +6,7 @@ PCA looks for the subspace spanned by the top eigenvectors of the pooled covaria
 :math:`A = \\sum_i w_i A_i`. Its objective :math:`f(X) = -\\operatorname{tr}(X^\\top A X)`
 does not change when the basis turns, :math:`f(XQ) = f(X)`: it is a function on the
 Grassmann manifold :math:`\\mathrm{Gr}(d, r)` of subspaces, which rfl_fast represents by
-orthonormal bases (:class:`rfl_fast.Grassmann`). Three comparisons with the Stiefel manifold
+orthonormal bases (:class:`rfl_fast.manifolds.Grassmann`). Three comparisons with the Stiefel manifold
 :math:`\\mathrm{St}(d, r)`, where the same matrices are points with a basis:
 
 1. a federated run (RFedSVRG) on each: the local steps are the same (same gradients, same
@@ -69,8 +69,8 @@ for name, problem in problems.items():
           f"{result.history.last('grad_norm'):.2e}")
 
 fig, ax = plt.subplots(figsize=(6, 3.5))
-for name, h in histories.items():
-    ax.semilogy(h["round"], h["angle"], label=name)
+for (name, h), style in zip(histories.items(), ("-", "--")):    # the curves nearly coincide
+    ax.semilogy(h["round"], h["angle"], style, lw=2, label=name)
 ax.set_xlabel("round")
 ax.set_ylabel("sum of principal angles to the solution")
 ax.set_title("RFedSVRG, federated PCA (breast cancer, r = 3)")

@@ -5,18 +5,28 @@ metric and call its ``exp``, ``log``, ``dist``, ``inner_product`` and ``parallel
 The metrics here are subclasses of geomstats' own whose maps are the methods of rfl_fast's
 manifolds (the compiled kernels); whatever they do not override is geomstats' own:
 
-=================================  ====================================  =======================
-metric (geomstats' class)          rfl_fast                              maps
-=================================  ====================================  =======================
-``SPDAffineMetric``                :class:`rfl_fast.SPD`                 exp, log, dist, inner,
-                                                                         parallel transport
-``HyperboloidMetric``              :class:`rfl_fast.Lorentz`             the same
-``HypersphereMetric``              :class:`rfl_fast.Sphere`              the same
-``GrassmannianCanonicalMetric``    :class:`rfl_fast.Grassmann`           exp, log, dist,
-                                                                         parallel transport
-``StiefelCanonicalMetric``         :class:`rfl_fast.Stiefel`             retraction (QR) and
-                                                                         its inverse ``lifting``
-=================================  ====================================  =======================
+.. list-table::
+   :header-rows: 1
+   :widths: 30 25 45
+
+   * - geomstats metric
+     - rfl_fast
+     - maps on our kernels
+   * - ``SPDAffineMetric``
+     - :class:`~rfl_fast.manifolds.SPD`
+     - exp, log, dist, inner product, parallel transport
+   * - ``HyperboloidMetric``
+     - :class:`~rfl_fast.manifolds.Lorentz`
+     - the same
+   * - ``HypersphereMetric``
+     - :class:`~rfl_fast.manifolds.Sphere`
+     - the same
+   * - ``GrassmannianCanonicalMetric``
+     - :class:`~rfl_fast.manifolds.Grassmann`
+     - exp, log, dist, parallel transport (on projectors)
+   * - ``StiefelCanonicalMetric``
+     - :class:`~rfl_fast.manifolds.Stiefel`
+     - QR retraction and its inverse ``lifting``
 
 geomstats' Grassmannian stores a subspace as its projector ``P = XX'`` (n x n) and a tangent
 vector as the symmetric ``V = XH' + HX'``; the metric converts (``X`` from the eigenvectors of
@@ -169,7 +179,7 @@ class _Maps(_Lazy):
 
 
 class SPDAffineMetric(_Maps, _gs_spd.SPDAffineMetric):
-    """geomstats' affine-invariant SPD metric computed by :class:`rfl_fast.SPD`; points
+    """geomstats' affine-invariant SPD metric computed by :class:`rfl_fast.manifolds.SPD`; points
     ``(..., n, n)``. ``backend``: kernel backend (default: the one in force)."""
 
     @staticmethod
@@ -178,7 +188,7 @@ class SPDAffineMetric(_Maps, _gs_spd.SPDAffineMetric):
 
 
 class HyperboloidMetric(_Maps, _gs_hyperboloid.HyperboloidMetric):
-    """geomstats' hyperboloid metric computed by :class:`rfl_fast.Lorentz`; points
+    """geomstats' hyperboloid metric computed by :class:`rfl_fast.manifolds.Lorentz`; points
     ``(..., dim + 1)``."""
 
     @staticmethod
@@ -187,7 +197,7 @@ class HyperboloidMetric(_Maps, _gs_hyperboloid.HyperboloidMetric):
 
 
 class HypersphereMetric(_Maps, _gs_hypersphere.HypersphereMetric):
-    """geomstats' hypersphere metric computed by :class:`rfl_fast.Sphere`; points
+    """geomstats' hypersphere metric computed by :class:`rfl_fast.manifolds.Sphere`; points
     ``(..., dim + 1)`` (a sphere in intrinsic coordinates keeps geomstats' maps)."""
 
     @staticmethod
@@ -198,7 +208,7 @@ class HypersphereMetric(_Maps, _gs_hypersphere.HypersphereMetric):
 
 
 class GrassmannianCanonicalMetric(_Lazy, _gs_grassmannian.GrassmannianCanonicalMetric):
-    """geomstats' Grassmannian metric computed by :class:`rfl_fast.Grassmann`; points are
+    """geomstats' Grassmannian metric computed by :class:`rfl_fast.manifolds.Grassmann`; points are
     projectors ``(..., n, n)``, tangent vectors symmetric ``(..., n, n)`` (geomstats' layout),
     converted to bases ``X`` and horizontal lifts ``H = V X`` for our maps and back."""
 
@@ -246,7 +256,7 @@ class GrassmannianCanonicalMetric(_Lazy, _gs_grassmannian.GrassmannianCanonicalM
 
 class StiefelCanonicalMetric(_Lazy, _gs_stiefel.StiefelCanonicalMetric):
     """geomstats' canonical Stiefel metric whose QR retraction and its inverse (``lifting``)
-    are :class:`rfl_fast.Stiefel`'s (``retr``/``inv_retr`` with ``"qr"``); points
+    are :class:`rfl_fast.manifolds.Stiefel`'s (``retr``/``inv_retr`` with ``"qr"``); points
     ``(..., n, p)``. ``exp``/``log`` of the canonical metric stay geomstats' (rfl_fast's
     Stiefel has the embedded metric). ``lifting`` raises ``NoSolutionError`` (a
     ``ValueError``, as geomstats' own) where ``X'Y`` has a vanishing leading minor."""

@@ -559,9 +559,9 @@ def wrap(manifold, **options):
     Parameters
     ----------
     manifold : rfl_fast.manifolds.Manifold
-        A :class:`~rfl_fast.Stiefel`, :class:`~rfl_fast.Grassmann`, :class:`~rfl_fast.Sphere`,
-        :class:`~rfl_fast.SPD`, :class:`~rfl_fast.Euclidean` or :class:`~rfl_fast.Lorentz`
-        (for a :class:`~rfl_fast.Product`, wrap its factors and pass them to pymanopt's
+        A :class:`~rfl_fast.manifolds.Stiefel`, :class:`~rfl_fast.manifolds.Grassmann`, :class:`~rfl_fast.manifolds.Sphere`,
+        :class:`~rfl_fast.manifolds.SPD`, :class:`~rfl_fast.manifolds.Euclidean` or :class:`~rfl_fast.manifolds.Lorentz`
+        (for a :class:`~rfl_fast.manifolds.Product`, wrap its factors and pass them to pymanopt's
         ``Product``).
     **options
         As for the adapter's class (``k``, ``retraction``, ``transport``, ``backend``,

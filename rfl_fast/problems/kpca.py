@@ -54,7 +54,7 @@ class KPCA(QuadraticProblem):
     manifold (``manifold="grassmann"``): the same gradients (on Stiefel the projection of
     ``-2c A_i X`` is ``-2c (I - XX') A_i X`` as well, since ``X' A_i X`` is symmetric), the same
     polar retraction, but the server's consensus reads the clients' points as subspaces
-    (``inv_retr`` of :class:`~rfl_fast.Grassmann` does not depend on the bases the clients
+    (``inv_retr`` of :class:`~rfl_fast.manifolds.Grassmann` does not depend on the bases the clients
     return), and ``dist`` is the principal-angle distance. The papers' experiments use Stiefel.
 
     Gradients: :math:`\operatorname{grad} f_i(X) = -2c (I - XX^\top) A_i X` (``c = 1`` or
