@@ -89,6 +89,12 @@ def _top_p_bounds(a, x):
     return 2 * np.linalg.norm(r), sin_bound, (lam[0] - lam[-1]) * sin_bound**2
 
 
+def _pca_functions(a):
+    """Cost, Euclidean gradient and Hessian of ``f(X) = -tr(X'AX)``."""
+    return (lambda x: -np.trace(x.T @ a @ x), lambda x: -2.0 * a @ x,
+            lambda x, u: -2.0 * a @ u)
+
+
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("retraction", ["polar", "qr"])
 def test_pca_on_stiefel_matches_pymanopt(solver, retraction):
@@ -97,15 +103,7 @@ def test_pca_on_stiefel_matches_pymanopt(solver, retraction):
     top = np.linalg.eigh(a)[1][:, ::-1][:, :p]
     x0 = rf.Stiefel(n, p).random_point(rng=1)
 
-    def cost(x):
-        return -np.trace(x.T @ a @ x)
-
-    def egrad(x):
-        return -2.0 * a @ x
-
-    def ehess(x, u):
-        return -2.0 * a @ u
-
+    cost, egrad, ehess = _pca_functions(a)
     ours = _solve(rp.Stiefel(n, p, retraction=retraction), solver, cost, egrad, ehess, x0)
     theirs = _solve(pymanopt.manifolds.Stiefel(n, p, retraction=retraction), solver, cost,
                     egrad, ehess, x0)
@@ -578,15 +576,7 @@ def test_grassmann_adapter_solves_pca_like_pymanopts():
     top = np.linalg.eigh(a)[1][:, ::-1][:, :p]
     x0 = rf.Grassmann(n, p).random_point(rng=17)
 
-    def cost(x):
-        return -np.trace(x.T @ a @ x)
-
-    def egrad(x):
-        return -2.0 * a @ x
-
-    def ehess(x, u):
-        return -2.0 * a @ u
-
+    cost, egrad, ehess = _pca_functions(a)
     for solver in SOLVERS:
         result = _solve(rp.Grassmann(n, p), solver, cost, egrad, ehess, x0)
         g, sin_bound, _ = _top_p_bounds(a, result.point)
