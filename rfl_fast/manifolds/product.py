@@ -24,7 +24,7 @@ def _hypot(parts):
 class Product(Manifold):
     r"""The product :math:`M_1 \times \dots \times M_k` with the sum metric.
 
-    **Layout.** A point (and a tangent vector) is ONE array of shape ``(..., D)``, ``D`` the sum
+    **Layout.** A point (and a tangent vector) is one array of shape ``(..., D)``, ``D`` the sum
     of the factors' sizes: the factors' arrays flattened (C order) and concatenated on the last
     axis, leading axes a batch that broadcasts, as for every manifold of rfl_fast. So the
     federated engine, the aggregations, checkpoints and the message accounting, which move one
@@ -75,6 +75,7 @@ class Product(Manifold):
         self._bounds = tuple(zip(np.cumsum([0] + sizes[:-1]).tolist(),
                                  np.cumsum(sizes).tolist()))
         super().__init__((sum(sizes),), sum(f.dim for f in factors), validate=validate)
+
         def options(attr, default=True):
             common = [n for n in getattr(factors[0], attr)
                       if all(n in getattr(f, attr) for f in factors)]
