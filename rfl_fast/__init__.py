@@ -1,8 +1,8 @@
 """rfl_fast: Riemannian federated learning with a compiled core.
 
-Manifolds (``Sphere``, ``Stiefel``, ``SPD``, ``Lorentz``, ``Euclidean``) work on stacked
-arrays ``(..., n, p)``; their hot kernels run in a C++ extension or Numba, with a NumPy
-reference behind every one (see ``backend`` and ``show_config``).
+Manifolds (``Sphere``, ``Stiefel``, ``Grassmann``, ``SPD``, ``Lorentz``, ``Euclidean`` and their
+``Product``) work on stacked arrays ``(..., n, p)``; their hot kernels run in a C++ extension
+or Numba, with a NumPy reference behind every one (see ``backend`` and ``show_config``).
 """
 
 import os
@@ -12,7 +12,7 @@ from importlib import metadata
 
 from . import errors, linalg
 from .kernels import available_backends, backend, get_backend, get_threads, set_threads
-from .manifolds import SPD, Euclidean, Lorentz, Manifold, Sphere, Stiefel
+from .manifolds import SPD, Euclidean, Grassmann, Lorentz, Manifold, Product, Sphere, Stiefel
 
 try:
     __version__ = metadata.version("rfl_fast")
@@ -22,7 +22,7 @@ except metadata.PackageNotFoundError:  # a source tree with the extension built 
     __version__ = compiled_version() or "0+unknown"
 
 __all__ = [
-    "Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz",
+    "Manifold", "Euclidean", "Sphere", "Stiefel", "Grassmann", "SPD", "Lorentz", "Product",
     "linalg", "errors", "backend", "get_backend", "available_backends", "set_threads",
     "get_threads",
     "show_config", "get_include", "get_cmake_dir", "get_pkgconfig_dir", "__version__",

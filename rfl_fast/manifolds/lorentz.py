@@ -27,11 +27,14 @@ def _ldot(a, b):
 
 
 class Lorentz(Manifold):
-    """Points ``x`` of shape ``(..., d+1)`` with ``<x,x>_L = -1`` and ``x0 > 0``; metric the
-    Minkowski product ``<u,v>_L = -u0 v0 + sum_k uk vk`` restricted to tangent spaces.
+    r"""Hyperbolic space in the hyperboloid model: points ``x`` of shape ``(..., d+1)`` with
+    :math:`\langle x, x\rangle_L = -1` and :math:`x_0 > 0`; the metric is the Minkowski product
+    :math:`\langle u, v\rangle_L = -u_0 v_0 + \sum_{k \ge 1} u_k v_k` restricted to tangent
+    spaces.
 
     Retraction: ``"exp"`` (the geodesic; inverse ``log``). Transports: ``"parallel"``
-    (``v + <y,v>_L/(1 - <x,y>_L) (x+y)``, default) and ``"projection"``.
+    (:math:`v + \frac{\langle y, v\rangle_L}{1 - \langle x, y\rangle_L}(x + y)`, default) and
+    ``"projection"``.
 
     Parameters
     ----------

@@ -18,13 +18,17 @@ def _sym(a):
 
 
 class SPD(Manifold):
-    """Points ``X`` of shape ``(..., n, n)``, symmetric positive definite; metric
-    ``<U, V>_X = tr(X^-1 U X^-1 V)``; tangent vectors are symmetric matrices.
+    r"""Points ``X`` of shape ``(..., n, n)``, symmetric positive definite, with the
+    affine-invariant metric :math:`\langle U, V\rangle_X = \operatorname{tr}(X^{-1} U X^{-1} V)`;
+    tangent vectors are symmetric matrices.
 
-    Retractions: ``"exp"`` (the geodesic, default, inverse ``log``) and ``"second_order"``
-    (``X + U + U X^-1 U / 2``, no closed-form inverse). Transports: ``"parallel"``
-    (``E V E'``, ``E = X^½ (X^-½ Y X^-½)^½ X^-½``, default) and ``"projection"``
-    (``sym(V)``, the identity on tangent vectors).
+    Retractions: ``"exp"`` (the geodesic
+    :math:`X^{1/2} \exp(X^{-1/2} U X^{-1/2}) X^{1/2}`, default, inverse ``log``) and
+    ``"second_order"`` (:math:`X + U + \tfrac12 U X^{-1} U`, no closed-form inverse).
+    Transports: ``"parallel"`` (:math:`E V E^\top`,
+    :math:`E = X^{1/2} (X^{-1/2} Y X^{-1/2})^{1/2} X^{-1/2}`, default) and ``"projection"``
+    (:math:`\operatorname{sym}(V)`, the identity on tangent vectors). The distance is
+    :math:`\lVert \log(X^{-1/2} Y X^{-1/2}) \rVert_F`.
 
     Parameters
     ----------
