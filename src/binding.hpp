@@ -29,9 +29,12 @@ namespace py = pybind11;
 // too, but made the build take ~4 minutes for no measured gain.) A -march=native build
 // (RFL_FAST_NATIVE=1 at build time) needs no clones. Measured gains of the AVX2 clones on the
 // existing scalar loops are modest (~1.1-1.35x on the Stiefel kernels); the lockstep Jacobi
-// (spd.cpp) depends on them (it is only used where AVX2 is present).
+// (spd.cpp) depends on them (it is only used where AVX2 is present). A build with
+// RFL_FAST_BASELINE=1 (setup.py) has no clones and takes the code path of a CPU without AVX2
+// everywhere (CI tests it); _core.build_info() says which path runs.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(RFL_FAST_NATIVE)
+    !defined(RFL_FAST_NATIVE) && !defined(RFL_FAST_BASELINE)
+#define RFL_HAVE_CLONES 1
 #define RFL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 // the fused PCA pass also gets an AVX-512 clone: its register blocking (4 rows x r columns of
 // dot-product accumulators) fits the 32 vector registers of x86-64-v4 and spills with 16
@@ -39,6 +42,7 @@ namespace py = pybind11;
 #define RFL_CLONES_V4 \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
+#define RFL_HAVE_CLONES 0
 #define RFL_CLONES
 #define RFL_CLONES_V4
 #endif

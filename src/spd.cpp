@@ -10,9 +10,12 @@ namespace {
 
 // Whether the wide-vector code path runs here: the lockstep Jacobi (rfl::spd::sym_fun_lanes)
 // beats Householder + QL per item only with 4-wide vectors (AVX2 + FMA, measured at n = 9:
-// ~2.5 us vs ~3.8 us per matrix; with SSE2 it is slower than QL).
+// ~2.5 us vs ~3.8 us per matrix; with SSE2 it is slower than QL). Never in a baseline build
+// (RFL_FAST_BASELINE), which runs what a CPU without AVX2 runs.
 bool wide_simd() {
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(RFL_FAST_BASELINE)
+    return false;
+#elif defined(__AVX2__) && defined(__FMA__)
     return true;
 #elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
     static const bool yes = [] {
@@ -39,7 +42,7 @@ RFL_CLONES void sym_loop(const double* ps, double* po, py::ssize_t N, int n) {
         std::vector<double> work(rfl::spd::sym_lanes_work(n));
         return rfl::spd::sym_fun_lanes(ps, po, N, n, F, work.data());
     }
-#ifdef RFL_HAVE_QL_LANES
+#if RFL_SIMD_VECTOR_EXT
     if (lanes) {
         std::vector<double> work(rfl::spd::sym_ql_lanes_work(n));
         return rfl::spd::sym_fun_ql_lanes(ps, po, N, n, F, work.data());

@@ -1,10 +1,8 @@
 """kPCA on the Stiefel manifold: the top-r eigenvectors of the clients' pooled covariance."""
 
-from typing import Self
-
 import numpy as np
 
-from .._typing import ArrayLike, ClientSamples, FloatArray, Weighting
+from .._typing import ArrayLike, ClientSamples, FloatArray, Self, Weighting
 from .._validation import check_int
 from ..manifolds import Stiefel
 from ._numerics import principal_angles
