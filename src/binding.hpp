@@ -62,6 +62,7 @@ struct KernelArray : py::array_t<T, py::array::c_style | py::array::forcecast> {
     using Base::Base;
     KernelArray() = default;
     explicit KernelArray(Base&& b) : Base(std::move(b)) {}
+    KernelArray(py::handle src);  // implicit: a bound function's argument (see below)
     std::string refused;     // why the argument was not taken ("" when it was)
     bool refused_type = false;  // TypeError (dtype) rather than ValueError (shape)
 };
@@ -100,21 +101,10 @@ KernelArray<T> take_array(py::handle src) {
     return out;
 }
 
-namespace pybind11 {
-namespace detail {
+// The bound functions take their array arguments as py::handle and convert them here (no
+// pybind11 type caster is specialised): a handle converts to a KernelArray as take_array does.
 template <class T>
-struct pyobject_caster<KernelArray<T>> {
-    pyobject_caster() : value(py::reinterpret_steal<typename KernelArray<T>::Base>(handle())) {}
-    bool load(handle src, bool convert) {
-        if (!convert && !KernelArray<T>::Base::check_(src)) return false;
-        value = take_array<T>(src);
-        return true;
-    }
-    static handle cast(const handle& src, return_value_policy, handle) { return src.inc_ref(); }
-    PYBIND11_TYPE_CASTER(KernelArray<T>, handle_type_name<typename KernelArray<T>::Base>::name);
-};
-}  // namespace detail
-}  // namespace pybind11
+KernelArray<T>::KernelArray(py::handle src) : KernelArray(take_array<T>(src)) {}
 
 using Arr = KernelArray<double>;
 using I64 = KernelArray<std::int64_t>;

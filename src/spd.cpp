@@ -155,29 +155,30 @@ bool square_core(const py::ssize_t* c) { return c[0] == c[1]; }
 
 void register_spd(py::module_& m) {
     // symmetric matrix functions
-    m.def("sym_expm", [](const Arr& s) { return sym_unary<rfl::spd::f_exp>(s, "sym_expm"); },
+    m.def("sym_expm", [](py::handle s) { return sym_unary<rfl::spd::f_exp>(s, "sym_expm"); },
         py::arg("s"), R"pbdoc(Matrix exponential of symmetric s (lower triangle read): (N, n, n).)pbdoc");
-    m.def("sym_logm", [](const Arr& s) { return sym_unary<rfl::spd::f_log>(s, "sym_logm"); },
+    m.def("sym_logm", [](py::handle s) { return sym_unary<rfl::spd::f_log>(s, "sym_logm"); },
         py::arg("s"), R"pbdoc(Matrix logarithm of SPD s: (N, n, n); NaN items where s is not positive definite.)pbdoc");
-    m.def("sym_sqrtm", [](const Arr& s) { return sym_unary<rfl::spd::f_sqrt>(s, "sym_sqrtm"); },
+    m.def("sym_sqrtm", [](py::handle s) { return sym_unary<rfl::spd::f_sqrt>(s, "sym_sqrtm"); },
         py::arg("s"), R"pbdoc(Square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
-    m.def("sym_invsqrtm", [](const Arr& s) {
+    m.def("sym_invsqrtm", [](py::handle s) {
         return sym_unary<rfl::spd::f_invsqrt>(s, "sym_invsqrtm"); }, py::arg("s"),
         R"pbdoc(Inverse square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
 
     // SPD
-    m.def("spd_exp", [](const Arr& x, const Arr& u) {
+    m.def("spd_exp", [](py::handle x, py::handle u) {
         return spd_binary<rfl::spd::spd_exp>(x, u, "spd_exp", "u"); }, py::arg("x"), py::arg("u"),
         R"pbdoc(Affine-invariant Exp ``x^1/2 expm(x^-1/2 u x^-1/2) x^1/2``; (N, n, n).
 
 Computed as ``L expm(L^-1 sym(u) L^-T) L'`` with the Cholesky factor x = L L' (equal in exact
 arithmetic); NaN where x is not positive definite.)pbdoc");
-    m.def("spd_log", [](const Arr& x, const Arr& y) {
+    m.def("spd_log", [](py::handle x, py::handle y) {
         return spd_binary<rfl::spd::spd_log>(x, y, "spd_log", "y"); }, py::arg("x"), py::arg("y"),
         R"pbdoc(Affine-invariant Log ``x^1/2 logm(x^-1/2 y x^-1/2) x^1/2``; (N, n, n).
 
 Computed through the Cholesky factor of x; NaN where x or y is not positive definite.)pbdoc");
-    m.def("spd_dist", &spd_dist, py::arg("x"), py::arg("y"),
+    m.def("spd_dist", [](py::handle x, py::handle y) { return spd_dist(x, y); },
+          py::arg("x"), py::arg("y"),
         R"pbdoc(Affine-invariant distance ``|logm(x^-1/2 y x^-1/2)|_F``; (N, n, n) -> (N,).)pbdoc");
 
     // fast lanes (see checked_binary in _core.cpp)
