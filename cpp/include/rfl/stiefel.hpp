@@ -1200,6 +1200,7 @@ RFL_INLINE void inv_retr_qr(const double* x, const double* y, double* out, int n
     // sigma_min(M_j) <= (j+1) gamma, the 2-norm of that rounding: M_j is singular within the
     // data and the inverse has no answer (NaN; the reference's test, the same in every backend).
     const double gamma = n * kEps / (1.0 - n * kEps);
+    bool vanishing = false;
     for (int j = 0; j < p; ++j) {
         // b_i = -(M R)_{j,i} for i < j, b_j = 1; solve M[:j+1,:j+1] r = b
         for (int i = 0; i < j; ++i) {
@@ -1233,10 +1234,10 @@ RFL_INLINE void inv_retr_qr(const double* x, const double* y, double* out, int n
             R[i * p + j] = b[i];
             rn += b[i] * b[i];
         }
-        if (!(std::sqrt(rn) * ((j + 1) * gamma) < std::sqrt(bb)))
-            return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
+        vanishing |= !(std::sqrt(rn) * ((j + 1) * gamma) < std::sqrt(bb));
     }
-    if (!linalg::all_finite(R, pp)) return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
+    if (vanishing || !linalg::all_finite(R, pp))
+        return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
     y_times_minus_x<P>(x, y, R, out, n, p);
 }
 
