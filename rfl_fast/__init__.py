@@ -109,7 +109,7 @@ _CORE_NOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_core_not
 
 #: How to rebuild after installing a compiler: pip's wheel cache would otherwise reinstall the
 #: wheel it built without the C++ core ("Using cached rfl_fast-...whl").
-REBUILD_ADVICE = ("install a C++17 compiler (g++ or clang++), then rebuild past pip's wheel "
+_REBUILD_ADVICE = ("install a C++17 compiler (g++ or clang++), then rebuild past pip's wheel "
                   "cache: pip install --force-reinstall --no-deps --no-cache-dir rfl_fast "
                   "(or the source folder instead of rfl_fast)")
 
@@ -122,7 +122,7 @@ def _cpp_missing_note():
     except OSError:
         why = "the extension rfl_fast._core is missing"
     return (f"  C++ backend not built: {why}. Every kernel runs on Numba or NumPy; for the C++ "
-            f"kernels {REBUILD_ADVICE} (RFL_FAST_REQUIRE_CXX=1 makes a failed build an error).")
+            f"kernels {_REBUILD_ADVICE} (RFL_FAST_REQUIRE_CXX=1 makes a failed build an error).")
 
 
 def _warn_if_core_missing():
@@ -132,7 +132,7 @@ def _warn_if_core_missing():
         import warnings
 
         warnings.warn(f"rfl_fast was installed without its C++ core, so its kernels run on "
-                      f"Numba and NumPy (slower); for the C++ kernels {REBUILD_ADVICE}. "
+                      f"Numba and NumPy (slower); for the C++ kernels {_REBUILD_ADVICE}. "
                       f"`rfl-fast info` says why the build failed.", UserWarning, stacklevel=2)
 
 
