@@ -205,3 +205,23 @@ def test_an_install_without_the_core_says_so_at_import():
         quiet = subprocess.run([sys.executable, "-W", "error", "-c", "import rfl_fast"],
                                capture_output=True, text=True, timeout=120, **same_package())
         assert quiet.returncode == 0 and "C++ core" not in quiet.stderr
+
+
+# ----------------------------------------------------------------------------- sphere log
+
+@pytest.mark.parametrize("d", [3, 10, 784])
+def test_sphere_log_refuses_antipodal_points_on_every_backend(backend, d):
+    """Log_p(-p) has no unique answer. The test used to be |v| > 0 for v = y - <x,y> x, which
+    is rounding noise there: a CPU without FMA (the baseline build) answered with a vector of
+    norm pi along +-p. Now antipodal within the rounding of v on every backend (the
+    reference's bound), while points a little off the antipode still get their logarithm."""
+    S = rf.Sphere(d)
+    p = S.random_point(rng=d)
+    with pytest.raises(NoSolutionError):
+        S.log(p, -p)
+    u = S.random_tangent(p, rng=1)
+    y = S.exp(p, (math.pi - 1e-6) * u)      # 1e-6 from the antipode: a unique logarithm
+    v = S.log(p, y)
+    # |v| = pi - 1e-6 up to the angle's rounding: y is rounded entrywise (eps), v = y - <p,y> p
+    # carries (d + 3) eps, and atan2(|v|, <p,y>) passes that on at most once (4x margin)
+    assert abs(float(S.norm(p, v)) - (math.pi - 1e-6)) <= 4 * (d + 5) * EPS

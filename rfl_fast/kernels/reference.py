@@ -226,15 +226,22 @@ def sphere_exp(x, u):
 def sphere_log(x, y):
     """``theta v/|v|``, ``v = y - <x,y> x``, ``theta = atan2(|v|, <x,y>)``; (N, d).
 
-    NaN at antipodal points, where the logarithm is not unique.
+    NaN at antipodal points, where the logarithm is not unique: where ``<x,y> < 0`` and ``|v|``
+    is within the rounding of v, ``|v| <= 2 (d + 3) eps |<x,y>|`` (each entry of
+    ``y - <x,y> x`` is off by eps |y_k| + 2 eps |<x,y> x_k| plus the error d eps of the dot
+    product, so for unit vectors |v| carries (d + 3) eps of noise; 2x for the rounding of |v|
+    itself). An exact test ``|v| > 0`` would refuse or answer depending on whether the CPU
+    fused the multiply-adds. The same test in every backend.
     """
+    d = x.shape[-1]
     c = _dot(x, y)
     v = y - c * x
     nv = np.sqrt(_dot(v, v))
     theta = np.arctan2(nv, c)
+    antipodal = (c < 0) & (nv <= 2.0 * (d + 3) * np.finfo(np.float64).eps * -c)
     with np.errstate(invalid="ignore", divide="ignore"):
-        scale = np.where(nv > 0, theta / np.where(nv > 0, nv, 1.0), np.where(c > 0, 1.0, np.nan))
-    return scale * v
+        scale = np.where(nv > 0, theta / np.where(nv > 0, nv, 1.0), 1.0)
+    return np.where(antipodal, np.nan, scale) * v
 
 
 def sphere_dist(x, y):
