@@ -10,9 +10,12 @@ namespace {
 
 // Whether the wide-vector code path runs here: the lockstep Jacobi (rfl::spd::sym_fun_lanes)
 // beats Householder + QL per item only with 4-wide vectors (AVX2 + FMA, measured at n = 9:
-// ~2.5 us vs ~3.8 us per matrix; with SSE2 it is slower than QL).
+// ~2.5 us vs ~3.8 us per matrix; with SSE2 it is slower than QL). Never in a baseline build
+// (RFL_FAST_BASELINE), which runs what a CPU without AVX2 runs.
 bool wide_simd() {
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(RFL_FAST_BASELINE)
+    return false;
+#elif defined(__AVX2__) && defined(__FMA__)
     return true;
 #elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
     static const bool yes = [] {
@@ -39,7 +42,7 @@ RFL_CLONES void sym_loop(const double* ps, double* po, py::ssize_t N, int n) {
         std::vector<double> work(rfl::spd::sym_lanes_work(n));
         return rfl::spd::sym_fun_lanes(ps, po, N, n, F, work.data());
     }
-#ifdef RFL_HAVE_QL_LANES
+#if RFL_SIMD_VECTOR_EXT
     if (lanes) {
         std::vector<double> work(rfl::spd::sym_ql_lanes_work(n));
         return rfl::spd::sym_fun_ql_lanes(ps, po, N, n, F, work.data());
@@ -152,29 +155,30 @@ bool square_core(const py::ssize_t* c) { return c[0] == c[1]; }
 
 void register_spd(py::module_& m) {
     // symmetric matrix functions
-    m.def("sym_expm", [](const Arr& s) { return sym_unary<rfl::spd::f_exp>(s, "sym_expm"); },
+    m.def("sym_expm", [](py::handle s) { return sym_unary<rfl::spd::f_exp>(s, "sym_expm"); },
         py::arg("s"), R"pbdoc(Matrix exponential of symmetric s (lower triangle read): (N, n, n).)pbdoc");
-    m.def("sym_logm", [](const Arr& s) { return sym_unary<rfl::spd::f_log>(s, "sym_logm"); },
+    m.def("sym_logm", [](py::handle s) { return sym_unary<rfl::spd::f_log>(s, "sym_logm"); },
         py::arg("s"), R"pbdoc(Matrix logarithm of SPD s: (N, n, n); NaN items where s is not positive definite.)pbdoc");
-    m.def("sym_sqrtm", [](const Arr& s) { return sym_unary<rfl::spd::f_sqrt>(s, "sym_sqrtm"); },
+    m.def("sym_sqrtm", [](py::handle s) { return sym_unary<rfl::spd::f_sqrt>(s, "sym_sqrtm"); },
         py::arg("s"), R"pbdoc(Square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
-    m.def("sym_invsqrtm", [](const Arr& s) {
+    m.def("sym_invsqrtm", [](py::handle s) {
         return sym_unary<rfl::spd::f_invsqrt>(s, "sym_invsqrtm"); }, py::arg("s"),
         R"pbdoc(Inverse square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
 
     // SPD
-    m.def("spd_exp", [](const Arr& x, const Arr& u) {
+    m.def("spd_exp", [](py::handle x, py::handle u) {
         return spd_binary<rfl::spd::spd_exp>(x, u, "spd_exp", "u"); }, py::arg("x"), py::arg("u"),
         R"pbdoc(Affine-invariant Exp ``x^1/2 expm(x^-1/2 u x^-1/2) x^1/2``; (N, n, n).
 
 Computed as ``L expm(L^-1 sym(u) L^-T) L'`` with the Cholesky factor x = L L' (equal in exact
 arithmetic); NaN where x is not positive definite.)pbdoc");
-    m.def("spd_log", [](const Arr& x, const Arr& y) {
+    m.def("spd_log", [](py::handle x, py::handle y) {
         return spd_binary<rfl::spd::spd_log>(x, y, "spd_log", "y"); }, py::arg("x"), py::arg("y"),
         R"pbdoc(Affine-invariant Log ``x^1/2 logm(x^-1/2 y x^-1/2) x^1/2``; (N, n, n).
 
 Computed through the Cholesky factor of x; NaN where x or y is not positive definite.)pbdoc");
-    m.def("spd_dist", &spd_dist, py::arg("x"), py::arg("y"),
+    m.def("spd_dist", [](py::handle x, py::handle y) { return spd_dist(x, y); },
+          py::arg("x"), py::arg("y"),
         R"pbdoc(Affine-invariant distance ``|logm(x^-1/2 y x^-1/2)|_F``; (N, n, n) -> (N,).)pbdoc");
 
     // fast lanes (see checked_binary in _core.cpp)

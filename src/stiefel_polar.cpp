@@ -32,7 +32,7 @@ void stiefel_retr_polar_loop(const double* x, const double* u, double* o, py::ss
 }
 
 void register_stiefel_polar(py::module_& m) {
-    m.def("stiefel_retr_polar", [](const Arr& x, const Arr& u) {
+    m.def("stiefel_retr_polar", [](py::handle x, py::handle u) {
         return stiefel_binary<StOp::retr_polar>(x, u, "stiefel_retr_polar", "u"); },
         py::arg("x"), py::arg("u"),
         R"pbdoc(Polar retraction ``polar(x + u)``; x, u: (N, n, p) -> (N, n, p).
@@ -40,7 +40,7 @@ void register_stiefel_polar(py::module_& m) {
 p x p Gram route with a refinement step when x + u is ill-conditioned, a one-sided Jacobi SVD
 beyond cond 1e5; NaN for rank-deficient x + u. For p >= 9 the Gram route runs on SciPy's BLAS /
 LAPACK (GEMM, dsyevd).)pbdoc");
-    m.def("stiefel_inv_retr_polar", [](const Arr& x, const Arr& y) {
+    m.def("stiefel_inv_retr_polar", [](py::handle x, py::handle y) {
         return stiefel_binary<StOp::inv_retr_polar>(x, y, "stiefel_inv_retr_polar", "y"); },
         py::arg("x"), py::arg("y"),
         R"pbdoc(Inverse polar retraction ``y S - x``, S symmetric with ``(x'y)S + S(y'x) = 2I``.
@@ -50,7 +50,7 @@ p <= 7, by the scaled sign-function iteration above (O(p^3); on SciPy's BLAS / L
 p >= 9). Where the iteration does not converge (x'y not positive stable): Bartels-Stewart on
 LAPACK for p >= 9, else the linear system up to p = 32; NaN where there is no unique
 solution.)pbdoc");
-    m.def("polar", &polar, py::arg("a"),
+    m.def("polar", [](py::handle a) { return polar(a); }, py::arg("a"),
         R"pbdoc(Polar factor ``a (a'a)^(-1/2)`` (nearest Stiefel point); a: (N, n, p), n >= p.
 
 NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");

@@ -6,16 +6,16 @@ void stiefel_proj_loop(const double* x, const double* u, double* o, py::ssize_t 
 }
 
 void register_stiefel_qr(py::module_& m) {
-    m.def("stiefel_proj", [](const Arr& x, const Arr& u) {
+    m.def("stiefel_proj", [](py::handle x, py::handle u) {
         return stiefel_binary<StOp::proj>(x, u, "stiefel_proj", "u"); }, py::arg("x"), py::arg("u"),
         R"pbdoc(Tangent projection ``u - x sym(x'u)``; x, u: (N, n, p) -> (N, n, p).)pbdoc");
-    m.def("stiefel_retr_qr", [](const Arr& x, const Arr& u) {
+    m.def("stiefel_retr_qr", [](py::handle x, py::handle u) {
         return stiefel_binary<StOp::retr_qr>(x, u, "stiefel_retr_qr", "u"); },
         py::arg("x"), py::arg("u"),
         R"pbdoc(QR retraction ``qf(x + u)`` with a positive diagonal of R; (N, n, p) -> (N, n, p).
 
 CholeskyQR2 (Householder QR when (x+u)'(x+u) is not numerically positive definite).)pbdoc");
-    m.def("stiefel_inv_retr_qr", [](const Arr& x, const Arr& y) {
+    m.def("stiefel_inv_retr_qr", [](py::handle x, py::handle y) {
         return stiefel_binary<StOp::inv_retr_qr>(x, y, "stiefel_inv_retr_qr", "y"); },
         py::arg("x"), py::arg("y"),
         R"pbdoc(Inverse QR retraction ``y R - x``, R upper triangular, ``(x'y)R + R'(y'x) = 2I``.

@@ -110,14 +110,14 @@ class Lorentz(Manifold):
             One value per item.
         """
         x = self._point(x)
-        u = self._array(u, "u")
+        u, e = self._unit_scaled(self._array(u, "u"))  # no overflow of the squares
         xr, ur = x[..., 1:], u[..., 1:]
         nx2 = np.sum(xr * xr, axis=-1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             along = np.where(nx2 > 0, np.sum(ur * xr, -1, keepdims=True) / nx2, 0.0)
         perp = ur - along * xr
         sq = np.sum(ur * ur, -1) + nx2[..., 0] * np.sum(perp * perp, -1)
-        return np.sqrt(sq) / x[..., 0]
+        return np.ldexp(np.sqrt(sq) / x[..., 0], e)
 
     def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
         """``u + <x,u>_L x``.

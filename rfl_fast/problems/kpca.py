@@ -1,11 +1,9 @@
 """kPCA on the Stiefel or Grassmann manifold: the top-r eigenvectors of the clients' pooled
 covariance (or the subspace they span)."""
 
-from typing import Self
-
 import numpy as np
 
-from .._typing import ArrayLike, ClientSamples, FloatArray, Weighting
+from .._typing import ArrayLike, ClientSamples, FloatArray, Self, Weighting
 from .._validation import check_choice, check_int
 from ..manifolds import Grassmann, Stiefel
 from ._numerics import principal_angles
