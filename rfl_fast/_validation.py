@@ -7,7 +7,8 @@ layers): :func:`check_int`, :func:`check_real`, :func:`check_float`, :func:`chec
 Argument dataclasses declare their field constraints (:class:`Int`, :class:`Real`,
 :class:`Reals`, :class:`Choice`, :class:`Bool`, :class:`Optional`) in ``CHECKS`` and inherit
 :class:`Checked`, whose ``__post_init__`` checks them once. Every check names the offending
-argument and says what was expected.
+argument and says what was expected, as attributes of its error (:class:`ParameterError`) as
+well as in its text.
 """
 
 import numbers
@@ -21,7 +22,8 @@ __all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "valid
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_reals", "check_bool", "check_choice", "FLOAT64",
            "Int", "Real", "Reals", "Choice", "Bool", "Optional", "POSITIVE", "NONNEGATIVE", "COUNT",
-           "validate_fields", "Checked", "brief"]
+           "validate_fields", "Checked", "brief",
+           "ParameterError", "InvalidParameterError", "ParameterTypeError"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -147,11 +149,65 @@ def broadcast_batch(arrays, names, core_ndims):
         raise ValueError(f"batch axes do not broadcast: {desc}") from None
 
 
+# ---------------------------------------------------------------------------- errors
+
+class ParameterError(Exception):
+    """An error about one argument, its parts as attributes (after scikit-learn's
+    ``InvalidParameterError``): the text is formatted from them, ``"<owner>: <param>:
+    <reason>"``, so a caller maps the error to its own name for the argument (an experiment
+    file's ``algorithm[0].step``) from ``param`` without reading the text. Raised as
+    :class:`InvalidParameterError` (a ``ValueError``: a wrong value) or
+    :class:`ParameterTypeError` (a ``TypeError``: a wrong type).
+
+    Parameters
+    ----------
+    param : str
+        The argument, as its owner names it (``"step"``, ``"batch_size"``, ``"target"``).
+    reason : str, optional
+        What is wrong; default ``"expected <expected>, got <got>"``.
+    owner : str, optional
+        The class or function the argument belongs to (``"RFedAvg"``).
+    expected : str, optional
+        The constraint, in words (``"a value > 0"``, ``"an int >= 1"``).
+    got : str, optional
+        The given value as shown (bounded: :func:`brief`).
+
+    Examples
+    --------
+    >>> try:
+    ...     RFedAvg(step=-1.0, local_steps=2)
+    ... except ParameterError as e:
+    ...     e.owner, e.param, e.expected, e.got
+    ('RFedAvg', 'step', 'a value > 0', '-1')
+    """
+
+    def __init__(self, param, reason=None, owner=None, expected=None, got=None):
+        super().__init__(param, reason, owner, expected, got)      # args: pickled, rebuilt
+        self.param, self.owner, self.expected, self.got = param, owner, expected, got
+        self.reason = f"expected {expected}, got {got}" if reason is None else reason
+
+    def __str__(self):
+        return f"{self.owner}: {self.param}: {self.reason}" if self.owner else \
+            f"{self.param}: {self.reason}"
+
+    def within(self, owner):
+        """This error as raised by ``owner`` (a class or function name)."""
+        return type(self)(self.param, self.reason, owner, self.expected, self.got)
+
+
+class InvalidParameterError(ParameterError, ValueError):
+    """An argument of the right type with a wrong value (:class:`ParameterError`)."""
+
+
+class ParameterTypeError(ParameterError, TypeError):
+    """An argument of a wrong type (:class:`ParameterError`)."""
+
+
 # ---------------------------------------------------------------------------- scalar arguments
 # One rule everywhere: an int is a Python or NumPy integer (never a bool, never a float); a
 # real is a Python or NumPy real number (never a bool or a string), and NaN is refused; inf
-# only where a check allows it. Wrong type: ``TypeError``; wrong value: ``ValueError``; the
-# message is always "<name>: expected ..., got ...".
+# only where a check allows it. Wrong type: ``ParameterTypeError``; wrong value:
+# ``InvalidParameterError``; the message is always "<name>: expected ..., got ...".
 
 _INF = float("inf")
 
@@ -205,23 +261,24 @@ def _is_bool(value):
 def check_int(value, name, *, min_value=None, max_value=None):
     """``value`` as a Python int within ``[min_value, max_value]`` (bools are refused)."""
     if _is_bool(value) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({brief(value)})")
+        raise ParameterTypeError(name, expected="an int",
+                                 got=f"{type(value).__name__} ({brief(value)})")
     value = int(value)
     if min_value is not None and value < min_value:
-        raise ValueError(f"{name}: expected an int >= {min_value}, got {brief(value)}")
+        raise InvalidParameterError(name, expected=f"an int >= {min_value}", got=brief(value))
     if max_value is not None and value > max_value:
-        raise ValueError(f"{name}: expected an int <= {max_value}, got {brief(value)}")
+        raise InvalidParameterError(name, expected=f"an int <= {max_value}", got=brief(value))
     return value
 
 
 def check_real(value, name, *, allow_inf=False):
     """``value`` as a Python float, never NaN, finite unless ``allow_inf`` (bools are refused)."""
     if _is_bool(value) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} "
-                        f"({brief(value)})")
+        raise ParameterTypeError(name, expected="a real number",
+                                 got=f"{type(value).__name__} ({brief(value)})")
     value = float(value)
     if value != value or (not allow_inf and value in (_INF, -_INF)):
-        raise ValueError(f"{name}: expected a finite number, got {value}")
+        raise InvalidParameterError(name, expected="a finite number", got=str(value))
     return value
 
 
@@ -251,8 +308,9 @@ def check_float(value, name, *, low=None, high=None, low_open=False, high_open=F
     """``value`` as a Python float (see :func:`check_real`) inside the given interval."""
     value = check_real(value, name, allow_inf=allow_inf)
     if _outside(value, low, high, low_open, high_open):
-        raise ValueError(f"{name}: expected a value {_interval(low, high, low_open, high_open)}, "
-                         f"got {value:g}")
+        raise InvalidParameterError(name, expected="a value "
+                                    f"{_interval(low, high, low_open, high_open)}",
+                                    got=f"{value:g}")
     return value
 
 
@@ -271,18 +329,19 @@ def check_reals(value, name, *, low=None, high=None, low_open=False, high_open=F
     values inside the given interval, shape () or (n,)."""
     arr = np.asarray(value)
     if arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name}: expected a real number or a 1-d array of them, got "
-                        f"{type(value).__name__} ({brief(value)})")
+        raise ParameterTypeError(name, expected="a real number or a 1-d array of them",
+                                 got=f"{type(value).__name__} ({brief(value)})")
     arr = np.array(arr, dtype=np.float64)
     if arr.ndim > 1:
-        raise ValueError(f"{name}: expected a scalar or a 1-d array, got shape {arr.shape}")
+        raise InvalidParameterError(name, expected="a scalar or a 1-d array",
+                                    got=f"shape {arr.shape}")
     bad = ~np.isfinite(arr) | _outside(arr, low, high, low_open, high_open)
     if bad.any():
         where = "" if arr.ndim == 0 else f" (entry {int(np.flatnonzero(bad)[0])})"
         got = arr if arr.ndim == 0 else arr[bad][0]
         within = _interval(low, high, low_open, high_open)
-        raise ValueError(f"{name}: expected finite values{' ' * bool(within)}{within}, got "
-                         f"{float(got):g}{where}")
+        raise InvalidParameterError(name, expected=f"finite values{' ' * bool(within)}{within}",
+                                    got=f"{float(got):g}{where}")
     arr.setflags(write=False)
     return arr
 
@@ -290,8 +349,8 @@ def check_reals(value, name, *, low=None, high=None, low_open=False, high_open=F
 def check_bool(value, name):
     """``value`` as a Python bool (only ``True``/``False``, NumPy's included)."""
     if not _is_bool(value):
-        raise TypeError(f"{name}: expected True or False, got {type(value).__name__} "
-                        f"({brief(value)})")
+        raise ParameterTypeError(name, expected="True or False",
+                                 got=f"{type(value).__name__} ({brief(value)})")
     return bool(value)
 
 
@@ -313,8 +372,8 @@ def check_choice(value, name, choices):
     for choice in choices:
         if _same_kind(value, choice) and value == choice:
             return choice
-    raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got "
-                     f"{brief(value)}")
+    raise InvalidParameterError(name, expected=f"one of {', '.join(map(repr, choices))}",
+                                got=brief(value))
 
 
 # ---------------------------------------------------------------------------- declarative checks
@@ -391,10 +450,14 @@ COUNT = Int(min=1)
 
 def validate_fields(obj):
     """Run ``type(obj).CHECKS`` on the fields of the (frozen) dataclass ``obj``, in order,
-    storing each normalized value; errors name the field as "<Class>: <field>"."""
+    storing each normalized value; an error names the field (``param``) and the class
+    (``owner``): "<Class>: <field>: ..."."""
     cls = type(obj)
     for field, check in cls.CHECKS.items():
-        value = check(getattr(obj, field), f"{cls.__name__}: {field}")
+        try:
+            value = check(getattr(obj, field), field)
+        except ParameterError as exc:
+            raise exc.within(cls.__name__) from None
         object.__setattr__(obj, field, value)
 
 

@@ -206,7 +206,7 @@ def test_only_federated_algorithms_are_algorithm_names():
 
     assert algorithm_names() == ALGORITHMS
     others = ("FederatedAlgorithm", "PointState", "SVRGState", "BBState", "ProjState",
-              "AGSState", "PriState", "PrivacyLedger", "reweighted_weights",
+              "AGSState", "PriState", "reweighted_weights",
               "algorithm_classes")
     for name in others:          # exported next to the algorithms, but none of them
         assert name in algorithms.__all__ and name not in algorithm_names()

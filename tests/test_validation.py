@@ -158,7 +158,7 @@ def test_privacy_functions_use_the_same_rule():
         accounting.gaussian_mechanism_sigma(1.0, 1.0)
     with pytest.raises(ValueError, match="tau: expected a finite number, got nan"):
         clipping.clip_factors(np.ones(2), math.nan)
-    with pytest.raises(ValueError, match=r"PriRFed: target delta: expected a value in \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"PriRFed: target: delta: expected a value in \(0, 1\)"):
         PriRFed(0.1, 2, target=(1.0, 1.5))
 
 

@@ -5,7 +5,7 @@ from typing import Self
 import numpy as np
 
 from .._typing import ArrayLike, ClientSamples, FloatArray, Weighting
-from .._validation import check_int
+from .._validation import InvalidParameterError, check_int
 from ..manifolds import Stiefel
 from ._numerics import principal_angles
 from ._quadratic import QuadraticProblem
@@ -16,7 +16,8 @@ __all__ = ["KPCA"]
 def _check_r(r, d):
     r = check_int(r, "r")
     if not 1 <= r <= d:
-        raise ValueError(f"r: expected 1 <= r <= d = {d} (the data dimension), got r = {r}")
+        raise InvalidParameterError("r", expected=f"1 <= r <= d = {d} (the data dimension)",
+                                    got=f"r = {r}")
     return r
 
 
