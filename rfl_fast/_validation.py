@@ -7,8 +7,8 @@ layers): :func:`check_int`, :func:`check_real`, :func:`check_float`, :func:`chec
 Argument dataclasses declare their field constraints (:class:`Int`, :class:`Real`,
 :class:`Reals`, :class:`Choice`, :class:`Bool`, :class:`Optional`) in ``CHECKS`` and inherit
 :class:`Checked`, whose ``__post_init__`` checks them once. Every check names the offending
-argument and says what was expected, as attributes of its error (:class:`ParameterError`) as
-well as in its text.
+argument and says what was expected, as attributes of its error
+(:class:`rfl_fast.errors.ParameterError`) as well as in its text.
 """
 
 import numbers
@@ -17,13 +17,14 @@ import reprlib
 
 import numpy as np
 
+from .errors import InvalidParameterError, ParameterError, ParameterTypeError
+
 __all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "validation_enabled",
            "broadcast_batch",
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_reals", "check_bool", "check_choice", "FLOAT64",
            "Int", "Real", "Reals", "Choice", "Bool", "Optional", "POSITIVE", "NONNEGATIVE", "COUNT",
-           "validate_fields", "Checked", "brief",
-           "ParameterError", "InvalidParameterError", "ParameterTypeError"]
+           "validate_fields", "Checked", "brief"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -147,60 +148,6 @@ def broadcast_batch(arrays, names, core_ndims):
     except ValueError:
         desc = ", ".join(f"{n} {a.shape}" for n, a in zip(names, arrays))
         raise ValueError(f"batch axes do not broadcast: {desc}") from None
-
-
-# ---------------------------------------------------------------------------- errors
-
-class ParameterError(Exception):
-    """An error about one argument, its parts as attributes (after scikit-learn's
-    ``InvalidParameterError``): the text is formatted from them, ``"<owner>: <param>:
-    <reason>"``, so a caller maps the error to its own name for the argument (an experiment
-    file's ``algorithm[0].step``) from ``param`` without reading the text. Raised as
-    :class:`InvalidParameterError` (a ``ValueError``: a wrong value) or
-    :class:`ParameterTypeError` (a ``TypeError``: a wrong type).
-
-    Parameters
-    ----------
-    param : str
-        The argument, as its owner names it (``"step"``, ``"batch_size"``, ``"target"``).
-    reason : str, optional
-        What is wrong; default ``"expected <expected>, got <got>"``.
-    owner : str, optional
-        The class or function the argument belongs to (``"RFedAvg"``).
-    expected : str, optional
-        The constraint, in words (``"a value > 0"``, ``"an int >= 1"``).
-    got : str, optional
-        The given value as shown (bounded: :func:`brief`).
-
-    Examples
-    --------
-    >>> try:
-    ...     RFedAvg(step=-1.0, local_steps=2)
-    ... except ParameterError as e:
-    ...     e.owner, e.param, e.expected, e.got
-    ('RFedAvg', 'step', 'a value > 0', '-1')
-    """
-
-    def __init__(self, param, reason=None, owner=None, expected=None, got=None):
-        super().__init__(param, reason, owner, expected, got)      # args: pickled, rebuilt
-        self.param, self.owner, self.expected, self.got = param, owner, expected, got
-        self.reason = f"expected {expected}, got {got}" if reason is None else reason
-
-    def __str__(self):
-        return f"{self.owner}: {self.param}: {self.reason}" if self.owner else \
-            f"{self.param}: {self.reason}"
-
-    def within(self, owner):
-        """This error as raised by ``owner`` (a class or function name)."""
-        return type(self)(self.param, self.reason, owner, self.expected, self.got)
-
-
-class InvalidParameterError(ParameterError, ValueError):
-    """An argument of the right type with a wrong value (:class:`ParameterError`)."""
-
-
-class ParameterTypeError(ParameterError, TypeError):
-    """An argument of a wrong type (:class:`ParameterError`)."""
 
 
 # ---------------------------------------------------------------------------- scalar arguments

@@ -6,7 +6,7 @@ are :mod:`rfl_fast._validation`'s.
 
 import numpy as np
 
-from .._validation import InvalidParameterError
+from ..errors import InvalidParameterError
 
 __all__ = ["inverse_pair", "transport_name", "check_point_arg"]
 

@@ -39,8 +39,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.polynomial.legendre import leggauss
 
-from .._validation import (COUNT, POSITIVE, Choice, InvalidParameterError, Optional,
-                           ParameterError, check_reals)
+from .._validation import COUNT, POSITIVE, Choice, Optional, check_reals
+from ..errors import InvalidParameterError
 from ._checks import transport_name
 from .participation import Bernoulli, Full, Uniform
 from .schedules import as_schedule
@@ -180,33 +180,27 @@ class RFedAGS(FederatedAlgorithm):
 
     # ------------------------------------------------------------------ set-up
     def for_run(self, problem, participation, rounds, resumed=False):
-        """The true ``p`` of the participation model filled in (``q="true"``): a copy with
-        ``p`` of shape (n,) (``self`` where ``p`` is not needed)."""
         if not self._needs_p:
             return self
         n = int(problem.n_clients)
+        if self.p is not None:
+            return replace(self, p=_probabilities(self.p, "p", n))
+        if isinstance(participation, Full):
+            p = np.ones(n)
+        elif isinstance(participation, Uniform):
+            p = np.full(n, participation.k / n)
+        elif isinstance(participation, Bernoulli):
+            p = participation.probabilities(n)
+        else:
+            raise InvalidParameterError("q", f"'true' needs the participation probabilities; "
+                                        f"{type(participation).__name__} does not give them: "
+                                        f"pass p=... or use q='frequency'")
         try:
-            if self.p is not None:
-                return replace(self, p=_probabilities(self.p, "p", n))
-            if isinstance(participation, Full):
-                p = np.ones(n)
-            elif isinstance(participation, Uniform):
-                p = np.full(n, participation.k / n)
-            elif isinstance(participation, Bernoulli):
-                p = participation.probabilities(n)
-            else:
-                raise InvalidParameterError("q", f"'true' needs the participation "
-                                            f"probabilities; {type(participation).__name__} "
-                                            f"does not give them: pass p=... or use "
-                                            f"q='frequency'")
-            try:
-                p = _probabilities(p, "p", n)
-            except InvalidParameterError as exc:
-                raise InvalidParameterError("p", f"{exc.reason} (read from {participation!r}; "
-                                            f"AGS-AP with q='true' divides by p_j; use "
-                                            f"q='frequency' or p > 0)") from None
-        except ParameterError as exc:
-            raise exc.within(self.name) from None
+            p = _probabilities(p, "p", n)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError("p", f"{exc.reason} (read from {participation!r}; AGS-AP "
+                                        f"with q='true' divides by p_j; use q='frequency' or p "
+                                        f"> 0)") from None
         return replace(self, p=p)
 
     def validate(self, problem):

@@ -55,7 +55,8 @@ and upload arrays into ``array_kinds`` and the names of each exchange's upload i
 
 import numpy as np
 
-from .._validation import COUNT, POSITIVE, Checked, Choice, InvalidParameterError
+from .._validation import COUNT, POSITIVE, Checked, Choice
+from ..errors import InvalidParameterError
 from ..problems import Problem
 from ._checks import inverse_pair
 from .consensus import karcher_mean, tangent_mean

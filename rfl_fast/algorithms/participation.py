@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import COUNT, Checked, InvalidParameterError, Reals
+from .._validation import COUNT, Checked, Reals
+from ..errors import InvalidParameterError
 
 __all__ = ["Participation", "Full", "Uniform", "Bernoulli", "as_participation"]
 

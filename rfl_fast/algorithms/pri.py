@@ -48,18 +48,12 @@ Randomness: batches, the DP-RSVRG sample picks, the noise and the option-2 picks
 client's own stream ``(seed, t, i)`` (:mod:`rfl_fast.federation.context`), so a client's draws
 do not depend on the other participants.
 
-Privacy. When a run starts, ``for_run(problem, participation, rounds)`` fixes the noise and
-the run's privacy ledger (:class:`rfl_fast.privacy.PrivacyLedger`, which the round driver
-consults for the history's ``eps_<accountant>`` and ``delta`` columns), before any work. It
-refuses impossible budgets (a target no ``sigma`` reaches, a given ``sigma`` spending more
-than the target), a participation other than fixed-size sampling without replacement
-(``Bernoulli``) and a problem outside the accounting (``problem.dp_unbounded``) unless
-``uncertified``; with ``target=(eps, delta)`` and ``sigma=None`` it calibrates ``sigma_i`` per
-client so that the whole run is ``(eps, delta)``-DP for every client's data. A resumed run
-continues the ledger within its budget (:meth:`PriRFed.raise_budget` to go past it).
-Accountants: ``"rdp"``, ``"pld"`` (DP-RSGD with the full batch) and ``"seed"``
-(:class:`rfl_fast.privacy.Accountant`; relations and constants in
-:mod:`rfl_fast.privacy.accounting`).
+Privacy. ``for_run`` fixes the noise and the run's privacy ledger
+(:class:`rfl_fast.privacy.PrivacyLedger`: the history's ``eps_<accountant>`` and ``delta``
+columns) before any work: ``sigma_i`` calibrated to ``target`` for the whole run, or given and
+checked; refused: an unreachable budget, a participation other than ``s`` clients sampled
+without replacement, a problem outside the accounting (``dp_unbounded``) unless
+``uncertified``. A resumed run continues the ledger within its budget (:meth:`raise_budget`).
 """
 
 import math
@@ -68,9 +62,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._validation import (COUNT, POSITIVE, Bool, Choice, InvalidParameterError, Optional,
-                           ParameterError, ParameterTypeError, Real, Reals, brief, check_choice,
-                           check_int, check_positive)
+from .._validation import (COUNT, POSITIVE, Bool, Choice, Optional, Real, Reals, brief,
+                           check_choice, check_int, check_positive)
+from ..errors import InvalidParameterError, ParameterError, ParameterTypeError
 from ..privacy.accounting import ACCOUNTANTS, DELTA, DPSettings
 from ..privacy.clipping import clip_factors
 from ..privacy.ledger import DEFAULT_DELTA, PrivacyLedger
@@ -301,8 +295,7 @@ class PriRFed(FederatedAlgorithm):
         return np.full(sizes.shape, b, dtype=np.int64)
 
     def _settings(self, sizes, s, rounds):
-        """Every client's :class:`DPSettings` for ``rounds`` rounds of ``s`` of the clients
-        of ``sizes`` (their ``N_i``)."""
+        """Every client's DPSettings: ``rounds`` rounds, ``s`` clients of ``sizes`` each."""
         tau = self.clip if math.isfinite(self.clip) else 1.0
         return tuple(DPSettings(n_samples=int(m), local_steps=self.local_steps, batch_size=int(b),
                                 trainer=self.local.lower(), inner_steps=self.inner_steps or 1,
@@ -336,26 +329,9 @@ class PriRFed(FederatedAlgorithm):
                                         f"{sizes.size} clients", self.name)
 
     def for_run(self, problem, participation, rounds, resumed=False):
-        """Fix the noise and the privacy ledger of a run, before any work (module
-        docstring); a resumed run continues its ledger within the budget.
-
-        Returns
-        -------
-        PriRFed
-            A copy whose ``ledger`` (:class:`~rfl_fast.privacy.PrivacyLedger`) holds every
-            client's ``sigma`` and the privacy spent after every round; ``self`` if its
-            ledger is this run's already.
-        """
-        try:
-            ledger = self._ledger(problem, participation, rounds, resumed)
-        except ParameterError as exc:
-            raise (exc if exc.owner else exc.within(self.name)) from None
-        return self if ledger is self.ledger else replace(self, ledger=ledger)
-
-    def _ledger(self, problem, participation, rounds, resumed):
         if resumed:
-            return self._plan().resume(problem.sizes, rounds,
-                                       None if self.target is None else self.target[0])
+            return replace(self, ledger=self._plan().resume(
+                problem.sizes, rounds, None if self.target is None else self.target[0]))
         why = problem.dp_unbounded
         if why and (self.target is not None or (math.isfinite(self.clip) and bool(
                 (np.asarray(self.sigma) > 0).any()))):
@@ -376,29 +352,39 @@ class PriRFed(FederatedAlgorithm):
         rounds = check_int(rounds, "rounds", min_value=0)
         delta = (self.target[1] if self.target else self.delta if self.delta is not None
                  else DEFAULT_DELTA)
-        return PrivacyLedger.plan(
+        ledger = PrivacyLedger.plan(
             self._settings(np.asarray(problem.sizes, dtype=np.int64), int(s), rounds),
             self.sigma, delta=delta, rounds=rounds, accountants=self.accountants,
             target=self.target, void=math.nan if why else None if math.isfinite(self.clip)
             else math.inf, previous=self.ledger)
+        return self if ledger is self.ledger else replace(self, ledger=ledger)
 
     def raise_budget(self, eps):
-        """A copy whose budget is ``(eps, delta)`` (``eps`` > 0; ``delta``, the noise and the
-        ledger the run's): pass it to ``resume(..., algorithm=...)`` to go past the budget."""
+        """A copy whose budget is ``(eps, delta)``, the noise, ``delta`` and the ledger the
+        run's: pass it to ``resume(..., algorithm=...)`` to go past the budget.
+
+        Parameters
+        ----------
+        eps : float
+            The new budget (> 0).
+        """
         led = self._plan()
         eps = check_positive(eps, f"{self.name}: raise_budget eps")
         return replace(self, target=(eps, led.delta), delta=None)
 
     def for_private_client(self, problem, sigma, clip):
         """A copy for one client of a deployment that owns its privacy (``flower.guard``), and
-        the :class:`~rfl_fast.privacy.DPSettings` of one of its rounds.
+        the :class:`~rfl_fast.privacy.DPSettings` of one of its rounds as it will run, taking
+        part in every round (``clients_per_round = n_clients = 1``: the client cannot check
+        the server's sampling).
 
-        ``problem`` holds this one client (``sizes`` of shape (1,)); ``sigma`` and ``clip``
-        (``tau``) are its own, its batch size follows from ``batch_size`` and its ``N``. The
-        settings describe the round as it will run, the client taking part in every round
-        (``clients_per_round = n_clients = 1``: it cannot check the server's sampling).
-        ``ValueError`` for a problem outside the accounting (``dp_unbounded``), of more than
-        one client, or smaller than the batch."""
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            This one client's (``sizes`` (1,), ``N`` >= the batch, not ``dp_unbounded``).
+        sigma, clip : float
+            The client's own noise and clipping threshold ``tau``.
+        """
         why = problem.dp_unbounded
         if why:
             raise ValueError(f"{self.name}: {type(problem).__name__} is not covered by the "

@@ -41,7 +41,7 @@ ledger planned) before anything is written, so a bad file never leaves a folder 
 run uses those objects (built once, checked once). Every problem found is a
 :class:`ConfigError` naming the key (``data.source``, ``algorithm[1].step``) and, where there
 is a list, the allowed values; a library object's error carries the argument it is about
-(:class:`rfl_fast._validation.ParameterError`), which names the key. ``SCHEMA_HELP``
+(:class:`rfl_fast.errors.ParameterError`), which names the key. ``SCHEMA_HELP``
 documents every key.
 """
 
@@ -52,7 +52,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import ParameterError, brief, check_float, check_int
+from .._validation import brief, check_float, check_int
+from ..errors import ParameterError
 from ..federation.driver import specialize
 from . import names as R
 from .names import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
@@ -582,7 +583,7 @@ class RunPlan:
 def _config_error(exc, prefix, known):
     """A library object's error as a :class:`ConfigError`: at ``prefix.<param>`` with its
     reason when it is about one of the ``known`` keys (its attributes say so: a
-    :class:`~rfl_fast._validation.ParameterError`), else at ``prefix`` with its whole text."""
+    :class:`~rfl_fast.errors.ParameterError`), else at ``prefix`` with its whole text."""
     if isinstance(exc, ParameterError) and exc.param in known:
         return ConfigError(f"{prefix}.{exc.param}", exc.reason)
     return ConfigError(prefix, str(exc))

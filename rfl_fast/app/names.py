@@ -18,7 +18,8 @@ import importlib
 import numbers
 from dataclasses import dataclass
 
-from .._validation import InvalidParameterError, ParameterError, brief
+from .._validation import brief
+from ..errors import InvalidParameterError, ParameterError
 
 __all__ = ["Entry", "UnknownName", "REQUIRED", "ALGORITHMS", "PARTICIPATIONS", "SCHEDULES",
            "PROBLEMS", "DATA_SOURCES", "TASKS", "TABLES", "canonical", "get", "build",
@@ -254,7 +255,7 @@ def build_step(step, name="step"):
     ------
     UnknownName
         An unknown schedule (``kind`` is ``"schedule"``).
-    rfl_fast._validation.ParameterError
+    rfl_fast.errors.ParameterError
         A bad value, an unknown or missing key (``param``: ``"<name>.<key>"``).
     """
     schedules = importlib.import_module(_ALG + "schedules")

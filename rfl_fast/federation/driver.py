@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._typing import FloatArray
+from ..errors import ParameterError
 from ..algorithms.base import FederatedAlgorithm
 from .arrival import check_upload, kinds_of
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
@@ -98,7 +99,8 @@ def message_size(msg):
 
 def specialize(problem, algorithm, participation, rounds, resumed=False):
     """The algorithm as a run uses it: ``validate``, then ``for_run`` (which returns an
-    algorithm already fixed for this run as it is: built once, checked once).
+    algorithm already fixed for this run as it is: built once, checked once). An error about
+    one of its arguments names the algorithm (``ParameterError.owner``).
 
     Parameters
     ----------
@@ -120,8 +122,11 @@ def specialize(problem, algorithm, participation, rounds, resumed=False):
     if not isinstance(algorithm, FederatedAlgorithm):
         raise TypeError(f"algorithm: expected a federated algorithm (e.g. RFedAvg(...)), "
                         f"got {type(algorithm).__name__}")
-    algorithm.validate(problem)
-    return algorithm.for_run(problem, participation, rounds, resumed=resumed)
+    try:
+        algorithm.validate(problem)
+        return algorithm.for_run(problem, participation, rounds, resumed=resumed)
+    except ParameterError as exc:
+        raise (exc if exc.owner else exc.within(algorithm.name)) from None
 
 
 def initial_point(M, x0, seed):

@@ -1,10 +1,8 @@
-"""One client's privacy as rounds of its private training compose: :class:`Accountant`.
-
-After dp-accounting's ``compose(event)`` / ``get_epsilon(delta)``, an event being one round of
-a client's local training with noise ``sigma`` and :class:`~rfl_fast.privacy.DPSettings`
-(mechanisms, relations, constants: :mod:`rfl_fast.privacy.accounting`). A simulation's
-:class:`~rfl_fast.privacy.PrivacyLedger` and a Flower client's ledger file
-(:mod:`rfl_fast.flower.guard`) both account through it.
+"""One client's privacy as rounds of its training compose: :class:`Accountant`, after
+dp-accounting's ``compose(event)`` / ``get_epsilon(delta)`` (an event: one round with noise
+``sigma`` and :class:`~rfl_fast.privacy.DPSettings`; the mechanisms:
+:mod:`rfl_fast.privacy.accounting`). A run's :class:`~rfl_fast.privacy.PrivacyLedger` and a
+Flower client's ledger file (:mod:`rfl_fast.flower.guard`) both account through it.
 """
 
 import math
@@ -12,7 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._validation import InvalidParameterError, check_choice, check_int, check_nonnegative
+from .._validation import check_choice, check_int, check_nonnegative
+from ..errors import InvalidParameterError, ParameterTypeError
 from .accounting import (ACCOUNTANTS, DELTA, MU_REVEALING, DPSettings, _dp, _pld_round,
                          _quiet_absl, _rdp_round, _step_mu, calibrate_sigma, epsilon_seed)
 
@@ -26,7 +25,7 @@ def _orders():
 
 
 class Accountant:
-    """The privacy one client's data has spent, rounds composed.
+    """The privacy one client's data has spent, its ``rounds`` charged so far composed.
 
     Parameters
     ----------
@@ -36,12 +35,6 @@ class Accountant:
         saves and restores. ``"pld"``: its PLD (DP-RSGD with the full batch, discretized for
         the horizon ``settings.rounds``); ``"seed"``: the seed's closed form and Theorem 9
         (not certified with the default constants). These two compose one mechanism.
-
-    Attributes
-    ----------
-    kind : str
-    rounds : int
-        Rounds charged so far.
 
     Examples
     --------
@@ -57,21 +50,28 @@ class Accountant:
     def __init__(self, kind="rdp"):
         self.kind = check_choice(kind, "kind", ACCOUNTANTS)
         self.rounds = 0
-        self._base = None       # rdp: the RDP of a restored state
-        self._charged = {}      # rdp: (sigma, settings) -> [RDP of one round, rounds]
+        self._charged = {}      # rdp: (sigma, settings) or None (restored) -> [RDP, rounds]
         self._event = None      # pld, seed: the one mechanism (sigma, settings)
         self._one = None        # pld: its round's PLD (None: a round publishes the data)
         self._pld = None        # pld: the rounds' PLD composed (_REVEALED: eps = inf)
 
     def charge(self, sigma, settings, rounds=1):
-        """Compose ``rounds`` (>= 0) rounds of training with noise ``sigma`` (>= 0; 0: eps =
-        inf) and ``settings`` (a :class:`DPSettings`; its ``rounds`` is the horizon, not the
-        count charged). Returns ``self``."""
+        """Compose ``rounds`` rounds of the client's training; returns ``self``.
+
+        Parameters
+        ----------
+        sigma : float
+            The noise (>= 0; 0: ``eps = inf``).
+        settings : DPSettings
+            The round's mechanism (its ``rounds``: the horizon, not the count charged).
+        rounds : int
+            How many (>= 0).
+        """
         sigma = check_nonnegative(sigma, "sigma")
         rounds = check_int(rounds, "rounds", min_value=0)
         if not isinstance(settings, DPSettings):
-            raise InvalidParameterError("settings", expected="a DPSettings",
-                                        got=type(settings).__name__)
+            raise ParameterTypeError("settings", expected="a DPSettings",
+                                     got=type(settings).__name__)
         key = (sigma, settings)
         if self.kind == "rdp":
             if key not in self._charged:
@@ -97,8 +97,14 @@ class Accountant:
         return self
 
     def epsilon(self, delta):
-        """The epsilon spent at ``delta`` in (0, 1) by every round charged (0 before any;
-        inf once a round without noise, or publishing its data, is charged)."""
+        """The epsilon spent by every round charged (0 before any; inf once a round without
+        noise, or publishing its data, is).
+
+        Parameters
+        ----------
+        delta : float
+            In (0, 1).
+        """
         delta = DELTA(delta, "delta")
         if self.rounds == 0:
             return 0.0
@@ -115,7 +121,7 @@ class Accountant:
             return float(rdp_mod.compute_epsilon(_orders(), self._spent(), delta)[0])
 
     def _spent(self):
-        spent = np.zeros(_orders().size) if self._base is None else self._base
+        spent = np.zeros(_orders().size)
         for one, count in self._charged.values():
             if count:
                 spent = spent + count * one
@@ -124,8 +130,16 @@ class Accountant:
     @staticmethod
     def calibrate(eps, delta, settings, kind="rdp"):
         """The smallest ``sigma`` (within a relative 1e-3) whose ``settings.rounds`` rounds
-        spend at most ``eps`` at ``delta`` by ``kind``: :func:`~rfl_fast.privacy.calibrate_sigma`
-        (``ValueError`` when no ``sigma`` up to its cap does)."""
+        spend at most ``eps`` at ``delta`` (:func:`~rfl_fast.privacy.calibrate_sigma`;
+        ``ValueError`` when no ``sigma`` up to its cap does).
+
+        Parameters
+        ----------
+        eps, delta : float
+            The target, ``eps > 0``, ``delta`` in (0, 1).
+        settings : DPSettings
+        kind : {"rdp", "pld", "seed"}
+        """
         return calibrate_sigma(eps, delta, settings, accountant=kind)
 
     def state(self):
@@ -139,29 +153,32 @@ class Accountant:
 
     @classmethod
     def restore(cls, state):
-        """The accountant continuing ``state`` (from :meth:`state`; untrusted, so checked:
-        ``ValueError`` for anything else, RDP orders other than this dp-accounting's
-        included: they are never mixed)."""
-        orders = _orders()
+        """The accountant continuing a state (``ValueError`` for anything else, RDP orders
+        other than this dp-accounting's included: they are never mixed).
 
-        def numbers(v):
-            return isinstance(v, list) and len(v) == orders.size and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-        rounds = state.get("rounds") if isinstance(state, dict) else None
-        if not (isinstance(state, dict) and state.get("kind") == "rdp"
-                and numbers(state.get("orders")) and numbers(state.get("rdp"))
-                and isinstance(rounds, int) and not isinstance(rounds, bool) and rounds >= 0):
+        Parameters
+        ----------
+        state : dict
+            From :meth:`state` (untrusted, e.g. read from a file: every entry is checked).
+        """
+        orders = _orders()
+        try:
+            rounds = state["rounds"]
+            ok = state["kind"] == "rdp" and type(rounds) is int and rounds >= 0
+            given, rdp = (np.array(state[k], dtype=np.float64) for k in ("orders", "rdp"))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok or given.shape != orders.shape or rdp.shape != orders.shape:
             raise ValueError(f"accountant state: expected {{'kind': 'rdp', 'orders': [...], "
                              f"'rdp': [...], 'rounds': int >= 0}} with dp-accounting's "
                              f"{orders.size} orders")
-        rdp = np.array(state["rdp"], dtype=np.float64)
-        if not np.array_equal(np.array(state["orders"], dtype=np.float64), orders):
+        if not np.array_equal(given, orders):
             raise ValueError("accountant state: RDP orders differ from this dp-accounting's; "
                              "refusing to mix them")
         if not (np.isfinite(rdp) & (rdp >= 0)).all():
             raise ValueError("accountant state: RDP values must be finite and >= 0")
         acc = cls("rdp")
-        acc._base, acc.rounds = rdp, rounds
+        acc._charged[None], acc.rounds = [rdp, 1], rounds
         return acc
 
 

@@ -1,16 +1,14 @@
 """The privacy ledger of a PriRFed run: the run-level budget the round driver consults.
 
-:meth:`PrivacyLedger.plan` fixes a run's noise (each client's ``sigma_i``, calibrated so that
-the whole run is ``(eps, delta)``-DP for a target, or given and checked against it) and the
-privacy spent after every round, by each accountant the maximum over clients (the changed
-sample lives in one client): the history's ``eps_<accountant>`` and ``delta`` columns
-(:meth:`~PrivacyLedger.row`), each client's its :class:`~rfl_fast.privacy.Accountant`
-charged round by round. :meth:`~PrivacyLedger.resume` continues them within the budget.
-
-The ``"pld"`` column is exact at every round when ``rounds <= PLD_POINTS``, else at
-``PLD_POINTS`` rounds spread geometrically (and at the last), each other round holding the
-value of the next such round (an upper bound: ``eps`` grows with ``t``). Noise publishing a
-step's data gives ``inf`` for the whole run, noise making the whole run ``(0, delta)``-DP 0
+:meth:`PrivacyLedger.plan` fixes a run's noise (calibrated so that the whole run is ``(eps,
+delta)``-DP, or given and checked) and the privacy spent after every round, by each
+accountant the maximum over clients (the changed sample lives in one): the history's
+``eps_<accountant>`` and ``delta`` columns, each client's an
+:class:`~rfl_fast.privacy.Accountant` charged round by round; :meth:`~PrivacyLedger.resume`
+continues them within the budget. The ``"pld"`` column is exact at every round when ``rounds
+<= PLD_POINTS``, else at ``PLD_POINTS`` rounds spread geometrically (and the last), each other
+row holding the next such round's value (an upper bound: ``eps`` grows with ``t``). Noise
+publishing a step's data gives ``inf``, noise making the whole run ``(0, delta)``-DP 0
 (:mod:`rfl_fast.privacy.accounting`), no noise ``inf``.
 """
 
@@ -18,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._validation import InvalidParameterError, brief, check_int
+from .._validation import brief, check_int
+from ..errors import InvalidParameterError
 from .accountant import Accountant
 from .accounting import _trivial_epsilon
 
@@ -50,24 +49,22 @@ class PrivacyLedger:
     Parameters
     ----------
     sigma : ndarray, shape (n,)
-        Noise standard deviation of every client (calibrated or as given).
+        Every client's noise (calibrated or as given).
     settings : tuple of DPSettings, length n
         Every client's accounting settings (``rounds``: the planned horizon).
     delta : float
-        The ``delta`` of every epsilon.
     rounds : int
         Rounds the columns cover.
     columns : dict of str to ndarray, shape (rounds + 1,)
         ``eps_<accountant>`` (row 0: 0) and ``delta``.
     accountants : tuple of str
-        The accountants of the columns; the first calibrates and checks the budget.
+        The first calibrates and checks the budget.
     target : (float, float) or None
-        The budget ``(eps, delta)`` of the whole run.
+        The run's budget ``(eps, delta)``.
     calibrated : bool
-        Whether ``sigma`` was calibrated from ``target``.
+        Whether ``sigma`` was calibrated to ``target``.
     void : float or None
-        Every epsilon of a run without a guarantee: NaN (a problem outside the accounting, run
-        ``uncertified``), inf (no clipping); None otherwise.
+        Every epsilon of a run without a guarantee: NaN (``uncertified``), inf (no clipping).
     """
 
     sigma: np.ndarray
@@ -91,34 +88,50 @@ class PrivacyLedger:
         return {k[4:]: float(v[-1]) for k, v in self.columns.items() if k.startswith("eps_")}
 
     def row(self, t):
-        """Row ``t`` (clipped to ``rounds``) of the columns: dict of str to float."""
+        """Row ``t`` of the columns (dict of str to float), for the history.
+
+        Parameters
+        ----------
+        t : int
+            The row (0: before the first round; past ``rounds``: the last).
+        """
         t = min(int(t), self.rounds)
         return {name: float(col[t]) for name, col in self.columns.items()}
 
-    def _key(self, given):
-        return (self.settings, None if given is None else tuple(given.tolist()), self.delta,
-                self.rounds, self.accountants, self.target, self.void)
+    @property
+    def _key(self):         # what the ledger was planned from
+        return (self.settings, None if self.calibrated else tuple(self.sigma.tolist()),
+                self.delta, self.rounds, self.accountants, self.target, self.void)
 
     @classmethod
     def plan(cls, settings, sigma, *, delta, rounds, accountants, target=None, void=None,
              previous=None):
-        """The ledger of a run of ``rounds`` rounds of clients with ``settings`` (a sequence of
-        :class:`~rfl_fast.privacy.DPSettings`) and noise ``sigma`` (a float, one per client,
-        or None: calibrated to ``target`` by the first of ``accountants``); ``previous`` is
-        returned as it is when planned from the same arguments (no second calibration).
-        Raises :class:`~rfl_fast._validation.InvalidParameterError` when the ``target`` cannot
-        be reached (``param`` "target") or a given ``sigma`` spends more (``param``
-        "sigma")."""
+        """The ledger of a run; :class:`~rfl_fast.errors.InvalidParameterError` when the
+        ``target`` cannot be reached (``param`` "target") or a given sigma spends more
+        (``param`` "sigma").
+
+        Parameters
+        ----------
+        settings : sequence of DPSettings
+            Every client's.
+        sigma : float, ndarray (n,) or None
+            The noise; None: calibrated to ``target`` by the first of ``accountants``.
+        delta, rounds, accountants, target, void
+            See the class.
+        previous : PrivacyLedger, optional
+            Returned as it is when planned from the same arguments (no second calibration).
+        """
         n = len(settings)
         given = None if sigma is None else np.broadcast_to(sigma, (n,)).astype(np.float64)
         led = cls(given, tuple(settings), float(delta), rounds, {}, tuple(accountants), target,
                   sigma is None, void)
-        if previous is not None and previous._key(None if previous.calibrated
-                                                  else previous.sigma) == led._key(given):
+        if previous is not None and previous._key == led._key:
             return previous
         if given is None:
-            given = np.empty(n)
-            for st, members in led._groups().items():
+            given, groups = np.empty(n), {}
+            for i, st in enumerate(settings):
+                groups.setdefault(st, []).append(i)
+            for st, members in groups.items():
                 try:
                     given[members] = Accountant.calibrate(target[0], delta, st, accountants[0])
                 except ValueError as exc:
@@ -128,12 +141,6 @@ class PrivacyLedger:
         given.setflags(write=False)
         led = replace(led, sigma=given)
         return replace(led, columns=led._columns(rounds, None if led.calibrated else target))
-
-    def _groups(self):
-        groups = {}
-        for i, st in enumerate(self.settings):
-            groups.setdefault(st, []).append(i)
-        return groups
 
     def _columns(self, rounds, target=None):
         """The columns of ``rounds`` rounds; a ``target`` the first accountant's spend must
@@ -163,11 +170,19 @@ class PrivacyLedger:
         return cols
 
     def resume(self, sizes, rounds, budget=None):
-        """The ledger continued to ``rounds`` rounds (``self`` within its columns), the noise
-        kept, for clients of ``sizes`` (``N_i``: the ledger's). Raises
-        :class:`~rfl_fast._validation.InvalidParameterError` for other ``N_i`` (``param``
-        "problem") or a spend past ``budget`` (``param`` "rounds"; default: the target's
-        eps, else what the plan spends)."""
+        """The ledger continued to ``rounds`` rounds, the noise kept (``self`` within its
+        columns); :class:`~rfl_fast.errors.InvalidParameterError` for other ``N_i``
+        (``param`` "problem") or a spend past the budget (``param`` "rounds").
+
+        Parameters
+        ----------
+        sizes : array_like of int, shape (n,)
+            The clients' ``N_i`` (the ledger's).
+        rounds : int
+            The new total.
+        budget : float, optional
+            Default: the target's eps, else what the plan spends.
+        """
         planned = [st.n_samples for st in self.settings]
         sizes = [int(v) for v in np.asarray(sizes)]
         if sizes != planned:

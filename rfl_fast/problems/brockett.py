@@ -3,7 +3,7 @@
 import numpy as np
 
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
-from .._validation import InvalidParameterError
+from ..errors import InvalidParameterError
 from ..manifolds import Stiefel
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh

@@ -5,7 +5,8 @@ from typing import Self
 import numpy as np
 
 from .._typing import ArrayLike, ClientSamples, FloatArray, Weighting
-from .._validation import InvalidParameterError, check_int
+from .._validation import check_int
+from ..errors import InvalidParameterError
 from ..manifolds import Stiefel
 from ._numerics import principal_angles
 from ._quadratic import QuadraticProblem
