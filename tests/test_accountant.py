@@ -226,6 +226,9 @@ def test_the_guards_ledger_file_is_an_accountant_state(tmp_path):
     (tmp_path / "led.json").write_text(json.dumps(saved))
     with pytest.raises(ValueError, match="unreadable.*orders differ.*refusing"):
         ClientPrivacy(node, 0).charge(one, 3)
+    (tmp_path / "led.json").write_text("[" * 100_000 + "]" * 100_000)   # deep: no crash
+    with pytest.raises(ValueError, match="unreadable.*refusing"):
+        ClientPrivacy(node, 0).charge(one, 3)
     saved.pop("accountant")
     saved["version"] = 1                                   # the earlier layout: refused
     (tmp_path / "led.json").write_text(json.dumps(saved))

@@ -130,7 +130,7 @@ class ClientPrivacy:
                   and all(isinstance(t, int) for t in led["released_rounds"]))
             if ok:
                 led["accountant"] = Accountant.restore(led["accountant"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise ValueError(f"privacy ledger {path}: unreadable ({brief(str(exc))}); refusing "
                              f"to run rather than forget what was spent") from None
         if not ok:
