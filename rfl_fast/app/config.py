@@ -372,6 +372,8 @@ def _step(v, key):
         raise ConfigError(f"{key}.schedule", f"got {brief(exc.name)}", allowed=exc.known) from None
     except ParameterError as exc:
         raise ConfigError(exc.param, exc.reason) from None
+    except (TypeError, ValueError) as exc:       # none known; still bad input, at the step
+        raise ConfigError(key, str(exc)) from None
 
 
 def _plain(v):

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._typing import FloatArray
-from ..errors import ParameterError
 from ..algorithms.base import FederatedAlgorithm
+from ..errors import ParameterError
 from .arrival import check_upload, kinds_of
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
                       ServerContext, stream)

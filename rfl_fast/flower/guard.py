@@ -127,6 +127,7 @@ class ClientPrivacy:
                 led = json.load(fh)
             ok = (isinstance(led, dict) and led.get("version") == LEDGER_VERSION
                   and int(led["client"]) == self.cid and int(led["releases"]) >= 0
+                  and isinstance(led["epsilon_spent"], (int, float))
                   and all(isinstance(t, int) for t in led["released_rounds"]))
             if ok:
                 led["accountant"] = Accountant.restore(led["accountant"])
