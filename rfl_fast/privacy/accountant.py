@@ -5,6 +5,7 @@ dp-accounting's ``compose(event)`` / ``get_epsilon(delta)`` (an event: one round
 Flower client's ledger file (:mod:`rfl_fast.flower.guard`) both account through it.
 """
 
+import functools
 import math
 from dataclasses import replace
 
@@ -20,8 +21,12 @@ __all__ = ["Accountant"]
 _REVEALED = object()
 
 
+@functools.cache
 def _orders():
-    return np.asarray(_dp().rdp.RdpAccountant().orders, float)
+    """dp-accounting's RDP orders (a constant of the installed version; read-only)."""
+    orders = np.asarray(_dp().rdp.RdpAccountant().orders, float)
+    orders.setflags(write=False)
+    return orders
 
 
 class Accountant:
