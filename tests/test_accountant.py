@@ -117,6 +117,7 @@ def _state():
     (lambda s: s["rdp"].__setitem__(0, None), "finite and >= 0"),
     (lambda s: s["rdp"].__setitem__(0, 10 ** 400), "expected"),
     (lambda s: s.update(rounds=-1), "expected"),
+    (lambda s: s.update(rounds=0), "0 before any round"),
     (lambda s: s.update(rounds=2.0), "expected"),
     (lambda s: s.pop("rdp"), "expected"),
 ])

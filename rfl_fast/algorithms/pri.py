@@ -433,12 +433,8 @@ class PriRFed(FederatedAlgorithm):
 
     # ------------------------------------------------------------------ clients
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
-        plan = self._plan()
-        if self.local == "DP-RSGD":
-            x = self._dp_rsgd(problem, idx, msg["x"], plan, ctx)
-        else:
-            x = self._dp_rsvrg(problem, idx, msg["x"], plan, ctx)
-        return {"x": x}, cstate, memo
+        trainer = self._dp_rsgd if self.local == "DP-RSGD" else self._dp_rsvrg
+        return {"x": trainer(problem, idx, msg["x"], self._plan(), ctx)}, cstate, memo
 
     def _private_direction(self, problem, idx, x, batch, counts, sig, ctx):
         """The clip -> noise transform of one DP-RSGD step, for every participant ``j``:

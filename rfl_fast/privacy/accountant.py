@@ -180,8 +180,9 @@ class Accountant:
         if not np.array_equal(given, orders):
             raise ValueError("accountant state: RDP orders differ from this dp-accounting's; "
                              "refusing to mix them")
-        if not (np.isfinite(rdp) & (rdp >= 0)).all():
-            raise ValueError("accountant state: RDP values must be finite and >= 0")
+        if not (np.isfinite(rdp) & (rdp >= 0)).all() or (rounds == 0 and rdp.any()):
+            raise ValueError("accountant state: RDP values must be finite and >= 0 (and 0 "
+                             "before any round)")
         acc = cls("rdp")
         acc._charged[None], acc.rounds = [rdp, 1], rounds
         return acc
