@@ -158,10 +158,14 @@ def test_ledger_columns_are_each_clients_accountant_round_by_round():
     alg = PriRFed(0.05, 2, sigma=[0.6, 0.9, 0.7], clip=1.0, batch_size=6,
                   accountant=("rdp", "seed"))
     led = alg.for_run(prob, Uniform(2), 9).ledger
-    for kind in ("rdp", "seed"):
+    for kind, fn in (("rdp", epsilon_rdp), ("seed", epsilon_seed)):
         want = [max(Accountant(kind).charge(s, replace(st_, rounds=9), t).epsilon(led.delta)
                     for s, st_ in zip(led.sigma, led.settings)) for t in range(1, 10)]
         assert led.columns[f"eps_{kind}"].tolist() == [0.0] + want      # the same bits
+        # and the accountant functions as they were before the Accountant: the columns the
+        # ledger recorded then, bit for bit
+        assert want == [max(fn(s, led.delta, replace(st_, rounds=t))
+                            for s, st_ in zip(led.sigma, led.settings)) for t in range(1, 10)]
     assert led.row(4) == {"eps_rdp": led.columns["eps_rdp"][4],
                           "eps_seed": led.columns["eps_seed"][4], "delta": led.delta}
     assert led.row(99) == led.row(9)
