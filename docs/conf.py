@@ -90,8 +90,7 @@ _MANIFOLDS = set(importlib.import_module("rfl_fast.manifolds").__all__)
 
 def _home(name, member):
     """Whether ``member`` of public module ``name`` is documented elsewhere: a re-export from
-    another public module (not the root) that defines it and lists it (e.g.
-    ``rfl_fast.algorithms.PrivacyLedger``, documented under ``rfl_fast.privacy``)."""
+    another public module (not the root) that defines it and lists it."""
     where = getattr(getattr(importlib.import_module(name), member), "__module__", None) or ""
     for other in PUBLIC_MODULES:
         defined_there = where == other or where.startswith(other + ".")

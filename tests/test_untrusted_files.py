@@ -514,9 +514,9 @@ def test_resume_refuses_a_problem_the_ledger_was_not_accounted_for(tmp_path):
     smaller = KPCA(data[:, :10], 2)
     with pytest.raises(ValueError, match=r"sample counts N_i \(client 0\) 10, the run had 20"):
         rf.federation.resume(tmp_path / "c.npz", smaller, 6)
-    with pytest.raises(ValueError, match=r"ledger was accounted for clients with N_i = "
-                                         r"\[20, 20, 20, 20\]"):
-        first.algorithm.for_resume(smaller, rf.federation.Full(), 6)
+    with pytest.raises(ValueError, match=r"problem: the privacy ledger was accounted "
+                                         r"for clients with N_i = \[20, 20, 20, 20\]"):
+        first.algorithm.for_run(smaller, rf.federation.Full(), 6, resumed=True)
     more = rf.federation.resume(tmp_path / "c.npz", KPCA(data, 2), 6,      # the same: fine
                                 algorithm=first.algorithm.raise_budget(10.0))
     assert len(more.history["eps_rdp"]) == 7

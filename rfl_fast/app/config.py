@@ -36,9 +36,12 @@ the number of rounds, the seed and the output folder::
     local_steps = 5
 
 :func:`load_plan` reads and checks the whole file and builds every object (data, problem,
-algorithms, participation) before anything is written, so a bad file never leaves a folder
-behind. Every problem found is a :class:`ConfigError` naming the key (``data.source``,
-``algorithm[1].step``) and, where there is a list, the allowed values. ``SCHEMA_HELP``
+participation, and each algorithm fixed for the run: PriRFed's noise calibrated, its privacy
+ledger planned) before anything is written, so a bad file never leaves a folder behind; the
+run uses those objects (built once, checked once). Every problem found is a
+:class:`ConfigError` naming the key (``data.source``, ``algorithm[1].step``) and, where there
+is a list, the allowed values; a library object's error carries the argument it is about
+(:class:`rfl_fast.errors.ParameterError`), which names the key. ``SCHEMA_HELP``
 documents every key.
 """
 
@@ -50,6 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import brief, check_float, check_int
+from ..errors import ParameterError
 from ..federation.driver import specialize
 from . import names as R
 from .names import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
@@ -294,8 +298,8 @@ def _checked(check, v, key, **kw):
     """``check(v, key, **kw)`` (a :mod:`rfl_fast._validation` check) raising ``ConfigError``."""
     try:
         return check(v, key, **kw)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(key, str(exc).removeprefix(f"{key}: ")) from None
+    except ParameterError as exc:
+        raise ConfigError(key, exc.reason) from None
 
 
 def _int(v, key, lo=None):
@@ -366,9 +370,10 @@ def _step(v, key):
         return R.step_config(R.build_step(v, key))
     except R.UnknownName as exc:
         raise ConfigError(f"{key}.schedule", f"got {brief(exc.name)}", allowed=exc.known) from None
-    except (TypeError, ValueError) as exc:
-        at, _, message = str(exc).partition(": ")
-        raise ConfigError(at, message) from None
+    except ParameterError as exc:
+        raise ConfigError(exc.param, exc.reason) from None
+    except (TypeError, ValueError) as exc:       # none known; still bad input, at the step
+        raise ConfigError(key, str(exc)) from None
 
 
 def _plain(v):
@@ -545,7 +550,8 @@ class RunPlan:
         The resolved configuration (:func:`resolve_config`).
     problem : rfl_fast.problems.Problem
     algorithms : list of (str, FederatedAlgorithm)
-        ``(label, algorithm)`` in file order.
+        ``(label, algorithm)`` in file order, each fixed for the run
+        (:func:`rfl_fast.federation.driver.specialize`), which runs it as it is.
     participation : rfl_fast.federation.Participation
     data_info : dict
         Description of the loaded data (clients, sizes, shape).
@@ -576,16 +582,13 @@ class RunPlan:
         return self.config["seed"]
 
 
-def _rekey(exc, prefix, known):
-    """The key an error message of a library object points at: ``"r: ..."`` or
-    ``"RFedAvg: step ..."`` -> ``prefix.r`` / ``prefix.step`` when that key is known."""
-    msg = str(exc)
-    for pattern in (r"^([A-Za-z_][A-Za-z0-9_]*)[:= ]",
-                    r"^[A-Za-z0-9]+: ([A-Za-z_][A-Za-z0-9_]*)[:= ]"):
-        m = re.match(pattern, msg)
-        if m and m.group(1) in known:
-            return f"{prefix}.{m.group(1)}"
-    return prefix
+def _config_error(exc, prefix, known):
+    """A library object's error as a :class:`ConfigError`: at ``prefix.<param>`` with its
+    reason when it is about one of the ``known`` keys (its attributes say so: a
+    :class:`~rfl_fast.errors.ParameterError`), else at ``prefix`` with its whole text."""
+    if isinstance(exc, ParameterError) and exc.param in known:
+        return ConfigError(f"{prefix}.{exc.param}", exc.reason)
+    return ConfigError(prefix, str(exc))
 
 
 def _build_data(cfg):
@@ -673,32 +676,28 @@ def build_plan(cfg, *, text=None, source=None):
         payload, form, info = _build_data(cfg)
     except ConfigError:
         raise
-    except (OSError, ValueError, TypeError, ImportError) as exc:
-        key = ("data.path" if isinstance(exc, OSError) and "path" in cfg["data"]
-               else _rekey(exc, "data", cfg["data"]))
-        raise ConfigError(key, str(exc)) from None
+    except OSError as exc:
+        raise ConfigError("data.path" if "path" in cfg["data"] else "data", str(exc)) from None
+    except (ValueError, TypeError, ImportError) as exc:
+        raise _config_error(exc, "data", cfg["data"]) from None
     try:
         problem = _build_problem(cfg, payload, form)
     except ConfigError:
         raise
     except (ValueError, TypeError) as exc:
-        raise ConfigError(_rekey(exc, "problem", cfg["problem"]), str(exc)) from None
+        raise _config_error(exc, "problem", cfg["problem"]) from None
     info["n_clients"] = int(problem.n_clients)
     try:
         participation = _build_participation(cfg["participation"])
         participation.validate(problem.n_clients)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(_rekey(exc, "participation", cfg["participation"]), str(exc)) from None
+        raise _config_error(exc, "participation", cfg["participation"]) from None
     algorithms = []
     for i, spec in enumerate(cfg["algorithm"]):
-        key = f"algorithm[{i}]"
-        try:
-            alg = _build_algorithm(spec)
-            # the engine's own set-up checks, run now so that no folder is made for a run
-            # that cannot start
-            specialize(problem, alg, participation, cfg["rounds"])
+        try:         # the engine's own set-up, done once here: the run uses what it returns
+            alg = specialize(problem, _build_algorithm(spec), participation, cfg["rounds"])
         except (ValueError, TypeError, NotImplementedError) as exc:
-            raise ConfigError(_rekey(exc, key, spec), str(exc)) from None
+            raise _config_error(exc, f"algorithm[{i}]", spec) from None
         algorithms.append((spec["label"], alg))
     return RunPlan(config=cfg, problem=problem, algorithms=algorithms,
                    participation=participation, data_info=info, text=text, source=source)

@@ -19,6 +19,7 @@ import numbers
 from dataclasses import dataclass
 
 from .._validation import brief
+from ..errors import InvalidParameterError, ParameterError
 
 __all__ = ["Entry", "UnknownName", "REQUIRED", "ALGORITHMS", "PARTICIPATIONS", "SCHEDULES",
            "PROBLEMS", "DATA_SOURCES", "TASKS", "TABLES", "canonical", "get", "build",
@@ -254,8 +255,8 @@ def build_step(step, name="step"):
     ------
     UnknownName
         An unknown schedule (``kind`` is ``"schedule"``).
-    ValueError, TypeError
-        A bad value, an unknown or missing key.
+    rfl_fast.errors.ParameterError
+        A bad value, an unknown or missing key (``param``: ``"<name>.<key>"``).
     """
     schedules = importlib.import_module(_ALG + "schedules")
     if isinstance(step, schedules.Schedule):
@@ -267,21 +268,21 @@ def build_step(step, name="step"):
     elif len(step) == 1 and isinstance(next(iter(step.values())), dict):
         (kind, params), = step.items()
     else:
-        raise ValueError(f"{name}: expected a number or {{schedule = ..., ...}}, got {brief(step)}")
+        raise InvalidParameterError(name, expected="a number or {schedule = ..., ...}",
+                                    got=brief(step))
     cls = get("schedule", kind)
     fields = parameters(cls)
     for key in params:
         if key not in fields:
-            raise ValueError(f"{name}.{key}: unknown key; allowed: schedule, {', '.join(fields)}")
+            raise InvalidParameterError(f"{name}.{key}", f"unknown key; allowed: schedule, "
+                                        f"{', '.join(fields)}")
     for key, default in fields.items():
         if default is REQUIRED and key not in params:
-            raise ValueError(f"{name}.{key}: missing (required)")
+            raise InvalidParameterError(f"{name}.{key}", "missing (required)")
     try:
         return cls(**params)
-    except (TypeError, ValueError) as exc:  # "Decaying: a0 ..." -> "<name>.a0: ..."
-        text = str(exc).split(": ", 1)[-1]
-        key = next((k for k in fields if text.startswith(k)), None)
-        raise type(exc)(f"{name}.{key}: {text}" if key else f"{name}: {exc}") from None
+    except ParameterError as exc:  # "Decaying: a0: ..." -> "<name>.a0: ..."
+        raise type(exc)(f"{name}.{exc.param}", exc.reason) from None
 
 
 def _is_number(v):

@@ -17,7 +17,8 @@ reaches the clients differs. Per round ``t`` it
    the exchange, ``"prepare: "`` or ``"finalize: "``, outside the main one), the count to the
    column ``n_rejected``, and the round goes on with the others (a round without an accepted
    upload keeps the server state; a client left out keeps its persistent state);
-4. records the round's row: accounting, metrics, the algorithm's ``history_row``.
+4. records the round's row: accounting, metrics, the columns of the algorithm's ``ledger``
+   (the run-level budget ``for_run`` fixed: PriRFed's privacy spent).
 
 Transports: :class:`InProcess` (the clients' hooks in this process, batched over all
 addressed clients -- the fast path -- or one client at a time, timed and screened) and
@@ -41,6 +42,7 @@ import numpy as np
 
 from .._typing import FloatArray
 from ..algorithms.base import FederatedAlgorithm
+from ..errors import ParameterError
 from .arrival import check_upload, kinds_of
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
                       ServerContext, stream)
@@ -96,15 +98,16 @@ def message_size(msg):
 
 
 def specialize(problem, algorithm, participation, rounds, resumed=False):
-    """The algorithm as a run uses it: ``for_participation``, ``validate``, then ``for_run``
-    (``for_resume`` for a resumed run, whose algorithm is already specialized).
+    """The algorithm as a run uses it: ``validate``, then ``for_run`` (which returns an
+    algorithm already fixed for this run as it is: built once, checked once). An error about
+    one of its arguments names the algorithm (``ParameterError.owner``).
 
     Parameters
     ----------
     problem : Problem
         The problem (the server's view of it in a deployment).
     algorithm : FederatedAlgorithm
-        As the user gave it.
+        As the user gave it, or as an earlier ``specialize`` returned it.
     participation : Participation
         The run's participation model (validated).
     rounds : int
@@ -119,12 +122,11 @@ def specialize(problem, algorithm, participation, rounds, resumed=False):
     if not isinstance(algorithm, FederatedAlgorithm):
         raise TypeError(f"algorithm: expected a federated algorithm (e.g. RFedAvg(...)), "
                         f"got {type(algorithm).__name__}")
-    if not resumed:
-        algorithm = algorithm.for_participation(participation, int(problem.n_clients))
-    algorithm.validate(problem)
-    if resumed:
-        return algorithm.for_resume(problem, participation, rounds)
-    return algorithm.for_run(problem, participation, rounds)
+    try:
+        algorithm.validate(problem)
+        return algorithm.for_run(problem, participation, rounds, resumed=resumed)
+    except ParameterError as exc:
+        raise (exc if exc.owner else exc.within(algorithm.name)) from None
 
 
 def initial_point(M, x0, seed):
@@ -550,10 +552,11 @@ class RoundDriver:
         return np.array([i for i, _ in good], dtype=np.int64), stacked
 
     def _extra_row(self, t):
-        """Row ``t``'s metrics (when due) and the algorithm's columns."""
+        """Row ``t``'s metrics (when due) and the columns of the algorithm's ledger."""
         row = {}
         if self.measure is not None and (t % self.metrics_every == 0 or t == self.rounds):
             w0 = time.perf_counter()
             row = self.measure(self.algorithm.point(self.problem, self.state))
             row["wall_metrics"] = time.perf_counter() - w0
-        return {**row, **self.algorithm.history_row(self.problem, self.state, t)}
+        ledger = self.algorithm.ledger
+        return row if ledger is None else {**row, **ledger.row(t)}

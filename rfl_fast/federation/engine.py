@@ -10,10 +10,11 @@ the problem's metrics at the server's model and can checkpoint and resume bit-id
 Rounds where nobody takes part (``Bernoulli`` participation) keep the server state unchanged;
 their row records the broadcast that went unanswered and ``n_participants = 0``.
 
-The algorithm's optional hooks are methods of
-:class:`~rfl_fast.algorithms.base.FederatedAlgorithm` with defaults: ``for_participation``,
-``for_run`` / ``for_resume`` (specialize the algorithm for the run), ``prepare_recipients``
-(who the prepare exchange reaches) and ``history_row`` (extra history columns).
+The algorithm's optional parts are members of
+:class:`~rfl_fast.algorithms.base.FederatedAlgorithm` with defaults: ``for_run`` (fix the
+algorithm for the run, or continue a resumed one), ``ledger`` (the run-level budget whose
+``row(t)`` extends every history row: PriRFed's privacy ledger) and ``prepare_recipients``
+(who the prepare exchange reaches).
 """
 
 import os

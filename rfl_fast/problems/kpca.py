@@ -5,6 +5,7 @@ import numpy as np
 
 from .._typing import ArrayLike, ClientSamples, FloatArray, Self, Weighting
 from .._validation import check_choice, check_int
+from ..errors import InvalidParameterError
 from ..manifolds import Grassmann, Stiefel
 from ._numerics import principal_angles
 from ._quadratic import QuadraticProblem
@@ -22,7 +23,8 @@ def _manifold(name, d, r):
 def _check_r(r, d):
     r = check_int(r, "r")
     if not 1 <= r <= d:
-        raise ValueError(f"r: expected 1 <= r <= d = {d} (the data dimension), got r = {r}")
+        raise InvalidParameterError("r", expected=f"1 <= r <= d = {d} (the data dimension)",
+                                    got=f"r = {r}")
     return r
 
 
