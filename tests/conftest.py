@@ -1,3 +1,9 @@
+import os
+
+# auto follows the shipped policy in the tests, never a policy ``rfl-fast tune`` left in this
+# machine's cache (tests/test_policy.py plants its own)
+os.environ.setdefault("RFL_FAST_POLICY", "shipped")
+
 import numpy as np
 import pytest
 
