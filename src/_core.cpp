@@ -103,7 +103,7 @@ RFL_CLONES bool all_finite(const double* a, std::size_t n) {
 template <int CORE, bool SCALAR_OUT>
 py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
                           bool (*core_ok)(const py::ssize_t*), BlasWork blas_work,
-                          Parallel parallel, std::size_t min_bytes) {
+                          Parallel parallel, std::size_t min_bytes, Grouping group) {
     namespace pd = py::detail;
     static PyObject* const f64 = py::dtype::of<double>().release().ptr();  // the builtin descr
     constexpr int kFlags = pd::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | pd::npy_api::NPY_ARRAY_ALIGNED_;
@@ -151,7 +151,8 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
             if (!all_finite(xa + at, count) || !all_finite(xb + at, count)) return false;
             run(xa + at, xb + at, o, i1 - i0, c);
             return all_finite(o, static_cast<std::size_t>(i1 - i0) * out_item);
-        }, blas_work != nullptr ? blas_work(c) : 0, parallel, min_bytes);
+        }, blas_work != nullptr ? blas_work(c) : 0, parallel, min_bytes,
+           group != nullptr ? group(c) : 8);
     }
     return good ? py::object(std::move(out)) : py::object(py::none());
 }
@@ -161,15 +162,15 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
 template <int CORE, bool SCALAR_OUT>
 void def_checked(py::module_& m, const char* kernel, Run2 run,
                  bool (*core_ok)(const py::ssize_t*), BlasWork blas_work,
-                 std::size_t min_bytes) {
+                 std::size_t min_bytes, Grouping group) {
     const std::string name = kernel;
     m.def((name + "_checked").c_str(),
-          [run, core_ok, blas_work, min_bytes, name](py::handle a, py::handle b,
-                                                         py::handle core,
-                                                         const std::string& parallel) {
+          [run, core_ok, blas_work, min_bytes, group, name](py::handle a, py::handle b,
+                                                                py::handle core,
+                                                                const std::string& parallel) {
               return checked_binary<CORE, SCALAR_OUT>(a, b, core, run, core_ok, blas_work,
                                                       parallel_arg(parallel, name.c_str()),
-                                                      min_bytes);
+                                                      min_bytes, group);
           },
           py::arg("a"), py::arg("b"), py::arg("core"), py::arg("parallel") = "auto",
           (std::string("Fast lane of ") + kernel +
@@ -178,11 +179,11 @@ void def_checked(py::module_& m, const char* kernel, Run2 run,
 }
 
 template void def_checked<1, false>(py::module_&, const char*, Run2,
-                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t);
+                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t, Grouping);
 template void def_checked<2, false>(py::module_&, const char*, Run2,
-                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t);
+                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t, Grouping);
 template void def_checked<2, true>(py::module_&, const char*, Run2,
-                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t);
+                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t, Grouping);
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = R"pbdoc(

@@ -166,20 +166,21 @@ inline Parallel parallel_arg(const std::string& value, const char* kernel) {
 // Parallel): two loop threads each driving BLAS's threads on the same cores took 1.7-2x as long
 // (stiefel_inv_retr_polar (16, 784, 128), (200, 784, 32)), so the loop's threads run only with
 // BLAS held to one thread. `min_bytes`: the least input per thread
-// (rfl::batch::kMinBytesPerThread unless the items are costly).
+// (rfl::batch::kMinBytesPerThread unless the items are costly); `group`: items per lockstep
+// group (rfl::batch::chunk_items; 1 where items are computed one by one).
 template <class Body>
 bool for_chunks(py::ssize_t N, std::size_t item_bytes, std::size_t inputs, Body&& body,
                 std::size_t blas_work = 0, Parallel parallel = Parallel::automatic,
-                std::size_t min_bytes = rfl::batch::kMinBytesPerThread) {
+                std::size_t min_bytes = rfl::batch::kMinBytesPerThread, py::ssize_t group = 8) {
     const int threads = g_threads.load();
     if (blas_work == 0)
-        return rfl::batch::for_chunks(N, item_bytes, inputs, threads, body, min_bytes);
+        return rfl::batch::for_chunks(N, item_bytes, inputs, threads, body, min_bytes, group);
     const bool items = parallel == Parallel::items ||
                        (parallel == Parallel::automatic && blas_work < kItemsMaxWork);
     if (!items || !rfl::blas::can_hold_threads())
-        return rfl::batch::for_chunks(N, item_bytes, inputs, 1, body, min_bytes);
+        return rfl::batch::for_chunks(N, item_bytes, inputs, 1, body, min_bytes, group);
     const rfl::blas::OneThread one_blas_thread;
-    return rfl::batch::for_chunks(N, item_bytes, inputs, threads, body, min_bytes);
+    return rfl::batch::for_chunks(N, item_bytes, inputs, threads, body, min_bytes, group);
 }
 
 // A batch loop on raw pointers: N items of core shape `core` from a and b into o.
@@ -189,12 +190,16 @@ using Run2 = void (*)(const double*, const double*, double*, py::ssize_t, const 
 inline void run2_chunked(Run2 run, const double* a, const double* b, double* o, py::ssize_t N,
                          const py::ssize_t* core, std::size_t item, std::size_t out_item,
                          std::size_t blas_work = 0, Parallel parallel = Parallel::automatic,
-                         std::size_t min_bytes = rfl::batch::kMinBytesPerThread) {
+                         std::size_t min_bytes = rfl::batch::kMinBytesPerThread,
+                         py::ssize_t group = 8) {
     for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
         run(a + i0 * item, b + i0 * item, o + i0 * out_item, i1 - i0, core);
         return true;
-    }, blas_work, parallel, min_bytes);
+    }, blas_work, parallel, min_bytes, group);
 }
+
+// Items per lockstep group of a kernel's items of core shape `core` (for_chunks); nullptr: 8.
+using Grouping = py::ssize_t (*)(const py::ssize_t*);
 
 // The multiply-adds of one BLAS call of an item of core shape `core` when BLAS threads such
 // calls (see for_chunks), else 0; nullptr: never.
@@ -207,7 +212,8 @@ using BlasWork = std::size_t (*)(const py::ssize_t*);
 template <int CORE, bool SCALAR_OUT>
 void def_checked(py::module_& m, const char* kernel, Run2 run,
                  bool (*core_ok)(const py::ssize_t*), BlasWork blas_work = nullptr,
-                 std::size_t min_bytes = rfl::batch::kMinBytesPerThread);
+                 std::size_t min_bytes = rfl::batch::kMinBytesPerThread,
+                 Grouping group = nullptr);
 
 // Each family's kernels and their fast lanes, defined in the file of the same name.
 void register_stiefel_polar(py::module_& m);

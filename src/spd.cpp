@@ -133,7 +133,7 @@ Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname
         const std::size_t item = static_cast<std::size_t>(n) * n;
         const py::ssize_t core[1] = {n};
         run2_chunked(spd_run<F>, px, pb, po, N, core, item, item, exp_log_on_blas(core), par,
-                     kMinBytesPerThread);
+                     kMinBytesPerThread, 1);
     }
     return out;
 }
@@ -155,12 +155,15 @@ Arr spd_dist(const Arr& x, const Arr& y, const std::string& parallel) {
         py::gil_scoped_release release;
         const py::ssize_t core[1] = {n};
         run2_chunked(spd_dist_run, px, py_, po, N, core, static_cast<std::size_t>(n) * n, 1,
-                     eig_on_blas(core), par, kMinBytesPerThread);
+                     eig_on_blas(core), par, kMinBytesPerThread, 1);
     }
     return out;
 }
 
 bool square_core(const py::ssize_t* c) { return c[0] == c[1]; }
+
+// spd_exp, spd_log, spd_dist take their items one at a time (no lockstep group)
+py::ssize_t one_at_a_time(const py::ssize_t*) { return 1; }
 
 }  // namespace
 
@@ -202,9 +205,9 @@ Computed through the Cholesky factor of x; NaN where x or y is not positive defi
 
     // fast lanes (see checked_binary in _core.cpp)
     def_checked<2, false>(m, "spd_exp", spd_run<rfl::spd::spd_exp>, square_core, exp_log_on_blas,
-                          kMinBytesPerThread);
+                          kMinBytesPerThread, one_at_a_time);
     def_checked<2, false>(m, "spd_log", spd_run<rfl::spd::spd_log>, square_core, exp_log_on_blas,
-                          kMinBytesPerThread);
+                          kMinBytesPerThread, one_at_a_time);
     def_checked<2, true>(m, "spd_dist", spd_dist_run, square_core, eig_on_blas,
-                         kMinBytesPerThread);
+                         kMinBytesPerThread, one_at_a_time);
 }

@@ -75,6 +75,13 @@ inline std::size_t stiefel_blas_work(const py::ssize_t* c) {
     return rfl::stiefel::blas_threaded(n, p) ? static_cast<std::size_t>(n) * p * p : 0;
 }
 
+// items per lockstep group: the polar kernels take p = 5 in groups of 8 (rfl/stiefel.hpp), the
+// others one item at a time (so a batch of large items splits into one-item chunks)
+template <StOp OP>
+py::ssize_t stiefel_group(const py::ssize_t* c) {
+    return (OP == StOp::retr_polar || OP == StOp::polar) && c[1] == 5 ? 8 : 1;
+}
+
 template <StOp OP>
 Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname,
                    const std::string& parallel) {
@@ -94,7 +101,8 @@ Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* b
         const std::size_t item = static_cast<std::size_t>(n) * p;
         const py::ssize_t core[2] = {n, p};
         run2_chunked(stiefel_run<OP>, px, pb, po, N, core, item, item,
-                     stiefel_blas_work(core), par);
+                     stiefel_blas_work(core), par, rfl::batch::kMinBytesPerThread,
+                     stiefel_group<OP>(core));
     }
     return out;
 }

@@ -23,7 +23,8 @@ Arr polar(const Arr& a, const std::string& parallel) {
             const double* ai = pa + i0 * item;
             stiefel_loop<StOp::polar>(ai, ai, po + i0 * item, i1 - i0, n, p);
             return true;
-        }, stiefel_blas_work(core), par);
+        }, stiefel_blas_work(core), par, rfl::batch::kMinBytesPerThread,
+           stiefel_group<StOp::polar>(core));
     }
     return out;
 }
@@ -61,7 +62,9 @@ solution.)pbdoc");
 NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");
 
     def_checked<2, false>(m, "stiefel_retr_polar", stiefel_run<StOp::retr_polar>, stiefel_core,
-                          stiefel_blas_work);
+                          stiefel_blas_work, rfl::batch::kMinBytesPerThread,
+                          stiefel_group<StOp::retr_polar>);
     def_checked<2, false>(m, "stiefel_inv_retr_polar", stiefel_run<StOp::inv_retr_polar>,
-                          stiefel_core, stiefel_blas_work);
+                          stiefel_core, stiefel_blas_work, rfl::batch::kMinBytesPerThread,
+                          stiefel_group<StOp::inv_retr_polar>);
 }

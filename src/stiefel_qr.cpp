@@ -25,7 +25,9 @@ CholeskyQR2 (Householder QR when (x+u)'(x+u) is not numerically positive definit
 x, y: (N, n, p) -> (N, n, p); NaN where a leading minor of x'y vanishes.)pbdoc");
 
     def_checked<2, false>(m, "stiefel_proj", stiefel_run<StOp::proj>, stiefel_core,
-                          stiefel_blas_work);
+                          stiefel_blas_work, rfl::batch::kMinBytesPerThread,
+                          stiefel_group<StOp::proj>);
     def_checked<2, false>(m, "stiefel_inv_retr_qr", stiefel_run<StOp::inv_retr_qr>, stiefel_core,
-                          stiefel_blas_work);
+                          stiefel_blas_work, rfl::batch::kMinBytesPerThread,
+                          stiefel_group<StOp::inv_retr_qr>);
 }

@@ -125,47 +125,51 @@ int run_threads(int T, Work&& work) {
     return static_cast<int>(pool.size()) + 1;
 }
 
-// Items per chunk for items of `item_bytes` bytes: about kChunkBytes per input, a whole number
-// of groups of 8 items (the lockstep group of the Stiefel and SPD kernels) when an item is
-// smaller than kChunkBytes / 8, else whole items. A function of the data alone.
-inline std::ptrdiff_t chunk_items(std::size_t item_bytes) {
-    const std::size_t per = std::max<std::size_t>(1, kChunkBytes / std::max<std::size_t>(1, item_bytes));
-    return static_cast<std::ptrdiff_t>(per >= 8 ? per / 8 * 8 : per);
+// Items per chunk for items of `item_bytes` bytes: about kChunkBytes per input, in whole groups
+// of `group` items (8: the lockstep group of the Stiefel p = 5 polar kernels and the SPD lanes,
+// which compute a partial group at the cost of a full one; 1 for items computed one by one). A
+// function of the data alone.
+inline std::ptrdiff_t chunk_items(std::size_t item_bytes, std::ptrdiff_t group = 8) {
+    const std::ptrdiff_t g = std::max<std::ptrdiff_t>(1, group);
+    const std::ptrdiff_t per = static_cast<std::ptrdiff_t>(
+        kChunkBytes / std::max<std::size_t>(1, item_bytes));
+    return std::max(g, per / g * g);
 }
 
-// Chunks of a batch of N items: N / chunk_items(item_bytes), at least one; the last one also
-// takes the remainder, so no chunk but a batch of one item holds a lone item (the lockstep
-// kernels take another route for one item alone).
-inline std::ptrdiff_t chunk_count(std::ptrdiff_t N, std::size_t item_bytes) {
-    return std::max<std::ptrdiff_t>(1, N / chunk_items(item_bytes));
+// Chunks of a batch of N items: N / chunk_items(...), at least one; the last one also takes the
+// remainder, so no chunk but a batch of one item holds a lone item (the lockstep kernels take
+// another route for one item alone).
+inline std::ptrdiff_t chunk_count(std::ptrdiff_t N, std::size_t item_bytes,
+                                  std::ptrdiff_t group = 8) {
+    return std::max<std::ptrdiff_t>(1, N / chunk_items(item_bytes, group));
 }
 
 // Threads for_chunks starts for N items: at most `threads`, one per chunk, and one per
 // `min_bytes` of input.
 inline int chunk_threads(std::ptrdiff_t N, std::size_t item_bytes, std::size_t inputs, int threads,
-                         std::size_t min_bytes = kMinBytesPerThread) {
+                         std::size_t min_bytes = kMinBytesPerThread, std::ptrdiff_t group = 8) {
     using idx = std::ptrdiff_t;
-    const idx chunks = chunk_count(N, item_bytes);
+    const idx chunks = chunk_count(N, item_bytes, group);
     const std::size_t bytes = static_cast<std::size_t>(N) * item_bytes * inputs;
     return static_cast<int>(std::max<idx>(1, std::min<idx>({static_cast<idx>(threads), chunks,
                                                             static_cast<idx>(bytes / std::max<std::size_t>(1, min_bytes))})));
 }
 
-// Runs body(i0, i1) over the batch [0, N) in chunk_count(...) chunks of chunk_items(item_bytes)
-// items (the last with the remainder). The chunks are fixed by the data, not by the thread
+// Runs body(i0, i1) over the batch [0, N) in chunk_count(...) chunks of chunk_items(item_bytes,
+// group) items (the last with the remainder). The chunks are fixed by the data, not by the thread
 // count, so results never depend on it; up to chunk_threads(...) threads claim them in turn
 // (run_threads: a thread the system refuses is not started). body returns false to stop: the
 // chunks not yet started are skipped and the result is false. An exception in body
 // (std::bad_alloc) is rethrown here after every thread joined.
 template <class Body>
 bool for_chunks(std::ptrdiff_t N, std::size_t item_bytes, std::size_t inputs, int threads,
-                Body&& body, std::size_t min_bytes = kMinBytesPerThread) {
+                Body&& body, std::size_t min_bytes = kMinBytesPerThread, std::ptrdiff_t group = 8) {
     using idx = std::ptrdiff_t;
     if (N <= 0) return true;
-    const idx grain = chunk_items(item_bytes);
-    const idx chunks = chunk_count(N, item_bytes);
+    const idx grain = chunk_items(item_bytes, group);
+    const idx chunks = chunk_count(N, item_bytes, group);
     auto end = [&](idx c) { return c + 1 == chunks ? N : (c + 1) * grain; };
-    const int T = chunk_threads(N, item_bytes, inputs, threads, min_bytes);
+    const int T = chunk_threads(N, item_bytes, inputs, threads, min_bytes, group);
     if (T == 1) {
         for (idx c = 0; c < chunks; ++c)
             if (!body(c * grain, end(c))) return false;
@@ -198,7 +202,7 @@ void run2(const double* a, const double* b, double* out, std::ptrdiff_t N, std::
         for (std::ptrdiff_t i = i0; i < i1; ++i)
             f(a + i * item, b + i * item, out + i * out_item, scratch.get());
         return true;
-    });
+    }, kMinBytesPerThread, 1);  // one item at a time: no lockstep group
 }
 
 }  // namespace detail
