@@ -68,7 +68,7 @@ def test_a_planted_policy_changes_autos_choice_and_show_config_says_so(cache):
     assert shipped_first() == order[0] != before
     assert shipped_first(shape=(17,) + SHAPE[1:]) == order[0]  # nearest to the planted point
     notes = kernels.policy_notes()
-    assert notes[1].startswith(f"per-machine policy: {path}: measured 2026-11-25")
+    assert notes[1].startswith(f"per-machine policy {path}: measured 2026-11-25")
     out = io.StringIO()
     rf.show_config(file=out)
     assert path in out.getvalue()

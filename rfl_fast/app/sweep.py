@@ -65,15 +65,20 @@ def _first_call(fn, args):
     return time.perf_counter() - t0, out
 
 
-def time_point(name, point, backends, repeats, fns=None, warmup_s=None):
+def backend_fns(name, point, backends):
+    """``{backend: raw kernel}`` of ``backends`` declared fit for ``point``
+    (``registry.handles``)."""
+    return {b: kernels.resolve(name, b)[1] for b in backends
+            if handles(name, b, _size(name, point))}
+
+
+def time_point(name, point, backends, repeats, fns=None):
     """``{"kernel", "point", "times": {backend: s}, "agree": {backend: bool}}`` at one point;
     backends not declared fit for the shape (``registry.handles``) are not timed. ``fns``:
-    ``{key: kernel function}`` to time instead of the backends' own (keys as backends; one is
-    ``"numpy"``, the reference); ``warmup_s``: see ``block_medians``."""
+    ``{backend: kernel function}`` to time instead of ``backend_fns`` (``"numpy"``, the
+    reference, among them)."""
     args = _inputs(name, point)
-    if fns is None:
-        backends = [b for b in backends if handles(name, b, _size(name, point))]
-        fns = {b: kernels.resolve(name, b)[1] for b in backends}
+    fns = backend_fns(name, point, backends) if fns is None else fns
     backends = list(fns)
     first, outs = {}, {}
     for b, fn in fns.items():
@@ -83,8 +88,7 @@ def time_point(name, point, backends, repeats, fns=None, warmup_s=None):
     given_up = {b for b in backends if first[b] > cap}
     calls = {b: (fns[b], args) for b in backends if b not in given_up}
     slow = tuple(b for b in calls if first[b] > 0.05)  # one call per block, fewer repeats
-    times = block_medians(calls, repeats, once=slow, timed={b: [first[b]] for b in slow},
-                          **({} if warmup_s is None else {"warmup_s": warmup_s}))
+    times = block_medians(calls, repeats, once=slow, timed={b: [first[b]] for b in slow})
     times.update({b: first[b] for b in given_up})
     return {"kernel": name, "point": list(point), "times": times, "given_up": sorted(given_up),
             "agree": {b: agree(outs[b], want) for b in backends}}

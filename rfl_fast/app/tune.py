@@ -118,9 +118,9 @@ def tune(points, budget_s=None, repeats=3, rounds=2, out=print, verbose=False):
         t_point = time.perf_counter()
         mode, ratio = _best_mode(name, point, repeats)
         fns = None
-        if mode is not None:
-            fns = {b: kernels.resolve(name, b)[1] for b in backends}
-            fns["cpp"] = _mode_fns(name, point)[mode]
+        if mode is not None:  # the C++ route timed in its faster mode
+            fns = {**sweep.backend_fns(name, point, backends),
+                   "cpp": _mode_fns(name, point)[mode]}
         row = sweep.time_rounds(name, point, backends, repeats, rounds, fns=fns)
         row["parallel"] = mode
         rows.append(row)

@@ -229,7 +229,8 @@ def _policy_table():
         logs = {k: tuple((tuple(map(math.log, e.at)), e) for e in v) for k, v in entries.items()}
         modes = {k: tuple((tuple(map(math.log, core)), m)
                           for core, m in _policy.modes(v).items()) for k, v in entries.items()}
-        notes = [f"shipped policy: {base.describe()}", note]
+        notes = [f"shipped policy (rfl_fast/kernels/{_policy.SHIPPED}): {base.describe()}",
+                 note]
         _table = (threads, logs, notes, {k: v for k, v in modes.items() if v})
     return _table
 

@@ -120,14 +120,13 @@ class Policy:
             + order[ref + 1:]
 
     def describe(self):
-        """One line: where the policy comes from and what it was measured on."""
+        """One line: what the policy was measured on, and how auto takes it."""
         p = self.provenance
         m = p["machine"]
         blas = "; ".join(m["blas"]) or "no BLAS found"
         what = "portable" if self.portable else "as measured"
-        return (f"{self.source}: measured {p['date']} on {m['cpu']} ({m['cores']} cores, "
-                f"{p['threads']} C++ threads, BLAS {blas}, rfl_fast {m['package']}), "
-                f"{self.points} points, {what}")
+        return (f"measured {p['date']} on {m['cpu']} ({m['cores']} cores, {p['threads']} C++ "
+                f"threads, BLAS {blas}, rfl_fast {m['package']}), {self.points} points, {what}")
 
 
 # ---------------------------------------------------------------- strict parsing
@@ -420,7 +419,7 @@ def load_tuned(threads):
                               f"{threads} in force")
     if policy.portable:
         return _ignored(path, "a portable (shipped-style) policy, not a per-machine one")
-    return policy, f"per-machine policy: {policy.describe()}"
+    return policy, f"per-machine policy {path}: {policy.describe()}"
 
 
 _told = set()
