@@ -4,7 +4,9 @@ Kernel contract (all backends): every array argument is C-contiguous float64 wit
 batch axis ``N`` followed by the core shape listed in ``KERNELS``; the result has the same
 leading axis. Kernels never validate: ``call`` (and the public API above it) does. An item for
 which a kernel has no answer (e.g. the log of a matrix that is not positive definite) comes back
-as NaN; the public function turns that into an error naming the argument.
+as NaN; the public function turns that into an error naming the argument. The C++ kernels with a
+BLAS route also take ``parallel=`` (``"auto"``, ``"items"``, ``"blas"``: how a batch whose items
+call BLAS uses the threads; :func:`batch_modes`), which auto's policy may fix per shape.
 """
 
 import math

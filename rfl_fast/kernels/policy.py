@@ -44,12 +44,12 @@ import hashlib
 import importlib
 import json
 import logging
-import math
 import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
 
+from .._validation import check_float, check_int
 from .registry import REGISTRY
 
 __all__ = ["FORMAT", "VERSION", "ENV", "PolicyError", "Point", "Policy", "parse", "dumps",
@@ -148,16 +148,19 @@ def _dict(value, where, required, optional=()):
 
 
 def _int(value, where, lo, hi):
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        _fail(where, f"expected an integer in [{lo}, {hi}], got {value!r:.60}")
-    return value
+    """_validation.check_int, raising PolicyError."""
+    try:
+        return check_int(value, where, min_value=lo, max_value=hi)
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(str(exc)[:200]) from None
 
 
 def _float(value, where, lo, hi):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and lo <= value <= hi):
-        _fail(where, f"expected a number in [{lo}, {hi}], got {value!r:.60}")
-    return float(value)
+    """_validation.check_float, raising PolicyError."""
+    try:
+        return check_float(value, where, low=lo, high=hi)
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(str(exc)[:200]) from None
 
 
 def _str(value, where, longest):
