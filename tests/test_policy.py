@@ -288,3 +288,14 @@ def test_a_batch_mode_in_the_policy_reaches_the_cpp_call_by_core_shape(cache):
     if modes is not None:
         np.testing.assert_allclose(modes["items"](x, u), modes["blas"](x, u), rtol=0,
                                    atol=1e-13)
+
+
+def test_without_a_tuned_file_the_machine_key_is_not_even_computed(cache, monkeypatch):
+    """The first auto call of a process reads the cache folder's names only, when it holds no
+    policy for the thread count in force (the key asks threadpoolctl for the BLAS libraries)."""
+    def refuse():
+        raise AssertionError("machine_key computed")
+
+    monkeypatch.setattr(policy, "machine_key", refuse)
+    tuned, note = policy.load_tuned(rf.get_threads())
+    assert tuned is None and "none for" in note and str(cache) in note

@@ -40,6 +40,7 @@ measurement.
 """
 
 import datetime
+import glob
 import hashlib
 import importlib
 import json
@@ -395,12 +396,18 @@ def load_tuned(threads):
     choice = os.environ.get(ENV, "").strip()
     if choice == "shipped":
         return None, f"per-machine policy: not read ({ENV}=shipped)"
+    if not choice and not glob.glob(os.path.join(glob.escape(cache_dir()),
+                                                 f"auto-policy-*-t{threads}.json")):
+        # no file for this thread count: the machine key (BLAS libraries) is not even asked
+        return None, (f"per-machine policy: none for {threads} C++ threads in {cache_dir()} "
+                      f"(rfl-fast tune writes one)")
     key = machine_key()
     path = choice or tuned_path(threads, key)
     if not os.path.isfile(path):
         if choice:
             return _ignored(path, "no such file")
-        return None, f"per-machine policy: none for {threads} C++ threads (rfl-fast tune writes {path})"
+        return None, f"per-machine policy: none for this machine and {threads} C++ threads " \
+                     f"(rfl-fast tune writes {path})"
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
