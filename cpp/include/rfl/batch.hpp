@@ -36,10 +36,11 @@
 namespace rfl {
 namespace batch {
 
-// Input bytes per argument in one chunk of a batch: three arrays' chunks stay in L2, and a
-// batch of a few MB has tens of chunks for the threads to balance (a thread that starts late
-// or shares its core takes fewer).
-constexpr std::size_t kChunkBytes = 64 * 1024;
+// Input bytes per argument in one chunk of a batch (three arrays' chunks stay in a 1 MB L2):
+// long enough runs for the memory-bound kernels' streams. Kernels whose items are costly (a
+// smaller least input per thread, below) take chunks of twice that least input, so that a
+// batch of a few MB still has tens of chunks to balance over the threads.
+constexpr std::size_t kChunkBytes = 256 * 1024;
 // The least input a thread must get before one more is started (a thread costs ~20-40 us to
 // start and join): about 100 us of work for the memory-bound kernels. Compute-bound ones (the
 // SPD kernels of small n: ~4 us per 648-byte item at n = 9) pass less (for_chunks' last
@@ -125,14 +126,16 @@ int run_threads(int T, Work&& work) {
     return static_cast<int>(pool.size()) + 1;
 }
 
-// Items per chunk for items of `item_bytes` bytes: about kChunkBytes per input, in whole groups
-// of `group` items (8: the lockstep group of the Stiefel p = 5 polar kernels and the SPD lanes,
-// which compute a partial group at the cost of a full one; 1 for items computed one by one). A
-// function of the data alone.
-inline std::ptrdiff_t chunk_items(std::size_t item_bytes, std::ptrdiff_t group = 8) {
+// Items per chunk for items of `item_bytes` bytes: about min(kChunkBytes, 2 min_bytes) per
+// input, in whole groups of `group` items (8: the lockstep group of the Stiefel p = 5 polar
+// kernels and the SPD lanes, which compute a partial group at the cost of a full one; 1 for
+// items computed one by one). A function of the data alone.
+inline std::ptrdiff_t chunk_items(std::size_t item_bytes, std::ptrdiff_t group = 8,
+                                  std::size_t min_bytes = kMinBytesPerThread) {
     const std::ptrdiff_t g = std::max<std::ptrdiff_t>(1, group);
+    const std::size_t bytes = std::min(kChunkBytes, 2 * min_bytes);
     const std::ptrdiff_t per = static_cast<std::ptrdiff_t>(
-        kChunkBytes / std::max<std::size_t>(1, item_bytes));
+        bytes / std::max<std::size_t>(1, item_bytes));
     return std::max(g, per / g * g);
 }
 
@@ -140,8 +143,9 @@ inline std::ptrdiff_t chunk_items(std::size_t item_bytes, std::ptrdiff_t group =
 // remainder, so no chunk but a batch of one item holds a lone item (the lockstep kernels take
 // another route for one item alone).
 inline std::ptrdiff_t chunk_count(std::ptrdiff_t N, std::size_t item_bytes,
-                                  std::ptrdiff_t group = 8) {
-    return std::max<std::ptrdiff_t>(1, N / chunk_items(item_bytes, group));
+                                  std::ptrdiff_t group = 8,
+                                  std::size_t min_bytes = kMinBytesPerThread) {
+    return std::max<std::ptrdiff_t>(1, N / chunk_items(item_bytes, group, min_bytes));
 }
 
 // Threads for_chunks starts for N items: at most `threads`, one per chunk, and one per
@@ -149,14 +153,14 @@ inline std::ptrdiff_t chunk_count(std::ptrdiff_t N, std::size_t item_bytes,
 inline int chunk_threads(std::ptrdiff_t N, std::size_t item_bytes, std::size_t inputs, int threads,
                          std::size_t min_bytes = kMinBytesPerThread, std::ptrdiff_t group = 8) {
     using idx = std::ptrdiff_t;
-    const idx chunks = chunk_count(N, item_bytes, group);
+    const idx chunks = chunk_count(N, item_bytes, group, min_bytes);
     const std::size_t bytes = static_cast<std::size_t>(N) * item_bytes * inputs;
     return static_cast<int>(std::max<idx>(1, std::min<idx>({static_cast<idx>(threads), chunks,
                                                             static_cast<idx>(bytes / std::max<std::size_t>(1, min_bytes))})));
 }
 
-// Runs body(i0, i1) over the batch [0, N) in chunk_count(...) chunks of chunk_items(item_bytes,
-// group) items (the last with the remainder). The chunks are fixed by the data, not by the thread
+// Runs body(i0, i1) over the batch [0, N) in chunk_count(...) chunks of chunk_items(...) items
+// (the last with the remainder). The chunks are fixed by the data, not by the thread
 // count, so results never depend on it; up to chunk_threads(...) threads claim them in turn
 // (run_threads: a thread the system refuses is not started). body returns false to stop: the
 // chunks not yet started are skipped and the result is false. An exception in body
@@ -166,8 +170,8 @@ bool for_chunks(std::ptrdiff_t N, std::size_t item_bytes, std::size_t inputs, in
                 Body&& body, std::size_t min_bytes = kMinBytesPerThread, std::ptrdiff_t group = 8) {
     using idx = std::ptrdiff_t;
     if (N <= 0) return true;
-    const idx grain = chunk_items(item_bytes, group);
-    const idx chunks = chunk_count(N, item_bytes, group);
+    const idx grain = chunk_items(item_bytes, group, min_bytes);
+    const idx chunks = chunk_count(N, item_bytes, group, min_bytes);
     auto end = [&](idx c) { return c + 1 == chunks ? N : (c + 1) * grain; };
     const int T = chunk_threads(N, item_bytes, inputs, threads, min_bytes, group);
     if (T == 1) {
