@@ -47,3 +47,19 @@ def backend(request):
     """Run the test under every importable backend ("cpp", "numba", "numpy")."""
     with rf.backend(request.param):
         yield request.param
+
+
+@pytest.fixture
+def policy_cache(tmp_path, monkeypatch):
+    """An empty cache folder for auto's per-machine policy in this test (``rfl-fast tune``
+    writes there), the environment leaving the choice to it; the policy is read again before
+    and after."""
+    from rfl_fast import kernels
+    from rfl_fast.kernels import policy
+
+    monkeypatch.delenv(policy.ENV, raising=False)
+    monkeypatch.setattr(policy, "cache_dir", lambda: str(tmp_path))
+    kernels.reload_policy()
+    yield tmp_path
+    monkeypatch.undo()
+    kernels.reload_policy()

@@ -20,18 +20,6 @@ from rfl_fast.kernels.testing import kernel_inputs
 NAME, SHAPE = "stiefel_retr_polar", (16, 784, 5)
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """An empty cache folder for this test, the environment leaving the choice to it; auto's
-    policy is read again before and after."""
-    monkeypatch.delenv(policy.ENV, raising=False)
-    monkeypatch.setattr(policy, "cache_dir", lambda: str(tmp_path))
-    kernels.reload_policy()
-    yield tmp_path
-    monkeypatch.undo()
-    kernels.reload_policy()
-
-
 def shipped_first(name=NAME, shape=SHAPE):
     return kernels.resolve(name, "auto", shape)[0]
 
@@ -61,7 +49,7 @@ def plant(data, threads=None):
     return path
 
 
-def test_a_planted_policy_changes_autos_choice_and_show_config_says_so(cache):
+def test_a_planted_policy_changes_autos_choice_and_show_config_says_so(policy_cache):
     before = shipped_first()
     order = other_first()
     path = plant(tuned(order))
@@ -79,7 +67,7 @@ def test_a_planted_policy_changes_autos_choice_and_show_config_says_so(cache):
         e.at: e.order for e in policy.effective()["sphere_exp"]}
 
 
-def test_the_environment_can_name_a_policy_file_or_refuse_the_cache(cache, monkeypatch,
+def test_the_environment_can_name_a_policy_file_or_refuse_the_cache(policy_cache, monkeypatch,
                                                                     tmp_path):
     order = other_first()
     plant(tuned(order))
@@ -94,7 +82,7 @@ def test_the_environment_can_name_a_policy_file_or_refuse_the_cache(cache, monke
     assert shipped_first() == order[0]
 
 
-def test_a_policy_is_kept_per_thread_count(cache):
+def test_a_policy_is_kept_per_thread_count(policy_cache):
     """auto's choice depends on the threads in force: a file tuned at another thread count is
     not used at this one."""
     before = rf.get_threads()
@@ -171,7 +159,8 @@ def _mutations():
 
 
 @pytest.mark.parametrize("name,mutate,reason", _mutations(), ids=[m[0] for m in _mutations()])
-def test_a_corrupt_policy_file_is_ignored_with_a_message(cache, caplog, name, mutate, reason):
+def test_a_corrupt_policy_file_is_ignored_with_a_message(policy_cache, caplog, name, mutate,
+                                                          reason):
     import re
 
     order = other_first()
@@ -190,8 +179,8 @@ def test_a_corrupt_policy_file_is_ignored_with_a_message(cache, caplog, name, mu
     ("blas", ["mkl 2025.0 skx intel"], "another machine \\(blas"),
     ("package", "0.0.1", "stale: made by rfl_fast 0.0.1"),
 ])
-def test_a_foreign_or_stale_policy_file_is_ignored_with_a_message(cache, caplog, field, value,
-                                                                  reason):
+def test_a_foreign_or_stale_policy_file_is_ignored_with_a_message(policy_cache, caplog, field,
+                                                                  value, reason):
     import re
 
     machine = {**policy.machine_key(), field: value}
@@ -203,7 +192,7 @@ def test_a_foreign_or_stale_policy_file_is_ignored_with_a_message(cache, caplog,
     assert any("ignored" in r.getMessage() for r in caplog.records)
 
 
-def test_a_file_for_the_wrong_thread_count_under_the_right_name_is_ignored(cache):
+def test_a_file_for_the_wrong_thread_count_under_the_right_name_is_ignored(policy_cache):
     threads = rf.get_threads()
     plant(tuned(other_first(), threads=threads + 3), threads=threads)
     assert "measured with" in kernels.policy_notes()[1]
@@ -271,7 +260,7 @@ def test_parse_of_any_bytes_is_a_policy_or_policy_error(raw):
 
 
 @pytest.mark.skipif("cpp" not in rf.available_backends(), reason="C++ extension not built")
-def test_a_batch_mode_in_the_policy_reaches_the_cpp_call_by_core_shape(cache):
+def test_a_batch_mode_in_the_policy_reaches_the_cpp_call_by_core_shape(policy_cache):
     """A point's ``parallel`` is applied to the C++ kernel and its fast lane at the nearest core
     shape, whatever the batch; the two modes give the same results."""
     at = (16, 784, 32)
@@ -290,7 +279,7 @@ def test_a_batch_mode_in_the_policy_reaches_the_cpp_call_by_core_shape(cache):
                                    atol=1e-13)
 
 
-def test_without_a_tuned_file_the_machine_key_is_not_even_computed(cache, monkeypatch):
+def test_without_a_tuned_file_the_machine_key_is_not_even_computed(policy_cache, monkeypatch):
     """The first auto call of a process reads the cache folder's names only, when it holds no
     policy for the thread count in force (the key asks threadpoolctl for the BLAS libraries)."""
     def refuse():
@@ -298,4 +287,4 @@ def test_without_a_tuned_file_the_machine_key_is_not_even_computed(cache, monkey
 
     monkeypatch.setattr(policy, "machine_key", refuse)
     tuned, note = policy.load_tuned(rf.get_threads())
-    assert tuned is None and "none for" in note and str(cache) in note
+    assert tuned is None and "none for" in note and str(policy_cache) in note

@@ -13,16 +13,6 @@ from rfl_fast.app.cli import main
 from rfl_fast.kernels import policy
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.delenv(policy.ENV, raising=False)
-    monkeypatch.setattr(policy, "cache_dir", lambda: str(tmp_path))
-    kernels.reload_policy()
-    yield tmp_path
-    monkeypatch.undo()
-    kernels.reload_policy()
-
-
 def _fake_rows(monkeypatch, first):
     """``sweep.time_rounds`` answering with given times: ``first`` 5x the reference, the others
     at half its speed."""
@@ -36,7 +26,7 @@ def _fake_rows(monkeypatch, first):
     monkeypatch.setattr(tune, "warm_up", lambda names: None)
 
 
-def test_tune_writes_a_policy_that_auto_then_follows(cache, monkeypatch, capsys):
+def test_tune_writes_a_policy_that_auto_then_follows(policy_cache, monkeypatch, capsys):
     name, point = "stiefel_retr_polar", (200, 784, 5)
     shipped = kernels.auto_order(name, point)[0]
     other = next(b for b in rf.available_backends() if b not in (shipped, "numpy"))
@@ -57,22 +47,22 @@ def test_tune_writes_a_policy_that_auto_then_follows(cache, monkeypatch, capsys)
     assert path in kernels.policy_notes()[1]
 
 
-def test_tune_dry_run_writes_nothing(cache, monkeypatch, capsys):
+def test_tune_dry_run_writes_nothing(policy_cache, monkeypatch, capsys):
     _fake_rows(monkeypatch, "cpp")
     monkeypatch.setattr(tune, "quick_points", lambda: [("sphere_exp", (10_000, 784))])
     assert main(["tune", "--dry-run"]) == 0
     assert "nothing written (--dry-run)" in capsys.readouterr().out
-    assert not list(cache.iterdir())
+    assert not list(policy_cache.iterdir())
 
 
-def test_tune_stops_at_its_time_budget(cache, monkeypatch, capsys):
+def test_tune_stops_at_its_time_budget(policy_cache, monkeypatch, capsys):
     _fake_rows(monkeypatch, "cpp")
     assert main(["tune", "--budget-s", "0", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "time budget 0 s spent" in out and "timed 0 points" in out
 
 
-def test_tune_times_a_real_point(cache, capsys):
+def test_tune_times_a_real_point(policy_cache, capsys):
     """One tiny point through the real timing (no time asserted): a valid policy comes out."""
     table, rows = tune.tune([("stiefel_proj", (2, 12, 3))], repeats=1, rounds=1)
     (p,) = table["stiefel_proj"]
