@@ -148,8 +148,9 @@ enum class Parallel { automatic, items, blas };
 
 // Multiply-adds (n p^2, n^3) of an item's BLAS call from which "auto" leaves the item to BLAS's
 // threads: the calls of smaller items thread poorly (St(784, 32) x 500 polar retraction, 2
-// cores: items on 2 threads 1.56x one thread, blas on 2 threads 0.96x), a call of 16 M
-// multiply-adds gives every one of 16 threads 1 M.
+// cores, medians of 5: 1 thread 98 ms; items on 2 threads 51 ms, blas on 2 threads 79 ms;
+// rfl-fast tune on 2 cores found items faster by 1.1-1.9x at every core shape it timed), a
+// call of 16 M multiply-adds gives every one of 16 threads 1 M.
 constexpr std::size_t kItemsMaxWork = std::size_t(1) << 24;
 
 inline Parallel parallel_arg(const std::string& value, const char* kernel) {
