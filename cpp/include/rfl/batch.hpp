@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -113,8 +112,9 @@ int run_threads(int T, Work&& work) {
         pool.reserve(static_cast<std::size_t>(std::max(0, T - 1)));
         for (int t = 1; t < T; ++t) {
             if (detail::refuse_start())
-                throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
-                                        "thread start refused (rfl::batch::refuse_thread_starts)");
+                throw std::system_error(
+                    std::make_error_code(std::errc::resource_unavailable_try_again),
+                    "thread start refused (rfl::batch::refuse_thread_starts)");
             pool.emplace_back(guarded);
         }
     } catch (const std::system_error&) {  // the system's limit on threads: run with those we have
@@ -155,8 +155,9 @@ inline int chunk_threads(std::ptrdiff_t N, std::size_t item_bytes, std::size_t i
     using idx = std::ptrdiff_t;
     const idx chunks = chunk_count(N, item_bytes, group, min_bytes);
     const std::size_t bytes = static_cast<std::size_t>(N) * item_bytes * inputs;
-    return static_cast<int>(std::max<idx>(1, std::min<idx>({static_cast<idx>(threads), chunks,
-                                                            static_cast<idx>(bytes / std::max<std::size_t>(1, min_bytes))})));
+    const idx by_bytes = static_cast<idx>(bytes / std::max<std::size_t>(1, min_bytes));
+    return static_cast<int>(
+        std::max<idx>(1, std::min<idx>({static_cast<idx>(threads), chunks, by_bytes})));
 }
 
 // Runs body(i0, i1) over the batch [0, N) in chunk_count(...) chunks of chunk_items(...) items
@@ -167,7 +168,8 @@ inline int chunk_threads(std::ptrdiff_t N, std::size_t item_bytes, std::size_t i
 // (std::bad_alloc) is rethrown here after every thread joined.
 template <class Body>
 bool for_chunks(std::ptrdiff_t N, std::size_t item_bytes, std::size_t inputs, int threads,
-                Body&& body, std::size_t min_bytes = kMinBytesPerThread, std::ptrdiff_t group = 8) {
+                Body&& body, std::size_t min_bytes = kMinBytesPerThread,
+                std::ptrdiff_t group = 8) {
     using idx = std::ptrdiff_t;
     if (N <= 0) return true;
     const idx grain = chunk_items(item_bytes, group, min_bytes);
