@@ -1,11 +1,13 @@
 """Build of the C++ extension ``rfl_fast._core`` (pybind11) and shipping of the C++ headers.
 
 Portable optimisation flags by default; set ``RFL_FAST_NATIVE=1`` at build time for
-``-march=native`` (faster on the build machine, not portable to other CPUs). Translation units
-compile in parallel (``RFL_FAST_BUILD_JOBS``, default: all cores). The extension is optional:
-without a working C++17 compiler the install goes on with a warning and the package runs on its
-Numba and NumPy backends (``rfl-fast info`` says why C++ is missing); ``RFL_FAST_REQUIRE_CXX=1``
-makes a failed C++ build an error (CI sets it).
+``-march=native`` (faster on the build machine, not portable to other CPUs),
+``RFL_FAST_BASELINE=1`` for the baseline code path only (no AVX2 clones) or
+``RFL_FAST_NO_VECTOR_EXT=1`` for the scalar fallback of the SIMD type (both to test those
+paths). Translation units compile in parallel (``RFL_FAST_BUILD_JOBS``, default: all cores).
+The extension is optional: without a working C++17 compiler the install goes on with a warning
+and the package runs on its Numba and NumPy backends (``rfl-fast info`` says why C++ is
+missing); ``RFL_FAST_REQUIRE_CXX=1`` makes a failed C++ build an error (CI sets it).
 """
 
 import os
@@ -24,20 +26,37 @@ HEADERS = HERE / "cpp" / "include"
 VERSION = re.search(r'^version = "([^"]+)"', (HERE / "pyproject.toml").read_text(), re.M).group(1)
 
 
+def _flag(name):
+    return os.environ.get(name, "0") not in ("", "0")
+
+
 def compile_flags():
     if sys.platform == "win32":
         return ["/O2"]
     # -std=c++17 turns FMA contraction off; allow it (the AVX2 clones of the batch loops, see
-    # src/binding.hpp, then use FMA; the baseline SSE2 code has no FMA and is unchanged)
-    flags = ["-O3", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast"]
-    if os.environ.get("RFL_FAST_NATIVE", "0") not in ("", "0"):
+    # src/binding.hpp, then use FMA; the baseline SSE2 code has no FMA and is unchanged).
+    # -Wno-psabi: GCC's note on the 32-byte vector ABI of always-inlined helpers (rfl/simd.hpp).
+    flags = ["-O3", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast", "-Wno-psabi"]
+    if _flag("RFL_FAST_NATIVE"):
         flags += ["-march=native", "-DRFL_FAST_NATIVE=1"]  # no runtime clones needed
     return flags
 
 
+def define_macros():
+    """``RFL_FAST_BASELINE=1``: no instruction-set clones, the baseline code path only (what a
+    CPU without AVX2 runs; CI tests it). ``RFL_FAST_NO_VECTOR_EXT=1``: the plain-struct path of
+    ``rfl/simd.hpp`` instead of GNU vectors (what MSVC compiles; CI tests it)."""
+    macros = [("RFL_FAST_VERSION", f'"{VERSION}"')]
+    if _flag("RFL_FAST_BASELINE"):
+        macros.append(("RFL_FAST_BASELINE", "1"))
+    if _flag("RFL_FAST_NO_VECTOR_EXT"):
+        macros.append(("RFL_NO_VECTOR_EXT", "1"))
+    return macros
+
+
 # The file the package reads to say why the C++ backend is missing (see rfl_fast.show_config).
 BUILD_NOTE = "_core_not_built.txt"
-REQUIRE_CXX = os.environ.get("RFL_FAST_REQUIRE_CXX", "0") not in ("", "0")
+REQUIRE_CXX = _flag("RFL_FAST_REQUIRE_CXX")
 
 
 class optional_build_ext(build_ext):
@@ -70,8 +89,10 @@ class optional_build_ext(build_ext):
         bar = "*" * 78
         print(f"\n{bar}\nWARNING: rfl_fast's C++ extension ({ext.name}) could not be built:\n"
               f"  {reason}\nrfl_fast is installed without it and runs on its Numba and NumPy "
-              f"backends.\nFor the C++ kernels install a C++17 compiler (g++ or clang++) and "
-              f"reinstall;\nset RFL_FAST_REQUIRE_CXX=1 to make this an error.\n{bar}\n",
+              f"backends.\nFor the C++ kernels install a C++17 compiler (g++ or clang++), then "
+              f"reinstall past pip's\nwheel cache (which keeps this wheel without the core):\n"
+              f"  pip install --force-reinstall --no-deps --no-cache-dir rfl_fast   (or the "
+              f"source folder)\nSet RFL_FAST_REQUIRE_CXX=1 to make this an error.\n{bar}\n",
               file=sys.stderr, flush=True)
 
 
@@ -96,7 +117,7 @@ ext = Pybind11Extension(
                    for p in [*HEADERS.rglob("*.hpp"), *(HERE / "src").glob("*.hpp")]),
     cxx_std=17,
     extra_compile_args=compile_flags(),
-    define_macros=[("RFL_FAST_VERSION", f'"{VERSION}"')],
+    define_macros=define_macros(),
 )
 
 ParallelCompile("RFL_FAST_BUILD_JOBS", default=0).install()  # 0: all cores

@@ -1,9 +1,12 @@
-"""FederatedPCA, a scikit-learn transformer, against scikit-learn's PCA.
+"""
+FederatedPCA against scikit-learn's PCA
+=======================================
 
-Five clients hold label-skewed parts of the breast cancer data (d = 30). FederatedPCA finds
-the top 3 components by a federated run (RFedSVRG) and matches the centralized PCA.
+FederatedPCA is a scikit-learn transformer. Five clients hold label-skewed parts of the
+breast cancer data (d = 30); FederatedPCA finds the top 3 components by a federated run
+(RFedSVRG) and matches the centralized PCA.
 
-    python examples/pca_estimator.py [--small]
+Run it as ``python examples/pca_estimator.py [--small]``.
 """
 
 import argparse
@@ -16,9 +19,11 @@ from sklearn.decomposition import PCA
 from rfl_fast.data import load_breast_cancer, split_dirichlet
 from rfl_fast.app.estimators import FederatedPCA
 
+DESCRIPTION = "FederatedPCA against scikit-learn's PCA"
+
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--small", action="store_true", help="(runs in about a second anyway)")
     args = parser.parse_args()
     small = args.small or os.environ.get("RFL_FAST_EXAMPLE_SMALL") == "1"

@@ -1,10 +1,13 @@
-"""FederatedFrechetMean: the affine-invariant mean of SPD matrices held by many clients.
+"""
+The Frechet mean of SPD matrices held by many clients
+=====================================================
 
-Ten clients hold 20 Wishart matrices each (3 x 3). The federated mean matches the
-centralized Frechet mean, and ``transform`` gives tangent coordinates at the mean whose
-norms are the affine-invariant distances.
+FederatedFrechetMean computes the affine-invariant mean of SPD matrices held by many
+clients. Ten clients hold 20 Wishart matrices each (3 x 3). The federated mean matches the
+centralized Frechet mean, and ``transform`` gives tangent coordinates at the mean whose norms
+are the affine-invariant distances.
 
-    python examples/spd_mean.py [--small]
+Run it as ``python examples/spd_mean.py [--small]``.
 """
 
 import argparse
@@ -17,9 +20,11 @@ from rfl_fast.data import wishart_clients
 from rfl_fast.app.estimators import FederatedFrechetMean
 from rfl_fast.problems import SPDMean
 
+DESCRIPTION = "The Frechet mean of SPD matrices held by many clients"
+
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--small", action="store_true", help="fewer clients")
     args = parser.parse_args()
     small = args.small or os.environ.get("RFL_FAST_EXAMPLE_SMALL") == "1"

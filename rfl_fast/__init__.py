@@ -1,10 +1,11 @@
 """rfl_fast: Riemannian federated learning with a compiled core.
 
-Manifolds (``Sphere``, ``Stiefel``, ``SPD``, ``Lorentz``, ``Euclidean``) work on stacked
-arrays ``(..., n, p)``; their hot kernels run in a C++ extension or Numba, with a NumPy
-reference behind every one (see ``backend`` and ``show_config``).
+Manifolds (``Sphere``, ``Stiefel``, ``Grassmann``, ``SPD``, ``Lorentz``, ``Euclidean`` and their
+``Product``) work on stacked arrays ``(..., n, p)``; their hot kernels run in a C++ extension
+or Numba, with a NumPy reference behind every one (see ``backend`` and ``show_config``).
 """
 
+import importlib.util
 import os
 import platform
 import sys
@@ -12,7 +13,7 @@ from importlib import metadata
 
 from . import errors, linalg
 from .kernels import available_backends, backend, get_backend, get_threads, set_threads
-from .manifolds import SPD, Euclidean, Lorentz, Manifold, Sphere, Stiefel
+from .manifolds import SPD, Euclidean, Grassmann, Lorentz, Manifold, Product, Sphere, Stiefel
 
 try:
     __version__ = metadata.version("rfl_fast")
@@ -22,7 +23,7 @@ except metadata.PackageNotFoundError:  # a source tree with the extension built 
     __version__ = compiled_version() or "0+unknown"
 
 __all__ = [
-    "Manifold", "Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz",
+    "Manifold", "Euclidean", "Sphere", "Stiefel", "Grassmann", "SPD", "Lorentz", "Product",
     "linalg", "errors", "backend", "get_backend", "available_backends", "set_threads",
     "get_threads",
     "show_config", "get_include", "get_cmake_dir", "get_pkgconfig_dir", "__version__",
@@ -106,6 +107,13 @@ def _thread_settings():
 _CORE_NOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_core_not_built.txt")
 
 
+#: How to rebuild after installing a compiler: pip's wheel cache would otherwise reinstall the
+#: wheel it built without the C++ core ("Using cached rfl_fast-...whl").
+_REBUILD_ADVICE = ("install a C++17 compiler (g++ or clang++), then rebuild past pip's wheel "
+                  "cache: pip install --force-reinstall --no-deps --no-cache-dir rfl_fast "
+                  "(or the source folder instead of rfl_fast)")
+
+
 def _cpp_missing_note():
     """Why the C++ backend is missing (the build's reason, if it left one) and what to do."""
     try:
@@ -114,8 +122,18 @@ def _cpp_missing_note():
     except OSError:
         why = "the extension rfl_fast._core is missing"
     return (f"  C++ backend not built: {why}. Every kernel runs on Numba or NumPy; for the C++ "
-            f"kernels reinstall with a C++17 compiler (RFL_FAST_REQUIRE_CXX=1 makes a failed "
-            f"build an error).")
+            f"kernels {_REBUILD_ADVICE} (RFL_FAST_REQUIRE_CXX=1 makes a failed build an error).")
+
+
+def _warn_if_core_missing():
+    """One warning per process, at import, when the package has no C++ core: pip hides the
+    build's warning unless run with -v, so a user may not know the core is missing."""
+    if importlib.util.find_spec(f"{__name__}._core") is None:
+        import warnings
+
+        warnings.warn(f"rfl_fast was installed without its C++ core, so its kernels run on "
+                      f"Numba and NumPy (slower); for the C++ kernels {_REBUILD_ADVICE}. "
+                      f"`rfl-fast info` says why the build failed.", UserWarning, stacklevel=2)
 
 
 def show_config(file=None):
@@ -144,3 +162,6 @@ def show_config(file=None):
     out.extend(_thread_settings())
     out.append(f"C++ headers: {get_include()}")
     print("\n".join(out), file=file)
+
+
+_warn_if_core_missing()

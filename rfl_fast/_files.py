@@ -1,12 +1,35 @@
-"""Atomic file writes: a file is either complete or absent (or its previous version)."""
+"""Files: atomic, durable writes, and bounded readers of ``.npy`` / ``.npz`` data from elsewhere.
 
+Writes: :func:`atomic_write` leaves a file complete or absent (or its previous version); with
+``fsync`` it also survives a power loss (the file is flushed before the rename and its folder
+after it).
+
+Reads: an ``.npy`` header declares a shape and a dtype; :func:`read_npy` and :func:`read_npz`
+check that declaration against the bytes the file (the zip member, the message) holds
+*before* anything is allocated, refuse object dtypes (pickles) and read exactly the declared
+bytes, so a file costs at most a fixed multiple of its size (for a deflated ``.npz`` member,
+of deflate's largest expansion ratio, :data:`DEFLATE_MAX_RATIO`). Every failure is a
+``ValueError`` whose message is bounded and names what was wrong (callers add the file name).
+"""
+
+import io
 import os
 import tempfile
 import threading
+import zipfile
 
-__all__ = ["atomic_write", "file_mode"]
+import numpy as np
+
+__all__ = ["atomic_write", "file_mode", "read_npy", "read_npz", "npy_from_bytes",
+           "DEFLATE_MAX_RATIO", "NPY_MAX_HEADER"]
 
 _umask_lock = threading.Lock()
+
+#: Deflate's largest expansion (about 1032 : 1): a zip member cannot inflate to more than this
+#: times its compressed size, so larger declared sizes are refused before reading.
+DEFLATE_MAX_RATIO = 1032
+#: Largest ``.npy`` header read (numpy's own limit for untrusted headers).
+NPY_MAX_HEADER = 10000
 
 
 def _umask():
@@ -31,13 +54,28 @@ def file_mode():
     return 0o666 & ~_umask()
 
 
+def _fsync_folder(folder):
+    """Flush a folder's entries (the rename) to disk; a no-op where folders cannot be opened
+    (Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path, write, *, fsync=False):
     """Write ``path`` through ``write(tmp)`` and an atomic rename; returns ``path``.
 
     ``tmp`` is a fresh name in the same folder with the same extension; it is removed when
-    ``write`` fails (the error propagates, an existing ``path`` is untouched). ``fsync``:
-    flush the file to disk before the rename (checkpoints). The file gets the mode of any new
-    file (``0o666`` less the user's umask), not ``mkstemp``'s private ``0o600``.
+    ``write`` fails (the error propagates, an existing ``path`` is untouched). ``fsync``
+    (checkpoints, privacy ledgers): the file is flushed to disk before the rename and the
+    folder after it, so after a power loss the file is the new version, never an older one
+    or an empty one. The file gets the mode of any new file (``0o666`` less the user's
+    umask), not ``mkstemp``'s private ``0o600``.
     """
     path = os.fspath(path)
     folder, base = os.path.split(os.path.abspath(path))
@@ -55,4 +93,152 @@ def atomic_write(path, write, *, fsync=False):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    if fsync:
+        _fsync_folder(folder)
     return path
+
+
+# ---------------------------------------------------------------------------- .npy / .npz
+
+def _npy_header(fh, size):
+    """``(shape, order, dtype, count)`` of the ``.npy`` stream ``fh`` of ``size`` bytes,
+    checked: a known version, a header of at most :data:`NPY_MAX_HEADER` bytes, no object
+    dtype, and exactly ``count * itemsize`` bytes after the header."""
+    from numpy.lib import format as npy
+
+    version = npy.read_magic(fh)
+    if version == (1, 0):
+        shape, fortran, dtype = npy.read_array_header_1_0(fh, max_header_size=NPY_MAX_HEADER)
+    elif version == (2, 0):
+        shape, fortran, dtype = npy.read_array_header_2_0(fh, max_header_size=NPY_MAX_HEADER)
+    else:
+        raise ValueError(f".npy format version {version[0]}.{version[1]} is not read "
+                         f"(1.0 and 2.0 are)")
+    if dtype.hasobject:
+        raise ValueError("an object dtype (a pickle) is refused")
+    if not all(isinstance(v, int) and v >= 0 for v in shape):
+        raise ValueError("the declared shape has a negative entry")
+    count = 1
+    for v in shape:
+        count *= v                              # Python ints: no overflow
+    have = size - fh.tell()
+    if count == 0 and any(v > size for v in shape):
+        # an empty array whose other axes are huge: what is computed per axis is not
+        raise ValueError(f"an empty array of shape {_shape_text(shape)}: an axis longer than "
+                         f"the {size} bytes held")
+    if count * dtype.itemsize != have:
+        raise ValueError(f"the header declares shape {_shape_text(shape)} of {dtype.str} "
+                         f"({count * dtype.itemsize} bytes), the data holds {have} bytes "
+                         f"(truncated, trailing bytes or crafted)")
+    return shape, "F" if fortran else "C", dtype, count
+
+
+def _checked_header(fh, size):
+    """:func:`_npy_header`, any failure a bounded ``ValueError``."""
+    try:
+        return _npy_header(fh, size)
+    except ValueError as exc:
+        raise ValueError(str(exc)[:300]) from None
+    except Exception as exc:  # noqa: BLE001 - whatever foreign bytes make numpy raise
+        raise ValueError(f"not a readable .npy header ({type(exc).__name__}: "
+                         f"{str(exc)[:160]})") from None
+
+
+def _shape_text(shape):
+    text = str(tuple(shape))
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(shape)} axes)"
+
+
+def _from_buffer(buf, offset, shape, order, dtype, count):
+    arr = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+    return arr.reshape(shape, order=order).copy(order="K")
+
+
+def npy_from_bytes(data):
+    """The array held by the ``.npy`` bytes ``data`` (a message's payload), checked as the
+    module docstring says; a new writeable array.
+
+    Raises
+    ------
+    ValueError
+        Not ``.npy`` bytes, or a declaration the bytes do not hold.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ValueError(f"expected .npy bytes, got {type(data).__name__}")
+    fh = io.BytesIO(data)
+    shape, order, dtype, count = _checked_header(fh, len(data))
+    return _from_buffer(data, fh.tell(), shape, order, dtype, count)
+
+
+def read_npy(path):
+    """The array of the ``.npy`` file ``path``, checked before allocating (module docstring).
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened.
+    ValueError
+        Not an ``.npy`` file, or a header that the file does not hold.
+    """
+    with open(path, "rb") as fh:
+        shape, order, dtype, count = _checked_header(fh, os.fstat(fh.fileno()).st_size)
+        body = fh.read(count * dtype.itemsize)
+    if len(body) != count * dtype.itemsize:
+        raise ValueError("the file shrank while it was read")
+    return _from_buffer(body, 0, shape, order, dtype, count)
+
+
+def read_npz(path, *, max_members=4096):
+    """The arrays of the ``.npz`` file ``path`` (member name without ``.npy`` -> array), each
+    member's declared size checked against the zip directory and deflate's largest expansion
+    before anything is inflated (module docstring).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    max_members : int
+        Most members read.
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened.
+    ValueError
+        Not a zip of ``.npy`` members, or a member whose header it does not hold.
+    """
+    try:
+        zf = zipfile.ZipFile(path)
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, and whatever a crafted zip raises
+        raise ValueError(f"not a zip archive ({type(exc).__name__}: {str(exc)[:120]})") \
+            from None
+    out = {}
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > max_members:
+            raise ValueError(f"{len(infos)} members, more than the {max_members} read")
+        for info in infos:
+            name = info.filename
+            what = f"member {name[:80]!r}"
+            if not name.endswith(".npy"):
+                raise ValueError(f"{what}: not an .npy member")
+            if info.compress_type != zipfile.ZIP_STORED and \
+                    info.file_size > DEFLATE_MAX_RATIO * max(info.compress_size, 1):
+                raise ValueError(f"{what}: declares {info.file_size} bytes from "
+                                 f"{info.compress_size} compressed, more than deflate expands")
+            try:
+                with zf.open(info) as fh:
+                    shape, order, dtype, count = _checked_header(fh, info.file_size)
+                    offset = fh.tell()
+                data = zf.read(info)
+            except ValueError as exc:
+                raise ValueError(f"{what}: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - zlib.error, EOFError, CRC, encrypted...
+                raise ValueError(f"{what}: corrupt ({type(exc).__name__}: "
+                                 f"{str(exc)[:120]})") from None
+            if len(data) != info.file_size:
+                raise ValueError(f"{what}: {len(data)} bytes, the directory says "
+                                 f"{info.file_size}")
+            out[name[:-4]] = _from_buffer(data, offset, shape, order, dtype, count)
+    return out

@@ -3,16 +3,23 @@
 ``FloatArray``: a float64 array (float32 for float32 input); ``Real``: one value per item, a
 NumPy scalar for one point and an array for a stack; ``RNGLike``: what ``rng=`` accepts;
 ``ClientSamples``, ``ClientId``, ``Weighting``: the problems' client data, client ids and
-client weights.
+client weights. ``Self`` is :data:`typing.Self` (from ``typing_extensions`` on Python 3.10, a
+dependency there).
 """
 
+import sys
 from typing import Any, Protocol, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+if sys.version_info >= (3, 11):
+    from typing import Self
+else:  # Python 3.10
+    from typing_extensions import Self
+
 __all__ = ["ArrayLike", "FloatArray", "Real", "RNGLike", "ClientDataLike", "ClientSamples",
-           "ClientId", "Weighting"]
+           "ClientId", "Weighting", "Self"]
 
 FloatArray = NDArray[np.floating[Any]]
 Real = Union[np.floating[Any], NDArray[np.floating[Any]]]

@@ -7,20 +7,24 @@ layers): :func:`check_int`, :func:`check_real`, :func:`check_float`, :func:`chec
 Argument dataclasses declare their field constraints (:class:`Int`, :class:`Real`,
 :class:`Reals`, :class:`Choice`, :class:`Bool`, :class:`Optional`) in ``CHECKS`` and inherit
 :class:`Checked`, whose ``__post_init__`` checks them once. Every check names the offending
-argument and says what was expected.
+argument and says what was expected, as attributes of its error
+(:class:`rfl_fast.errors.ParameterError`) as well as in its text.
 """
 
 import numbers
 import os
+import reprlib
 
 import numpy as np
+
+from .errors import InvalidParameterError, ParameterError, ParameterTypeError
 
 __all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "validation_enabled",
            "broadcast_batch",
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_reals", "check_bool", "check_choice", "FLOAT64",
            "Int", "Real", "Reals", "Choice", "Bool", "Optional", "POSITIVE", "NONNEGATIVE", "COUNT",
-           "validate_fields", "Checked"]
+           "validate_fields", "Checked", "brief"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -149,10 +153,52 @@ def broadcast_batch(arrays, names, core_ndims):
 # ---------------------------------------------------------------------------- scalar arguments
 # One rule everywhere: an int is a Python or NumPy integer (never a bool, never a float); a
 # real is a Python or NumPy real number (never a bool or a string), and NaN is refused; inf
-# only where a check allows it. Wrong type: ``TypeError``; wrong value: ``ValueError``; the
-# message is always "<name>: expected ..., got ...".
+# only where a check allows it. Wrong type: ``ParameterTypeError``; wrong value:
+# ``InvalidParameterError``; the message is always "<name>: expected ..., got ...".
 
 _INF = float("inf")
+
+
+class _Brief(reprlib.Repr):
+    """``reprlib`` with tight limits, and ints longer than 60 digits by their size (their full
+    text costs time quadratic in their length, and Python refuses past 4300 digits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 2, 200, 200, 60
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 4
+        self.maxdeque = self.maxarray = 4
+
+    def repr_int(self, x, level):
+        if x.bit_length() > 199:
+            return f"<an int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_BRIEF = _Brief()
+
+
+def brief(value):
+    """A short text showing ``value`` in an error message: at most a few hundred characters
+    whatever ``value`` holds (a string cut to 200 characters, nested containers to 2
+    levels of 4 items, huge ints by their size). Every message that shows a value it was
+    given uses it, so a crafted value cannot make an error text large or slow.
+
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    str
+    """
+    if isinstance(value, numbers.Integral) and not _is_bool(value) and \
+            not isinstance(value, int):
+        value = int(value)                      # NumPy ints: shown as numbers
+    try:
+        return _BRIEF.repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails: its type only
+        return f"<{type(value).__name__}>"
 
 
 def _is_bool(value):
@@ -162,22 +208,24 @@ def _is_bool(value):
 def check_int(value, name, *, min_value=None, max_value=None):
     """``value`` as a Python int within ``[min_value, max_value]`` (bools are refused)."""
     if _is_bool(value) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__} ({value!r})")
+        raise ParameterTypeError(name, expected="an int",
+                                 got=f"{type(value).__name__} ({brief(value)})")
     value = int(value)
     if min_value is not None and value < min_value:
-        raise ValueError(f"{name}: expected an int >= {min_value}, got {value}")
+        raise InvalidParameterError(name, expected=f"an int >= {min_value}", got=brief(value))
     if max_value is not None and value > max_value:
-        raise ValueError(f"{name}: expected an int <= {max_value}, got {value}")
+        raise InvalidParameterError(name, expected=f"an int <= {max_value}", got=brief(value))
     return value
 
 
 def check_real(value, name, *, allow_inf=False):
     """``value`` as a Python float, never NaN, finite unless ``allow_inf`` (bools are refused)."""
     if _is_bool(value) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} ({value!r})")
+        raise ParameterTypeError(name, expected="a real number",
+                                 got=f"{type(value).__name__} ({brief(value)})")
     value = float(value)
     if value != value or (not allow_inf and value in (_INF, -_INF)):
-        raise ValueError(f"{name}: expected a finite number, got {value}")
+        raise InvalidParameterError(name, expected="a finite number", got=str(value))
     return value
 
 
@@ -207,8 +255,9 @@ def check_float(value, name, *, low=None, high=None, low_open=False, high_open=F
     """``value`` as a Python float (see :func:`check_real`) inside the given interval."""
     value = check_real(value, name, allow_inf=allow_inf)
     if _outside(value, low, high, low_open, high_open):
-        raise ValueError(f"{name}: expected a value {_interval(low, high, low_open, high_open)}, "
-                         f"got {value:g}")
+        raise InvalidParameterError(name, expected="a value "
+                                    f"{_interval(low, high, low_open, high_open)}",
+                                    got=f"{value:g}")
     return value
 
 
@@ -227,18 +276,19 @@ def check_reals(value, name, *, low=None, high=None, low_open=False, high_open=F
     values inside the given interval, shape () or (n,)."""
     arr = np.asarray(value)
     if arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name}: expected a real number or a 1-d array of them, got "
-                        f"{type(value).__name__} ({value!r})")
+        raise ParameterTypeError(name, expected="a real number or a 1-d array of them",
+                                 got=f"{type(value).__name__} ({brief(value)})")
     arr = np.array(arr, dtype=np.float64)
     if arr.ndim > 1:
-        raise ValueError(f"{name}: expected a scalar or a 1-d array, got shape {arr.shape}")
+        raise InvalidParameterError(name, expected="a scalar or a 1-d array",
+                                    got=f"shape {arr.shape}")
     bad = ~np.isfinite(arr) | _outside(arr, low, high, low_open, high_open)
     if bad.any():
         where = "" if arr.ndim == 0 else f" (entry {int(np.flatnonzero(bad)[0])})"
         got = arr if arr.ndim == 0 else arr[bad][0]
         within = _interval(low, high, low_open, high_open)
-        raise ValueError(f"{name}: expected finite values{' ' * bool(within)}{within}, got "
-                         f"{float(got):g}{where}")
+        raise InvalidParameterError(name, expected=f"finite values{' ' * bool(within)}{within}",
+                                    got=f"{float(got):g}{where}")
     arr.setflags(write=False)
     return arr
 
@@ -246,8 +296,8 @@ def check_reals(value, name, *, low=None, high=None, low_open=False, high_open=F
 def check_bool(value, name):
     """``value`` as a Python bool (only ``True``/``False``, NumPy's included)."""
     if not _is_bool(value):
-        raise TypeError(f"{name}: expected True or False, got {type(value).__name__} "
-                        f"({value!r})")
+        raise ParameterTypeError(name, expected="True or False",
+                                 got=f"{type(value).__name__} ({brief(value)})")
     return bool(value)
 
 
@@ -269,7 +319,8 @@ def check_choice(value, name, choices):
     for choice in choices:
         if _same_kind(value, choice) and value == choice:
             return choice
-    raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
+    raise InvalidParameterError(name, expected=f"one of {', '.join(map(repr, choices))}",
+                                got=brief(value))
 
 
 # ---------------------------------------------------------------------------- declarative checks
@@ -346,10 +397,14 @@ COUNT = Int(min=1)
 
 def validate_fields(obj):
     """Run ``type(obj).CHECKS`` on the fields of the (frozen) dataclass ``obj``, in order,
-    storing each normalized value; errors name the field as "<Class>: <field>"."""
+    storing each normalized value; an error names the field (``param``) and the class
+    (``owner``): "<Class>: <field>: ..."."""
     cls = type(obj)
     for field, check in cls.CHECKS.items():
-        value = check(getattr(obj, field), f"{cls.__name__}: {field}")
+        try:
+            value = check(getattr(obj, field), field)
+        except ParameterError as exc:
+            raise exc.within(cls.__name__) from None
         object.__setattr__(obj, field, value)
 
 

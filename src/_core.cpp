@@ -24,6 +24,7 @@
 
 #include "binding.hpp"
 #include "rfl/blas.hpp"
+#include "rfl/simd.hpp"
 
 #ifndef RFL_FAST_VERSION
 #define RFL_FAST_VERSION "0+unknown"
@@ -81,23 +82,21 @@ void check_same(const Arr& a, const Arr& b, const char* kernel, const char* an, 
 namespace {
 
 // Whether every entry of a[0, n) is finite: x * 0 is 0 for finite x and NaN for inf or NaN, so
-// the sums stay 0 exactly when every entry is finite. One multiply-add per 4 entries (GCC vector
-// extensions; not folded to 0 without -ffinite-math-only), 4 sums to hide its latency.
+// the sums stay 0 exactly when every entry is finite. One multiply-add per 4 entries
+// (rfl::simd::v4d; not folded to 0 without -ffinite-math-only), 4 sums to hide its latency.
 RFL_CLONES bool all_finite(const double* a, std::size_t n) {
-    typedef double v4 __attribute__((vector_size(32), aligned(8), may_alias));
-    v4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+    using rfl::simd::v4d;
+    v4d s0 = {}, s1 = {}, s2 = {}, s3 = {};
     std::size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const v4* p = reinterpret_cast<const v4*>(a + i);
-        s0 += p[0] * 0.0;
-        s1 += p[1] * 0.0;
-        s2 += p[2] * 0.0;
-        s3 += p[3] * 0.0;
+        s0 += rfl::simd::load(a + i) * 0.0;
+        s1 += rfl::simd::load(a + i + 4) * 0.0;
+        s2 += rfl::simd::load(a + i + 8) * 0.0;
+        s3 += rfl::simd::load(a + i + 12) * 0.0;
     }
     double s = 0.0;
     for (; i < n; ++i) s += a[i] * 0.0;
-    const v4 t = (s0 + s1) + (s2 + s3);
-    return s + ((t[0] + t[1]) + (t[2] + t[3])) == 0.0;
+    return s + rfl::simd::hsum((s0 + s1) + (s2 + s3)) == 0.0;
 }
 
 template <int CORE, bool SCALAR_OUT>
@@ -155,6 +154,36 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
            group != nullptr ? group(c) : 8);
     }
     return good ? py::object(std::move(out)) : py::object(py::none());
+}
+
+// a * b + c compiled as the batch loops are: one rounding where the running clone contracts it
+// to a fused multiply-add (the x86-64-v3 clone; a native or aarch64 build), two where it has no
+// FMA (the baseline clone; a RFL_FAST_BASELINE build). build_info calls it on operands whose
+// two answers differ, so it reports the code path that really runs.
+RFL_CLONES double multiply_add(double a, double b, double c) { return a * b + c; }
+
+py::dict build_info() {
+    py::dict info;
+    info["simd"] = RFL_SIMD_VECTOR_EXT ? "gnu-vector" : "scalar";
+#if RFL_HAVE_CLONES
+    info["clones"] = py::make_tuple("x86-64-v3", "default");
+#else
+    info["clones"] = py::tuple();
+#endif
+#if defined(RFL_FAST_BASELINE)
+    info["baseline"] = true;
+#else
+    info["baseline"] = false;
+#endif
+#if defined(RFL_FAST_NATIVE)
+    info["native"] = true;
+#else
+    info["native"] = false;
+#endif
+    // (1 + 2^-30)(1 - 2^-30) - 1 = -2^-60 exactly; rounded to 1 before the subtraction: 0
+    volatile double a = 1.0 + 0x1p-30, b = 1.0 - 0x1p-30, c = -1.0;
+    info["fused_multiply_add"] = multiply_add(a, b, c) != 0.0;
+    return info;
 }
 
 }  // namespace
@@ -249,6 +278,12 @@ argument). Set once, at import, before any kernel runs.)pbdoc");
         R"pbdoc(Test hook: after the next `after` thread starts of the batch loops, the n following
 ones fail as if the system refused them (the loops then run on the threads they have); returns
 the refusals that were still pending.)pbdoc");
+    m.def("build_info", &build_info,
+        R"pbdoc(How the core was built and which code path runs: simd ('gnu-vector' or 'scalar',
+rfl/simd.hpp), clones (the instruction-set clones of the batch loops, empty for none), baseline
+(built with RFL_FAST_BASELINE=1), native (RFL_FAST_NATIVE=1), fused_multiply_add (whether the
+running batch-loop code contracts a * b + c to one FMA: the x86-64-v3 clone, not the baseline
+one).)pbdoc");
 
     register_stiefel_qr(m);     // stiefel_proj, stiefel_retr_qr, stiefel_inv_retr_qr
     register_stiefel_polar(m);  // stiefel_retr_polar, stiefel_inv_retr_polar, polar

@@ -29,9 +29,12 @@ namespace py = pybind11;
 // too, but made the build take ~4 minutes for no measured gain.) A -march=native build
 // (RFL_FAST_NATIVE=1 at build time) needs no clones. Measured gains of the AVX2 clones on the
 // existing scalar loops are modest (~1.1-1.35x on the Stiefel kernels); the lockstep Jacobi
-// (spd.cpp) depends on them (it is only used where AVX2 is present).
+// (spd.cpp) depends on them (it is only used where AVX2 is present). A build with
+// RFL_FAST_BASELINE=1 (setup.py) has no clones and takes the code path of a CPU without AVX2
+// everywhere (CI tests it); _core.build_info() says which path runs.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(RFL_FAST_NATIVE)
+    !defined(RFL_FAST_NATIVE) && !defined(RFL_FAST_BASELINE)
+#define RFL_HAVE_CLONES 1
 #define RFL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 // the fused PCA pass also gets an AVX-512 clone: its register blocking (4 rows x r columns of
 // dot-product accumulators) fits the 32 vector registers of x86-64-v4 and spills with 16
@@ -39,6 +42,7 @@ namespace py = pybind11;
 #define RFL_CLONES_V4 \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
+#define RFL_HAVE_CLONES 0
 #define RFL_CLONES
 #define RFL_CLONES_V4
 #endif
@@ -58,6 +62,7 @@ struct KernelArray : py::array_t<T, py::array::c_style | py::array::forcecast> {
     using Base::Base;
     KernelArray() = default;
     explicit KernelArray(Base&& b) : Base(std::move(b)) {}
+    KernelArray(py::handle src);  // implicit: a bound function's argument (see below)
     std::string refused;     // why the argument was not taken ("" when it was)
     bool refused_type = false;  // TypeError (dtype) rather than ValueError (shape)
 };
@@ -96,21 +101,10 @@ KernelArray<T> take_array(py::handle src) {
     return out;
 }
 
-namespace pybind11 {
-namespace detail {
+// The bound functions take their array arguments as py::handle and convert them here (no
+// pybind11 type caster is specialised): a handle converts to a KernelArray as take_array does.
 template <class T>
-struct pyobject_caster<KernelArray<T>> {
-    pyobject_caster() : value(py::reinterpret_steal<typename KernelArray<T>::Base>(handle())) {}
-    bool load(handle src, bool convert) {
-        if (!convert && !KernelArray<T>::Base::check_(src)) return false;
-        value = take_array<T>(src);
-        return true;
-    }
-    static handle cast(const handle& src, return_value_policy, handle) { return src.inc_ref(); }
-    PYBIND11_TYPE_CASTER(KernelArray<T>, handle_type_name<typename KernelArray<T>::Base>::name);
-};
-}  // namespace detail
-}  // namespace pybind11
+KernelArray<T>::KernelArray(py::handle src) : KernelArray(take_array<T>(src)) {}
 
 using Arr = KernelArray<double>;
 using I64 = KernelArray<std::int64_t>;

@@ -266,7 +266,12 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
 }  // namespace
 
 void register_pca(py::module_& m) {
-    m.def("pca_local_steps", &pca_local_steps, py::arg("z"), py::arg("offsets"), py::arg("idx"),
+    m.def("pca_local_steps",
+          [](py::handle z, py::handle offsets, py::handle idx, py::handle x0, py::handle scale,
+             double eta, int steps, int threads) {
+              return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads);
+          },
+          py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
           py::arg("threads") = 1,
           R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
@@ -277,7 +282,12 @@ stiefel_retr_polar), so the same bits; all steps of one client run while its row
 cache. ``threads`` threads take whole clients.)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
-    m.def("pca_grad_sum", &pca_grad_sum, py::arg("z"), py::arg("offsets"), py::arg("idx"),
+    m.def("pca_grad_sum",
+        [](py::handle z, py::handle offsets, py::handle idx, py::handle xt, double tau, double c,
+           bool clipped, int threads, const py::object& scale, bool backward) {
+            return pca_grad_sum(z, offsets, idx, xt, tau, c, clipped, threads, scale, backward);
+        },
+        py::arg("z"), py::arg("offsets"), py::arg("idx"),
         py::arg("xt"), py::arg("tau"), py::arg("c"), py::arg("clipped"), py::arg("threads") = 1,
         py::arg("scale") = py::none(), py::arg("backward") = false,
         R"pbdoc(One streaming pass over the rows of each selected client: ``(St, q)``.

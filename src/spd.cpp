@@ -11,9 +11,12 @@ namespace {
 
 // Whether the wide-vector code path runs here: the lockstep Jacobi (rfl::spd::sym_fun_lanes)
 // beats Householder + QL per item only with 4-wide vectors (AVX2 + FMA, measured at n = 9:
-// ~2.5 us vs ~3.8 us per matrix; with SSE2 it is slower than QL).
+// ~2.5 us vs ~3.8 us per matrix; with SSE2 it is slower than QL). Never in a baseline build
+// (RFL_FAST_BASELINE), which runs what a CPU without AVX2 runs.
 bool wide_simd() {
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(RFL_FAST_BASELINE)
+    return false;
+#elif defined(__AVX2__) && defined(__FMA__)
     return true;
 #elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
     static const bool yes = [] {
@@ -55,7 +58,7 @@ RFL_CLONES void sym_loop(const double* ps, double* po, py::ssize_t N, int n) {
         std::vector<double> work(rfl::spd::sym_lanes_work(n));
         return rfl::spd::sym_fun_lanes(ps, po, N, n, F, work.data());
     }
-#ifdef RFL_HAVE_QL_LANES
+#if RFL_SIMD_VECTOR_EXT
     if (lanes) {
         std::vector<double> work(rfl::spd::sym_ql_lanes_work(n));
         return rfl::spd::sym_fun_ql_lanes(ps, po, N, n, F, work.data());
@@ -169,38 +172,39 @@ py::ssize_t one_at_a_time(const py::ssize_t*) { return 1; }
 
 void register_spd(py::module_& m) {
     // symmetric matrix functions
-    m.def("sym_expm", [](const Arr& s, const std::string& parallel) {
+    m.def("sym_expm", [](py::handle s, const std::string& parallel) {
         return sym_unary<rfl::spd::f_exp>(s, "sym_expm", parallel); }, py::arg("s"),
         py::arg("parallel") = "auto",
         R"pbdoc(Matrix exponential of symmetric s (lower triangle read): (N, n, n).)pbdoc");
-    m.def("sym_logm", [](const Arr& s, const std::string& parallel) {
+    m.def("sym_logm", [](py::handle s, const std::string& parallel) {
         return sym_unary<rfl::spd::f_log>(s, "sym_logm", parallel); }, py::arg("s"),
         py::arg("parallel") = "auto",
         R"pbdoc(Matrix logarithm of SPD s: (N, n, n); NaN items where s is not positive definite.)pbdoc");
-    m.def("sym_sqrtm", [](const Arr& s, const std::string& parallel) {
+    m.def("sym_sqrtm", [](py::handle s, const std::string& parallel) {
         return sym_unary<rfl::spd::f_sqrt>(s, "sym_sqrtm", parallel); }, py::arg("s"),
         py::arg("parallel") = "auto",
         R"pbdoc(Square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
-    m.def("sym_invsqrtm", [](const Arr& s, const std::string& parallel) {
+    m.def("sym_invsqrtm", [](py::handle s, const std::string& parallel) {
         return sym_unary<rfl::spd::f_invsqrt>(s, "sym_invsqrtm", parallel); }, py::arg("s"),
         py::arg("parallel") = "auto",
         R"pbdoc(Inverse square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
 
     // SPD
-    m.def("spd_exp", [](const Arr& x, const Arr& u, const std::string& parallel) {
+    m.def("spd_exp", [](py::handle x, py::handle u, const std::string& parallel) {
         return spd_binary<rfl::spd::spd_exp>(x, u, "spd_exp", "u", parallel); },
         py::arg("x"), py::arg("u"), py::arg("parallel") = "auto",
         R"pbdoc(Affine-invariant Exp ``x^1/2 expm(x^-1/2 u x^-1/2) x^1/2``; (N, n, n).
 
 Computed as ``L expm(L^-1 sym(u) L^-T) L'`` with the Cholesky factor x = L L' (equal in exact
 arithmetic); NaN where x is not positive definite.)pbdoc");
-    m.def("spd_log", [](const Arr& x, const Arr& y, const std::string& parallel) {
+    m.def("spd_log", [](py::handle x, py::handle y, const std::string& parallel) {
         return spd_binary<rfl::spd::spd_log>(x, y, "spd_log", "y", parallel); },
         py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",
         R"pbdoc(Affine-invariant Log ``x^1/2 logm(x^-1/2 y x^-1/2) x^1/2``; (N, n, n).
 
 Computed through the Cholesky factor of x; NaN where x or y is not positive definite.)pbdoc");
-    m.def("spd_dist", &spd_dist, py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",
+    m.def("spd_dist", [](py::handle x, py::handle y, const std::string& parallel) {
+        return spd_dist(x, y, parallel); }, py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",
         R"pbdoc(Affine-invariant distance ``|logm(x^-1/2 y x^-1/2)|_F``; (N, n, n) -> (N,).)pbdoc");
 
     // fast lanes (see checked_binary in _core.cpp)

@@ -37,7 +37,7 @@ void stiefel_retr_polar_loop(const double* x, const double* u, double* o, py::ss
 }
 
 void register_stiefel_polar(py::module_& m) {
-    m.def("stiefel_retr_polar", [](const Arr& x, const Arr& u, const std::string& parallel) {
+    m.def("stiefel_retr_polar", [](py::handle x, py::handle u, const std::string& parallel) {
         return stiefel_binary<StOp::retr_polar>(x, u, "stiefel_retr_polar", "u", parallel); },
         py::arg("x"), py::arg("u"), py::arg("parallel") = "auto",
         R"pbdoc(Polar retraction ``polar(x + u)``; x, u: (N, n, p) -> (N, n, p).
@@ -45,7 +45,7 @@ void register_stiefel_polar(py::module_& m) {
 p x p Gram route with a refinement step when x + u is ill-conditioned, a one-sided Jacobi SVD
 beyond cond 1e5; NaN for rank-deficient x + u. For p >= 9 the Gram route runs on SciPy's BLAS /
 LAPACK (GEMM, dsyevd).)pbdoc");
-    m.def("stiefel_inv_retr_polar", [](const Arr& x, const Arr& y, const std::string& parallel) {
+    m.def("stiefel_inv_retr_polar", [](py::handle x, py::handle y, const std::string& parallel) {
         return stiefel_binary<StOp::inv_retr_polar>(x, y, "stiefel_inv_retr_polar", "y",
                                                     parallel); },
         py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",
@@ -56,7 +56,8 @@ p <= 7, by the scaled sign-function iteration above (O(p^3); on SciPy's BLAS / L
 p >= 9). Where the iteration does not converge (x'y not positive stable): Bartels-Stewart on
 LAPACK for p >= 9, else the linear system up to p = 32; NaN where there is no unique
 solution.)pbdoc");
-    m.def("polar", &polar, py::arg("a"), py::arg("parallel") = "auto",
+    m.def("polar", [](py::handle a, const std::string& parallel) { return polar(a, parallel); },
+        py::arg("a"), py::arg("parallel") = "auto",
         R"pbdoc(Polar factor ``a (a'a)^(-1/2)`` (nearest Stiefel point); a: (N, n, p), n >= p.
 
 NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");

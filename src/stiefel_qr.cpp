@@ -6,17 +6,17 @@ void stiefel_proj_loop(const double* x, const double* u, double* o, py::ssize_t 
 }
 
 void register_stiefel_qr(py::module_& m) {
-    m.def("stiefel_proj", [](const Arr& x, const Arr& u, const std::string& parallel) {
+    m.def("stiefel_proj", [](py::handle x, py::handle u, const std::string& parallel) {
         return stiefel_binary<StOp::proj>(x, u, "stiefel_proj", "u", parallel); },
         py::arg("x"), py::arg("u"), py::arg("parallel") = "auto",
         R"pbdoc(Tangent projection ``u - x sym(x'u)``; x, u: (N, n, p) -> (N, n, p).)pbdoc");
-    m.def("stiefel_retr_qr", [](const Arr& x, const Arr& u, const std::string& parallel) {
+    m.def("stiefel_retr_qr", [](py::handle x, py::handle u, const std::string& parallel) {
         return stiefel_binary<StOp::retr_qr>(x, u, "stiefel_retr_qr", "u", parallel); },
         py::arg("x"), py::arg("u"), py::arg("parallel") = "auto",
         R"pbdoc(QR retraction ``qf(x + u)`` with a positive diagonal of R; (N, n, p) -> (N, n, p).
 
 CholeskyQR2 (Householder QR when (x+u)'(x+u) is not numerically positive definite).)pbdoc");
-    m.def("stiefel_inv_retr_qr", [](const Arr& x, const Arr& y, const std::string& parallel) {
+    m.def("stiefel_inv_retr_qr", [](py::handle x, py::handle y, const std::string& parallel) {
         return stiefel_binary<StOp::inv_retr_qr>(x, y, "stiefel_inv_retr_qr", "y",
                                                  parallel); },
         py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",

@@ -149,31 +149,31 @@ bool any_core(const py::ssize_t*) { return true; }
 
 void register_vectors(py::module_& m) {
     // sphere
-    m.def("sphere_exp", [](const Arr& x, const Arr& u) {
+    m.def("sphere_exp", [](py::handle x, py::handle u) {
         return vec_binary<rfl::sphere::exp>(x, u, "sphere_exp", "u"); }, py::arg("x"), py::arg("u"),
         R"pbdoc(Sphere Exp ``cos|u| x + sin|u| u/|u|``; (N, d) -> (N, d).)pbdoc");
-    m.def("sphere_log", [](const Arr& x, const Arr& y) {
+    m.def("sphere_log", [](py::handle x, py::handle y) {
         return vec_binary<rfl::sphere::log>(x, y, "sphere_log", "y"); }, py::arg("x"), py::arg("y"),
         R"pbdoc(Sphere Log ``theta v/|v|``, ``v = y - <x,y>x``; (N, d); NaN at antipodal points.)pbdoc");
-    m.def("sphere_dist", [](const Arr& x, const Arr& y) {
+    m.def("sphere_dist", [](py::handle x, py::handle y) {
         return vec_dist<rfl::sphere::dist>(x, y, "sphere_dist"); }, py::arg("x"), py::arg("y"),
         R"pbdoc(Great-circle distance ``2 asin(|x - y|/2)``; (N, d) -> (N,).)pbdoc");
-    m.def("sphere_transport", [](const Arr& x, const Arr& y, const Arr& v) {
+    m.def("sphere_transport", [](py::handle x, py::handle y, py::handle v) {
         return vec_ternary<rfl::sphere::transport>(x, y, v, "sphere_transport"); },
         py::arg("x"), py::arg("y"), py::arg("v"),
         R"pbdoc(Parallel transport ``v - <y,v>/(1+<x,y>) (x+y)``; (N, d) -> (N, d).)pbdoc");
 
     // Lorentz
-    m.def("lorentz_exp", [](const Arr& x, const Arr& v) {
+    m.def("lorentz_exp", [](py::handle x, py::handle v) {
         return vec_binary<rfl::lorentz::exp>(x, v, "lorentz_exp", "v"); }, py::arg("x"), py::arg("v"),
         R"pbdoc(Hyperboloid Exp ``cosh|v| x + sinh|v| v/|v|``; (N, d+1) -> (N, d+1).)pbdoc");
-    m.def("lorentz_log", [](const Arr& x, const Arr& y) {
+    m.def("lorentz_log", [](py::handle x, py::handle y) {
         return vec_binary<rfl::lorentz::log>(x, y, "lorentz_log", "y"); }, py::arg("x"), py::arg("y"),
         R"pbdoc(Hyperboloid Log ``acosh(a) (y - a x)/sqrt(a^2-1)``, ``a = -<x,y>_L``; (N, d+1).)pbdoc");
-    m.def("lorentz_dist", [](const Arr& x, const Arr& y) {
+    m.def("lorentz_dist", [](py::handle x, py::handle y) {
         return vec_dist<rfl::lorentz::dist>(x, y, "lorentz_dist"); }, py::arg("x"), py::arg("y"),
         R"pbdoc(Hyperboloid distance ``acosh(-<x,y>_L)``; (N, d+1) -> (N,).)pbdoc");
-    m.def("lorentz_transport", [](const Arr& x, const Arr& y, const Arr& v) {
+    m.def("lorentz_transport", [](py::handle x, py::handle y, py::handle v) {
         return vec_ternary<rfl::lorentz::transport>(x, y, v, "lorentz_transport"); },
         py::arg("x"), py::arg("y"), py::arg("v"),
         R"pbdoc(Parallel transport ``v + <y,v>_L/(1-<x,y>_L) (x+y)``; (N, d+1) -> (N, d+1).)pbdoc");

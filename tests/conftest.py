@@ -1,13 +1,49 @@
+"""Shared fixtures. First, which rfl_fast the tests import: ``python -m pytest`` puts the
+current folder first on ``sys.path``, so from a checkout it would import the source tree (no
+compiled core unless built in place) instead of the installed package that plain ``pytest``
+tests. The guard below makes both test the installed package, or stops at once saying how to
+install it."""
+
+import importlib.util
 import os
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _import_the_installed_package(root=Path(__file__).resolve().parent.parent):
+    if not (root / "rfl_fast" / "__init__.py").is_file():
+        return                       # tests outside a checkout: nothing shadows the package
+    here = [p for p in sys.path if Path(p or ".").resolve() == root]
+    if not here:
+        return                       # plain `pytest`: the checkout is not on sys.path
+    rest = [p for p in sys.path if Path(p or ".").resolve() != root]
+    saved = sys.path[:]
+    sys.path[:] = rest
+    try:
+        spec = importlib.util.find_spec("rfl_fast")
+    finally:
+        sys.path[:] = saved
+    if spec is not None and spec.origin and \
+            Path(spec.origin).resolve().parent != root / "rfl_fast":
+        sys.path[:] = rest           # installed elsewhere (or editable from another tree)
+        return
+    if spec is not None or any((root / "rfl_fast").glob("_core*")):
+        return                       # this tree is what is installed (editable) or built
+    pytest.exit(f"python -m pytest would test the source tree {root / 'rfl_fast'}, which has "
+                f"no compiled core and is not installed: run `pip install \".[test]\"` (or "
+                f"`pip install -e \".[test]\"`) in {root} first", returncode=4)
+
+
+_import_the_installed_package()
 
 # auto follows the shipped policy in the tests, never a policy ``rfl-fast tune`` left in this
 # machine's cache (tests/test_policy.py plants its own)
 os.environ.setdefault("RFL_FAST_POLICY", "shipped")
 
-import numpy as np
-import pytest
-
-import rfl_fast as rf
+import numpy as np  # noqa: E402
+import rfl_fast as rf  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -295,14 +295,15 @@ def test_bad_input_at_run_time_raises_before_any_work():
     P = heterogeneous_pca(n=4, m=10, d=5, r=2)
     calls = []
     cb = lambda t, x, row: calls.append(t)  # noqa: E731
-    with pytest.raises(ValueError, match="RFedAGS: batch_size=11 is larger than the data"):
+    with pytest.raises(ValueError, match="RFedAGS: batch_size: 11 is larger than the data"):
         run(P, RFedAGS(0.1, 2, batch_size=11), 3, callback=cb)
     with pytest.raises(ValueError, match=r"RFedAGS: p: expected finite values in \(0, 1\]"):
         run(P, RFedAGS(0.1, 2, aggregation="AP"), 3,
             participation=Bernoulli([0.5, 0.0, 0.5, 0.5]), callback=cb)
     with pytest.raises(ValueError, match="RFedAGS: p: 3 probabilities for n=4"):
         run(P, RFedAGS(0.1, 2, aggregation="AP", p=[0.5, 0.5, 0.5]), 3, callback=cb)
-    with pytest.raises(ValueError, match="RFedAGS: manifold Stiefel.* has no retraction 'exp2'"):
+    with pytest.raises(ValueError, match="RFedAGS: retraction: manifold Stiefel.* has no "
+                                         "retraction 'exp2'"):
         run(P, RFedAGS(0.1, 2, retraction="exp2"), 3, callback=cb)
     assert calls == []
     # q = "true" reads p from the participation model: Uniform(k) gives k/n, Full gives 1

@@ -205,14 +205,16 @@ def test_each_algorithm_runs_where_its_ingredients_exist(M, alg):
 
 def test_refusals_name_manifold_and_missing_method():
     P = heterogeneous_pca(n=4, m=10, d=5, r=2)
-    with pytest.raises(ValueError, match=r"RFedAvg: the retraction 'cayley' of Stiefel\(5, 2\) "
-                                         r"has no exact inverse"):
+    with pytest.raises(ValueError, match=r"RFedAvg: retraction: the retraction 'cayley' of "
+                                         r"Stiefel\(5, 2\) has no exact inverse"):
         run(P, RFedAvg(0.1, 2, retraction="cayley"), 2)
-    with pytest.raises(ValueError, match=r"RFedSVRG: manifold Stiefel\(5, 2\) has no retraction"):
+    with pytest.raises(ValueError, match=r"RFedSVRG: retraction: manifold Stiefel\(5, 2\) has "
+                                         r"no retraction"):
         run(P, RFedSVRG(0.1, 2, retraction="nope"), 2)
-    with pytest.raises(ValueError, match=r"RFedSVRG: manifold Stiefel\(5, 2\) has no transport "
-                                         r"'parallel'"):
+    with pytest.raises(ValueError, match=r"RFedSVRG: transport: manifold Stiefel\(5, 2\) has "
+                                         r"no transport 'parallel'") as info:
         run(P, RFedSVRG(0.1, 2, transport="parallel"), 2)
+    assert (info.value.owner, info.value.param) == ("RFedSVRG", "transport")     # structured
 
 
 class _NoTransport(rf.Sphere):
@@ -266,7 +268,7 @@ def test_batch_larger_than_client_data_refused_before_work():
     calls = []
     for alg in (RFedAvg(0.1, 2, batch_size=11), RFedProx(0.1, 2, mu=1, batch_size=11),
                 RFedProj(0.1, 2, batch_size=11)):
-        with pytest.raises(ValueError, match="batch_size=11 is larger than the data of client 0 "
+        with pytest.raises(ValueError, match="batch_size: 11 is larger than the data of client 0 "
                                              r"\(10 samples\)"):
             run(P, alg, 2, callback=lambda *a: calls.append(a))
     assert not calls

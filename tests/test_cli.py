@@ -171,6 +171,14 @@ BAD = [
     ("local_steps = 2", "local_steps = 2\nbatch_size = 1000", "algorithm[0].batch_size",
      "larger than"),
     ("[[algorithm]]", "[[algorithms]]", "algorithms", "algorithm"),
+    ('name = "RFedAvg"', 'name = "PriRFed"\nsigma = 0.5\nbatch_size = 1000',
+     "algorithm[0].batch_size", "exceeds the N_i"),
+    ('name = "RFedAvg"', 'name = "PriRFed"\nsigma = 1e-3\ntarget = [1.0, 1e-5]',
+     "algorithm[0].sigma", "cannot reach the privacy target"),
+    ('name = "RFedAvg"', 'name = "PriRFed"\ntarget = [1.0, 1e-5]\naccountant = "pld"\n'
+     'batch_size = 5', "algorithm[0].target", "cannot be reached"),
+    ('[[algorithm]]\nname = "RFedAvg"', '[participation]\ntype = "bernoulli"\np = 0.5\n'
+     '[[algorithm]]\nname = "PriRFed"\nsigma = 0.5', "algorithm[0]", "without replacement"),
     ("rounds = 3", "rounds = = 3", "", "not valid TOML"),
 ]
 
@@ -195,6 +203,55 @@ def test_config_errors_name_the_allowed_values():
     assert info.value.allowed == ("full", "uniform", "bernoulli")
 
 
+def test_library_errors_map_to_keys_by_their_attributes_never_their_text(monkeypatch):
+    """(issue 31) A library object's error names its argument as an attribute
+    (``ParameterError.param``); the reader maps it to ``table.param`` from that alone. Text
+    that merely looks like a key maps to the table, with the whole text."""
+    import rfl_fast.app.config as C
+    from rfl_fast.errors import InvalidParameterError
+
+    cfg = resolve_config({"problem": {"type": "KPCA", "r": 2}, "data": {"source": "wine"},
+                          "algorithm": [{"name": "RFedAvg", "step": 0.1, "local_steps": 2}]})
+    for exc, key, shown in [
+            (InvalidParameterError("r", "too large for the data"), "problem.r",
+             "problem.r: too large for the data"),
+            (InvalidParameterError("nope", "not a key of the table"), "problem",
+             "problem: nope: not a key of the table"),
+            (ValueError("r: looks like a key, is not one"), "problem",
+             "problem: r: looks like a key, is not one")]:
+        def boom(*args, exc=exc):
+            raise exc
+        monkeypatch.setattr(C, "_build_problem", boom)
+        with pytest.raises(ConfigError) as info:
+            C.build_plan(cfg)
+        assert info.value.key == key and str(info.value) == shown
+
+
+def test_an_experiment_file_is_built_once_and_its_noise_calibrated_once(tmp_path, monkeypatch):
+    """(issue 31) The plan holds each algorithm fixed for the run (PriRFed's noise calibrated,
+    its ledger planned); the run uses it as it is: one calibration per client group, where
+    plan time and run time used to calibrate twice (an lru_cache hid the second)."""
+    pytest.importorskip("dp_accounting")
+    from rfl_fast.privacy import Accountant
+
+    calls = []
+    calibrate = Accountant.calibrate
+    monkeypatch.setattr(Accountant, "calibrate",
+                        staticmethod(lambda *a, **k: calls.append(a) or calibrate(*a, **k)))
+    cfg = _write(tmp_path, BASE.replace('name = "RFedAvg"', 'name = "PriRFed"\ntarget = [2.0, '
+                                        '1e-5]\naccountant = "seed"'))
+    plan = load_plan(cfg, overrides={"out": str(tmp_path / "out")})
+    (label, alg), = plan.algorithms
+    assert alg.ledger is not None and alg.ledger.calibrated
+    groups = len(set(alg.ledger.settings))
+    assert len(calls) == groups                       # once per distinct client
+    outcome = execute(plan, progress=False, quiet=True)
+    assert len(calls) == groups                       # and not again when it runs
+    assert outcome.status == "completed"
+    eps = outcome.histories[label]["eps_seed"]
+    assert eps.tolist() == alg.ledger.columns["eps_seed"].tolist()
+
+
 ALGORITHMS = ("RFedAvg", "RFedProx", "RFedSVRG", "RFedSVRG2BB", "RFedSVRG2BBS", "RFedProj",
               "RFedAGS", "PriRFed")
 
@@ -206,7 +263,7 @@ def test_only_federated_algorithms_are_algorithm_names():
 
     assert algorithm_names() == ALGORITHMS
     others = ("FederatedAlgorithm", "PointState", "SVRGState", "BBState", "ProjState",
-              "AGSState", "PriState", "PrivacyLedger", "reweighted_weights",
+              "AGSState", "PriState", "reweighted_weights",
               "algorithm_classes")
     for name in others:          # exported next to the algorithms, but none of them
         assert name in algorithms.__all__ and name not in algorithm_names()

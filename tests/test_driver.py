@@ -35,7 +35,7 @@ def _problem():
 def _run_config(name, rounds=3, seed=5, participation="Full"):
     return {"algorithm": name, "algorithm-kwargs": json.dumps(ALGS[name]),
             "participation": participation, "rounds": rounds, "seed": seed, "num-clients": 4,
-            "task": "rfl_fast.flower.tasks:synthetic_kpca", "task-kwargs": json.dumps(TASK)}
+            "task": "synthetic_kpca", "task-kwargs": json.dumps(TASK)}
 
 
 def _flower(name, **kw):

@@ -71,3 +71,19 @@ def test_example_configs(tmp_path, name, labels):
     for label in labels:
         assert (out / f"history_{label}.csv").exists() and (out / f"model_{label}.npy").exists()
     assert not list(out.glob("plot_*"))                 # --no-plots
+
+
+def test_federated_pca_grassmann(tmp_path):
+    out = _run_script("federated_pca_grassmann.py", tmp_path)
+    # both manifolds solve the problem (RFedSVRG, 60 rounds): a principal angle far below
+    # the starting point's (~1 rad)
+    assert _number(r"stiefel\s+principal angle after 60 rounds:", out) < 1e-2
+    assert _number(r"grassmann\s+principal angle after 60 rounds:", out) < 1e-2
+    # Grassmann's consensus does not see the clients' bases (exact up to rounding of a
+    # well-conditioned p x p solve); Stiefel's does
+    assert _number(r"grassmann\s+angle between the means with and without the clients' "
+                   r"rotations:", out) < 1e-10
+    assert _number(r"stiefel\s+angle between the means with and without the clients' "
+                   r"rotations:", out) > 1e-3
+    assert _number(r"Grassmann .*\(the two means", out) < 1e-10
+    assert _number(r"Stiefel .*\(the two means", out) > 1e-3

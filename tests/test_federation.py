@@ -154,14 +154,15 @@ def test_empty_bernoulli_rounds_keep_the_server_point():
 
 def test_participation_bad_input():
     P = heterogeneous_pca(n=4, m=10, d=5, r=2)
-    with pytest.raises(ValueError, match="k=5 clients per round requested but the problem "
-                                         "has only n=4"):
+    with pytest.raises(ValueError, match="Uniform: k: 5 clients per round requested but the "
+                                         "problem has only n=4") as info:
         run(P, RFedAvg(0.1, 1), 3, participation=Uniform(5))
+    assert (info.value.owner, info.value.param) == ("Uniform", "k")     # structured
     with pytest.raises(ValueError, match="k: expected an int >= 1"):
         Uniform(0)
     with pytest.raises(ValueError, match=r"Bernoulli: p: expected finite values in \[0, 1\]"):
         Bernoulli(1.5)
-    with pytest.raises(ValueError, match="p has 3 entries"):
+    with pytest.raises(ValueError, match="Bernoulli: p: 3 entries"):
         run(P, RFedAvg(0.1, 1), 3, participation=Bernoulli([0.5] * 3))
     with pytest.raises(TypeError, match="participation"):
         run(P, RFedAvg(0.1, 1), 3, participation=3)

@@ -40,7 +40,7 @@ HAS_DP = importlib.util.find_spec("dp_accounting") is not None
 needs_flwr = pytest.mark.skipif(not HAS_FLWR, reason="flwr not installed: pip install "
                                 "'.[flower]' (flwr==1.41.0) to test the Flower link")
 
-TASK = "rfl_fast.flower.tasks:synthetic_kpca"
+TASK = "synthetic_kpca"
 TIMING = ("cpu_server", "cpu_clients_max", "wall", "wall_metrics")
 
 
@@ -314,29 +314,28 @@ def test_every_exchanged_array_has_the_kind_its_algorithm_declares(algorithm, kw
     assert all(builtin_kinds()[name] == kind for name, kind in declared.items())
 
 
-def test_per_client_settings_travel_through_the_algorithm_hooks():
-    from rfl_fast.algorithms import PriRFed, RFedAvg
-    from rfl_fast.flower.client import _client_algorithm
-    from rfl_fast.flower.server import _client_extras
-
-    avg = RFedAvg(0.1, 2)
-    assert avg.client_settings(3) == {} and avg.for_client({}) is avg
-    assert _client_extras(avg, 3) == {} and _client_algorithm(avg, {"round": 0}) is avg
+def test_a_private_client_takes_its_own_sigma_and_clip_and_no_settings_channel():
+    """(issue 15) a private client takes its sigma and clip from its node config; (issue 29)
+    the server's per-client ``alg.*`` settings, which no client used, are gone from the
+    request schema: a request carrying them is refused as a whole."""
     if not HAS_DP:
         pytest.skip("dp-accounting not installed (privacy extra)")
-    problem = synthetic_kpca.full(**_task_kwargs(4))
-    pri = PriRFed(0.1, 2, sigma=[0.1, 0.2, 0.3, 0.4], batch_size=[5, 6, 7, 8])
-    assert pri.client_settings(2) == {}                 # nothing fixed before the run starts
-    pri = pri.for_run(problem, Full(), 3)
-    extras = _client_extras(pri, 2)
-    assert extras == {"alg.sigma": 0.3, "alg.batch": 7, "alg.delta": 1e-5, "alg.rounds": 3}
-    # (issue 15) a private client does not take them: its sigma and clip are its own
+    from rfl_fast.algorithms import PriRFed
+    from rfl_fast.flower.schema import REQUEST, Refused, read_request
+
     local = synthetic_kpca(2, {}, **_task_kwargs(4))
     mine, st = PriRFed(0.1, 2, sigma=0.0, clip=50.0, batch_size=7).for_private_client(
         local, 0.8, 0.5)
     assert mine.ledger.sigma.tolist() == [0.8] and mine.clip == 0.5
     assert mine.ledger.batch.tolist() == [7] and st.batch_size == 7 and st.tau == 0.5
     assert st.clients_per_round == st.n_clients == 1 and st.rounds == 1
+    assert not any(key.startswith("alg.") for key in REQUEST)
+    M = Stiefel(6, 2)
+    msg, meta = pack({"x": M.random_point(rng=np.random.default_rng(0))}, M)
+    config = {"phase": "update", "round": 0, "client": 2, "seed": 0, "rounds": 3,
+              "rng": "fresh", "memo": "no", "alg.sigma": 0.0}
+    with pytest.raises(Refused, match="unknown key 'alg.sigma'"):
+        read_request({"config": config, "msg": msg, "msg.meta": meta}, M, {"x": "point"})
 
 
 def test_in_process_dropouts_and_rejections_match_the_engine_on_the_respondents():

@@ -168,7 +168,7 @@ def _flower_case(n=1, samples=30):
     kwargs = {"step": 0.2, "local_steps": 1, "sigma": 0.0, "clip": 1e6}
     rc = {"algorithm": "PriRFed", "algorithm-kwargs": json.dumps(kwargs),
           "participation": "Full", "rounds": 2, "seed": 5, "num-clients": n,
-          "task": "rfl_fast.flower.tasks:synthetic_kpca", "task-kwargs": json.dumps(task_kwargs)}
+          "task": "synthetic_kpca", "task-kwargs": json.dumps(task_kwargs)}
     return rc, task_kwargs
 
 
@@ -177,14 +177,13 @@ def _node(i, folder, sigma=0.3, clip=1.0, eps=1e3, delta=1e-5, **extra):
             "dp-delta": delta, "dp-ledger": str(folder / f"ledger{i}.json"), **extra}
 
 
-def _message(M, x, t, seed=5, client=0, sigma=0.0):
+def _message(M, x, t, seed=5, client=0):
     from rfl_fast.flower.codec import pack
 
     init, init_meta = pack({"x0": x}, M)
     msg, meta = pack({"x": x}, M)
     config = {"phase": "update", "round": t, "client": client, "seed": seed, "rounds": 3,
-              "rng": "fresh", "memo": "no", "alg.sigma": sigma, "alg.batch": 30,
-              "alg.delta": 1e-5, "alg.rounds": 3}
+              "rng": "fresh", "memo": "no"}
     return {"config": config, "msg": msg, "msg.meta": meta, "init": init,
             "init.meta": init_meta}
 
@@ -453,12 +452,16 @@ def test_corrupt_checkpoint_is_one_clear_error(tmp_path, damage):
 def test_full_batch_pld_is_replace_one_with_fixed_denominator():
     """batch_size=None divides by the client's own N: under add/remove N changes, so the mean
     moves by more than the tau/N the old Poisson add/remove PLD assumed. The PLD now accounts
-    replace-one (N fixed, sum sensitivity 2 tau): checked against dp-accounting's own
-    REPLACE_ONE Gaussian event, and against the measured change of the clipped mean."""
+    replace-one (N fixed, sum sensitivity 2 tau): one step is a Gaussian whose means lie
+    2 tau apart under noise N sigma, the PLD of dp-accounting's Gaussian event of noise
+    multiplier N sigma / (2 tau) between two points at distance 1 (ADD_OR_REMOVE_ONE; its
+    REPLACE_ONE event places them 2 apart, which counted 2 tau twice before issue 29: this
+    test then compared against that event and passed with the doubled epsilon); and checked
+    against the measured change of the clipped mean."""
     dpa = pytest.importorskip("dp_accounting")
     n, K, T, tau, sigma, delta = 30, 2, 40, 1.0, 0.3, 1e-5
     st = P.DPSettings(n_samples=n, batch_size=n, local_steps=K, rounds=T, tau=tau)
-    acc = dpa.pld.PLDAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    acc = dpa.pld.PLDAccountant(neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
     acc.compose(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(n * sigma / (2 * tau)), K * T))
     want = acc.get_epsilon(delta)
     got = P.epsilon_pld(sigma, delta, st)

@@ -106,3 +106,67 @@ def test_parallel_transport_needs_a_direction_or_end_point():
     space = rg.spd_matrices(2)
     with pytest.raises(ValueError, match="direction, end_point"):
         space.metric.parallel_transport(np.eye(2), np.eye(2))
+
+
+def test_metrics_work_whatever_order_geomstats_equips_a_space_in():
+    # SPDMatrices equips its default metric before it sets n: a metric that read space.n in
+    # __init__ failed there (every geomstats test that builds SPDMatrices(n) with ours)
+    class OurDefault(SPDMatrices):
+        @staticmethod
+        def default_metric():
+            return rg.SPDAffineMetric
+
+    space = OurDefault(3)
+    points = rf.SPD(3).random_point(2, rng=3)
+    np.testing.assert_allclose(space.metric.dist(points[0], points[1]),
+                               rf.SPD(3).dist(points[0], points[1]), rtol=1e-14)
+
+
+def test_grassmannian_metric_agrees_with_geomstats_on_projectors():
+    from geomstats.geometry.grassmannian import Grassmannian
+
+    n, p = 6, 2
+    ours, theirs, gr = rg.grassmannian(n, p), Grassmannian(n, p), rf.Grassmann(n, p)
+    center = gr.random_point(rng=4)   # points near one subspace: a unique mean
+    bases = gr.exp(center, 0.5 * gr.random_tangent(np.broadcast_to(center, (5, n, p)), rng=5))
+    projectors = bases @ np.swapaxes(bases, -1, -2)
+    base = projectors[0]
+    logs = ours.metric.log(projectors, base)
+    np.testing.assert_allclose(logs, theirs.metric.log(projectors, base), atol=1e-9)
+    np.testing.assert_allclose(ours.metric.exp(logs, base), projectors, atol=1e-10)
+    np.testing.assert_allclose(ours.metric.exp(logs, base), theirs.metric.exp(logs, base),
+                               atol=1e-9)
+    # geomstats' metric is the Frobenius norm of V = XH' + HX': sqrt(2) |principal angles|
+    np.testing.assert_allclose(ours.metric.dist(base, projectors),
+                               np.sqrt(2) * gr.dist(bases[0], bases), atol=1e-12)
+    np.testing.assert_allclose(ours.metric.dist(base, projectors[1:]),
+                               theirs.metric.dist(base, projectors[1:]), atol=1e-7)
+    moved = ours.metric.parallel_transport(logs[2], base, end_point=projectors[1])
+    np.testing.assert_allclose(moved, theirs.metric.parallel_transport(
+        logs[2], base, end_point=projectors[1]), atol=1e-9)
+    np.testing.assert_allclose(ours.metric.parallel_transport(logs[2], base, direction=logs[1]),
+                               moved, atol=1e-9)
+    mean = _converged_mean(ours, projectors)
+    np.testing.assert_allclose(mean, _converged_mean(theirs, projectors), atol=1e-7)
+
+
+def test_stiefel_metric_retracts_and_lifts_on_our_kernels():
+    from geomstats.geometry.stiefel import Stiefel
+
+    ours, theirs, st = rg.stiefel(5, 3), Stiefel(5, 3), rf.Stiefel(5, 3)
+    x = st.random_point(4, rng=5)
+    u = 0.5 * st.random_tangent(x, rng=6)
+    y = ours.metric.retraction(u, x)
+    np.testing.assert_array_equal(y, st.retr(x, u, "qr"))
+    np.testing.assert_allclose(y, theirs.metric.retraction(u, x), atol=1e-12)
+    np.testing.assert_allclose(ours.metric.lifting(y, x), u, atol=1e-12)
+    np.testing.assert_allclose(ours.metric.lifting(y, x), theirs.metric.lifting(y, x),
+                               atol=1e-10)
+    # a point the QR retraction does not reach: a ValueError, as geomstats' own raises
+    far = st.random_point(rng=1)
+    with pytest.raises(ValueError):
+        theirs.metric.lifting(far, st.random_point(rng=0))
+    with pytest.raises(rf.errors.NoSolutionError):
+        ours.metric.lifting(far, st.random_point(rng=0))
+    # exp/log of the canonical metric are geomstats' own
+    np.testing.assert_allclose(ours.metric.exp(u, x), theirs.metric.exp(u, x), atol=1e-12)

@@ -1,4 +1,15 @@
-"""One identity suite that every manifold passes, under every backend."""
+"""One identity suite that every manifold passes, under every backend.
+
+The instances come from ``CASES``: one entry per manifold class of ``rfl_fast.manifolds``
+(``test_every_manifold_class_has_cases`` fails for a class without one), holding what the
+class's tests need -- its instances, the maps it has no closed form for (explicit expected
+failures, never skips), whether transports are tested between nearby points only, whether it
+has ``project``, and how two arrays that represent one point compare. A product's entry derives
+all of these from its factors' entries.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -6,31 +17,78 @@ import pytest
 import rfl_fast as rf
 from rfl_fast.errors import MethodNotAvailableError
 
-MANIFOLDS = [
-    rf.Euclidean(4, 3),
-    rf.Sphere(5),
-    rf.Sphere(784),
-    rf.Stiefel(7, 3),
-    rf.Stiefel(4, 4),
-    rf.Stiefel(50, 1),
-    rf.SPD(1),
-    rf.SPD(4),
-    rf.Lorentz(2),
-    rf.Lorentz(5),
-]
+
+def _same(M, x):
+    return x
+
+
+@dataclass(frozen=True)
+class Case:
+    """What the suite needs to know of one manifold class (a value, or a function of the
+    instance)."""
+
+    instances: tuple
+    lacks: Any = frozenset()        # maps without a closed form: "log", "parallel transport"
+    nearby_only: Any = False        # transports only between nearby points (an antipode exists)
+    project: Any = True             # has ``project`` (the nearest point)
+    canonical: Callable = _same     # (M, x) -> one array per point (quotients: a normal form)
+
+
+def trait(M, name):
+    value = getattr(CASES[type(M)], name)
+    return value(M) if callable(value) and name != "canonical" else value
+
+
+def _of_factors(name, combine):
+    return lambda M: combine(trait(f, name) for f in M.factors)
+
+
+def _canonical_product(M, x):
+    batch = x.shape[:-1]
+    return np.concatenate([trait(f, "canonical")(f, part).reshape(batch + (-1,))
+                           for f, part in zip(M.factors, M.split(x))], axis=-1)
+
+
+CASES = {
+    rf.Euclidean: Case((rf.Euclidean(4, 3),)),
+    rf.Sphere: Case((rf.Sphere(5), rf.Sphere(784)), nearby_only=True),
+    rf.Stiefel: Case((rf.Stiefel(7, 3), rf.Stiefel(4, 4), rf.Stiefel(50, 1)),
+                     lacks=frozenset({"log", "parallel transport"})),
+    rf.Grassmann: Case((rf.Grassmann(7, 3), rf.Grassmann(50, 1), rf.Grassmann(6, 5)),
+                       canonical=lambda M, x: x @ np.swapaxes(x, -1, -2)),   # the projector
+    rf.SPD: Case((rf.SPD(1), rf.SPD(4)), project=False),
+    rf.Lorentz: Case((rf.Lorentz(2), rf.Lorentz(5)), nearby_only=True, project=False),
+    rf.Product: Case(
+        (rf.Product(rf.Sphere(3), rf.Stiefel(5, 2)),
+         rf.Product(rf.SPD(2), rf.Lorentz(2), rf.Euclidean(3)),
+         rf.Product(rf.Grassmann(5, 2), rf.Sphere(4)),
+         rf.Product(rf.Product(rf.Grassmann(4, 1), rf.SPD(2)), rf.Euclidean(2, 2))),
+        lacks=_of_factors("lacks", lambda s: frozenset().union(*s)),
+        nearby_only=_of_factors("nearby_only", any),
+        project=_of_factors("project", all),
+        canonical=_canonical_product),
+}
+MANIFOLDS = [M for case in CASES.values() for M in case.instances]
 BATCH = 3
 
 manifolds = pytest.mark.parametrize("M", MANIFOLDS, ids=repr)
 
 
-def absent_on_stiefel(what):
-    """Every manifold, with Stiefel marked as an explicit expected failure for ``what``."""
+def test_every_manifold_class_has_cases():
+    classes = [getattr(rf.manifolds, name) for name in rf.manifolds.__all__]
+    missing = [c.__name__ for c in classes
+               if c is not rf.Manifold and issubclass(c, rf.Manifold) and c not in CASES]
+    assert missing == [], f"add instances of {missing} to CASES"
+
+
+def absent_where_lacking(what):
+    """Every manifold, those lacking ``what`` marked as an explicit expected failure."""
     cases = []
     for M in MANIFOLDS:
         marks = ()
-        if isinstance(M, rf.Stiefel):
+        if what in trait(M, "lacks"):
             marks = pytest.mark.xfail(raises=(MethodNotAvailableError, ValueError), strict=True,
-                                      reason=f"Stiefel has no closed-form {what}")
+                                      reason=f"{M!r} has no closed-form {what}")
         cases.append(pytest.param(M, marks=marks, id=repr(M)))
     return pytest.mark.parametrize("M", cases)
 
@@ -48,6 +106,12 @@ def tangent(M, x, scale=0.3, seed=1):
 
 def close(a, b, atol=1e-10):
     np.testing.assert_allclose(a, b, rtol=0, atol=atol * max(1.0, float(np.max(np.abs(b)))))
+
+
+def same_point(M, a, b, atol=1e-10):
+    """``a`` and ``b`` represent the same point(s) of ``M``."""
+    canonical = trait(M, "canonical")
+    close(canonical(M, a), canonical(M, b), atol=atol)
 
 
 @manifolds
@@ -83,7 +147,7 @@ def test_retraction_identities(M, method, backend):
         close(M.inv_retr(x, x, method), M.zero_vector(x))
 
 
-@absent_on_stiefel("log")
+@absent_where_lacking("log")
 def test_exp_log_dist(M, backend):
     x = points(M)
     v = tangent(M, x, scale=0.8)
@@ -92,7 +156,7 @@ def test_exp_log_dist(M, backend):
     close(M.log(x, y), v, atol=1e-9)
     close(M.dist(x, y), M.norm(x, v), atol=1e-9)
     z = points(M, seed=7)
-    close(M.exp(x, M.log(x, z)), z, atol=1e-8)
+    same_point(M, M.exp(x, M.log(x, z)), z, atol=1e-8)
     close(M.dist(x, z), M.dist(z, x), atol=1e-9)
     assert np.all(M.dist(x, z) <= M.dist(x, y) + M.dist(y, z) + 1e-10)
     close(M.dist(x, x), np.zeros(BATCH), atol=1e-7)
@@ -101,7 +165,7 @@ def test_exp_log_dist(M, backend):
 @manifolds
 def test_transports_land_in_tangent_space(M, backend):
     x, y = points(M), points(M, seed=3)
-    if isinstance(M, rf.Sphere | rf.Lorentz):
+    if trait(M, "nearby_only"):
         y = M.exp(x, tangent(M, x, scale=1.0, seed=4))  # away from the antipode
     v = tangent(M, x, seed=6)
     for method in M.transports:
@@ -112,7 +176,7 @@ def test_transports_land_in_tangent_space(M, backend):
     assert M.is_tangent(y2, w2)
 
 
-@absent_on_stiefel("parallel transport")
+@absent_where_lacking("parallel transport")
 def test_parallel_transport_is_isometric(M, backend):
     x = points(M)
     u, v = tangent(M, x, seed=8), tangent(M, x, seed=9)
@@ -188,7 +252,7 @@ def test_float32_works_to_float32_tolerance(M, backend):
 
 @manifolds
 def test_project_or_explicit_absence(M, backend):
-    assert M.has_project == (not isinstance(M, rf.SPD | rf.Lorentz))   # the declared capability
+    assert M.has_project == trait(M, "project")                 # the declared capability
     if not M.has_project:
         with pytest.raises(MethodNotAvailableError, match="provides no `project`"):
             M.project(points(M))

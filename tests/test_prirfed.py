@@ -153,7 +153,8 @@ def test_history_records_privacy_spent_growing_with_rounds():
     assert h["eps_seed"][5] == pytest.approx(epsilon_seed(sig, 1e-5, replace(st, rounds=5)))
     assert res.algorithm.ledger.epsilon["rdp"] == h["eps_rdp"][-1]
     # (issue 15) PLD covers the full batch only (fixed denominator, replace-one)
-    with pytest.raises(ValueError, match="accountant 'pld': covers the full batch only"):
+    with pytest.raises(ValueError, match="PriRFed: accountant: 'pld' covers DP-RSGD with the "
+                                         "full batch only"):
         run(P, replace(alg, accountant=("rdp", "pld")), 3, Uniform(2), seed=0)
     full = run(P, replace(alg, batch_size=None, accountant=("rdp", "pld")), 12, Uniform(2),
                seed=0)

@@ -1,6 +1,9 @@
 """Privacy: clipping, fused clipped sums, tangent noise, accounting (seed 002, PriRFed)."""
 
 import math
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -407,3 +410,139 @@ def test_fused_pca_parallel_driver_matches_serial():
     scale = max(1.0, np.abs(ref).max())
     np.testing.assert_allclose(par, ref, rtol=0, atol=1e-10 * scale)
     np.testing.assert_allclose(ser, ref, rtol=0, atol=1e-10 * scale)
+
+
+# ---------------------------------------------------------------------------- exact and bounded
+# (issue 29) PLD against an independent closed form, bounded cost, extreme noise.
+
+def _gdp_epsilon(mu, delta):
+    """Exact epsilon of mu-Gaussian DP at ``delta`` (Dong, Roth & Su 2019, Corollary 2.13):
+    the root of ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (decreasing
+    in eps; the second term in log space, so no overflow); 0 when ``delta(0) <= delta``."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    def gap(eps):
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps + norm.logcdf(-eps / mu - mu / 2)) \
+            - delta
+    if gap(0.0) <= 0:
+        return 0.0
+    return brentq(gap, 0.0, mu * mu + 40 * mu + 10, xtol=1e-12, rtol=1e-12)
+
+
+# N, K, T, sigma, tau: full batch, every round. One DP-RSGD step releases the mean of N
+# clipped gradients plus N(0, sigma^2): replacing one sample moves the mean by <= 2 tau / N,
+# so K T steps are mu-GDP with mu = sqrt(K T) (2 tau / N) / sigma.
+GDP_CASES = [(30, 20, 1, 0.2, 1.0), (30, 1, 20, 0.2, 1.0), (100, 2, 10, 0.05, 3.0),
+             (12, 3, 4, 1.5, 0.5), (30, 5, 40, 0.3, 1.0)]
+
+
+@pytest.mark.parametrize("n, K, T, sigma, tau", GDP_CASES)
+def test_full_batch_pld_is_the_exact_gaussian_dp_epsilon(n, K, T, sigma, tau):
+    """Before issue 29 the PLD counted the replace-one sensitivity twice (dp-accounting's
+    REPLACE_ONE Gaussian already places the neighbours 2 deviations apart): N = 30, 20 steps,
+    sigma = 0.2 gave 16.5 where the exact value is 7.00. Now it equals the closed form up to
+    its documented discretization (pessimistic: never below), and RDP stays above both."""
+    delta = 1e-5
+    st = P.DPSettings(n_samples=n, local_steps=K, rounds=T, tau=tau)
+    exact = _gdp_epsilon(math.sqrt(K * T) * (2 * tau / n) / sigma, delta)
+    got = P.epsilon_pld(sigma, delta, st)
+    vdi = P.pld_discretization(sigma, st)
+    assert exact - 1e-9 <= got <= exact + K * T * vdi + 1e-9
+    assert P.epsilon_rdp(sigma, delta, st) >= exact - 1e-9
+    if (n, K, T, sigma) == (30, 20, 1, 0.2):
+        assert exact == pytest.approx(7.00, abs=5e-3)
+
+
+def test_calibrate_sigma_pld_is_the_exact_gaussian_dp_noise():
+    """The noise calibrated with PLD for eps = 3 (N = 30, 20 steps) is the exact mu-GDP one
+    (0.415; it was 0.83 with the double count), below RDP's (0.446)."""
+    from scipy.optimize import brentq
+
+    st = P.DPSettings(n_samples=30, local_steps=20, rounds=1, tau=1.0)
+    target, delta, rtol = 3.0, 1e-5, 1e-3
+    exact = brentq(lambda s: _gdp_epsilon(math.sqrt(20) * 2 / (30 * s), delta) - target,
+                   0.05, 5.0, xtol=1e-10)
+    pld = P.calibrate_sigma(target, delta, st, accountant="pld", rtol=rtol)
+    rdp = P.calibrate_sigma(target, delta, st, accountant="rdp", rtol=rtol)
+    # returned: the upper end of a bracket of relative width rtol around the PLD's root,
+    # which lies within the discretization of the exact root (above it: pessimistic)
+    assert exact * (1 - 1e-9) <= pld <= exact * (1 + 3 * rtol)
+    assert pld < rdp
+
+
+PLD_MEMORY = textwrap.dedent(r'''
+    import resource, sys
+    from rfl_fast.privacy import accounting as A
+    A.epsilon_pld(0.5, 1e-5, A.DPSettings(n_samples=30, local_steps=2, rounds=2))   # warm-up
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    sigma, K, T, s, n = float(sys.argv[1]), *map(int, sys.argv[2:])
+    st = A.DPSettings(n_samples=30, local_steps=K, rounds=T, clients_per_round=s, n_clients=n)
+    eps = A.epsilon_pld(sigma, 1e-5, st)
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base      # KiB (Linux)
+    print(eps, grew * 1024)
+''')
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB is Linux's")
+@pytest.mark.parametrize("sigma, K, T, s, n", [(0.01, 20, 1, 1, 1), (1e-3, 20, 1, 1, 1),
+                                               (3e-3, 5, 200, 1, 4)])
+def test_pld_memory_is_bounded_for_small_sigma(sigma, K, T, s, n):
+    """The PLD's discretization is widened for small sigma so that it holds at most
+    PLD_MAX_POINTS values (pld_discretization): before issue 29 sigma = 0.01 took 1.8 GB and
+    0.003 passed 24 GB; now each case grows the process by a few hundred MB at most (the
+    bound is PLD_MAX_POINTS = 2^20 values times the few arrays and FFT buffers dp-accounting
+    keeps)."""
+    from subprocess_env import same_package
+
+    out = subprocess.run([sys.executable, "-c", PLD_MEMORY, str(sigma), str(K), str(T), str(s),
+                          str(n)], capture_output=True, text=True, timeout=300,
+                         **same_package())
+    assert out.returncode == 0, out.stderr[-2000:]
+    eps, grew = map(float, out.stdout.split())
+    assert math.isfinite(eps) and eps > 0
+    assert grew < 768 * 2**20, f"the PLD grew the process by {grew / 2**20:.0f} MB"
+
+
+@pytest.mark.parametrize("sigma, want", [(1e-300, math.inf), (1e-10, math.inf),
+                                         (1e200, 0.0), (1e300, 0.0)])
+def test_extreme_sigmas_give_inf_or_zero_never_an_overflow(sigma, want):
+    """Before issue 29 sigma >= 1e200 raised OverflowError (RDP, PLD) or 'math domain error'
+    (RDP with client sampling), and sigma = 1e-10 made the PLD allocate without bound. Tiny
+    noise publishes the data (eps = inf, a valid bound); huge noise makes the whole mechanism,
+    unsampled, (0, delta)-DP (eps = 0, exact)."""
+    full = P.DPSettings(n_samples=30, local_steps=2, rounds=3, tau=1.0)
+    sampled = P.DPSettings(n_samples=30, batch_size=10, local_steps=2, rounds=3, tau=1.0,
+                           clients_per_round=1, n_clients=3)
+    rsvrg = P.DPSettings(n_samples=30, trainer="dp-rsvrg", local_steps=2, inner_steps=5,
+                         rounds=3)
+    got = [P.epsilon_rdp(sigma, 1e-5, full), P.epsilon_rdp(sigma, 1e-5, sampled),
+           P.epsilon_rdp(sigma, 1e-5, sampled, sampling="poisson"),
+           P.epsilon_rdp(sigma, 1e-5, rsvrg), P.epsilon_pld(sigma, 1e-5, full),
+           P.epsilon_pld(sigma, 1e-5, full, sampling="poisson")]
+    assert got == [want] * len(got)
+    report = P.privacy_report(sigma, 1e-5, full)
+    assert report.eps_rdp == want and report.eps_pld_poisson == want
+    # the ledger of a run agrees (its columns use the same shortcut)
+    prob = rf.problems.KPCA(np.random.default_rng(0).standard_normal((2, 30, 4)), 2)
+    alg = rf.algorithms.PriRFed(0.1, 2, sigma=sigma, clip=1.0, accountant=("rdp", "pld"))
+    cols = alg.for_run(prob, rf.federation.Full(), 3).ledger.columns
+    assert cols["eps_rdp"][1:].tolist() == [want] * 3
+    assert cols["eps_pld"][1:].tolist() == [want] * 3
+
+
+def test_zero_epsilon_only_where_the_mechanism_is_zero_delta_private():
+    """eps = 0 is returned exactly where the closed form says so: delta >= erf(mu/(2 sqrt 2)),
+    and just below that noise the accountants give a positive epsilon."""
+    st = P.DPSettings(n_samples=30, local_steps=2, rounds=3, tau=1.0)
+    delta = 1e-5
+    from scipy.special import erfinv
+
+    mu_of = lambda sigma: math.sqrt(6) * (2 / 30) / sigma              # noqa: E731
+    edge = math.sqrt(6) * (2 / 30) / (2 * math.sqrt(2) * erfinv(delta))
+    assert math.erf(mu_of(edge * 1.01) / (2 * math.sqrt(2))) <= delta
+    assert _gdp_epsilon(mu_of(edge * 1.01), delta) == 0.0
+    assert P.epsilon_rdp(edge * 1.01, delta, st) == 0.0
+    assert P.epsilon_pld(edge * 1.01, delta, st) == 0.0
+    assert P.epsilon_pld(edge * 0.5, delta, st) > 0.0
+    assert P.epsilon_rdp(edge * 0.5, delta, st) > 0.0

@@ -260,7 +260,11 @@ def test_spd_mean_of_commuting_matrices_is_the_geometric_mean():
     z = np.einsum("ij,cmj,kj->cmik", q, lam, q)
     p = SPDMean(z)
     want = q @ np.diag(np.exp(np.log(lam).mean(axis=(0, 1)))) @ q.T
-    np.testing.assert_allclose(p.solution(), want, rtol=1e-10)
+    # f = mean of dist^2 is 2-strongly geodesically convex (nonpositive curvature), so the
+    # solver's stopping point is within |grad f| / 2 of the mean; want is rounded to ~10 eps
+    # (a product of three factors and an exp), dist of close points to ~10 n eps
+    assert float(p.manifold.dist(p.solution(), want)) <= (
+        p.solver_info["grad_norm"] / 2 + 40 * np.finfo(np.float64).eps)
 
 
 def test_hyperbolic_mean_of_two_points_is_the_midpoint():
@@ -270,7 +274,12 @@ def test_hyperbolic_mean_of_two_points_is_the_midpoint():
     y = M.random_point(2, rng=0)
     p = HyperbolicPrediction.from_weights([y[:1], y[1:]], [np.ones(1), np.ones(1)])
     mid = M.exp(y[0], 0.5 * M.log(y[0], y[1]))
-    np.testing.assert_allclose(p.solution(), mid, rtol=1e-9, atol=1e-10)
+    # f = (dist^2(x, y0) + dist^2(x, y1)) / 2 is 2-strongly geodesically convex on H^2
+    # (curvature -1), so the solver's stopping point is within |grad f| / 2 of the midpoint;
+    # dist of close points on the hyperboloid is accurate to ~sqrt(eps |x|^2) (arccosh near 1)
+    eps = np.finfo(np.float64).eps
+    assert float(M.dist(p.solution(), mid)) <= (
+        p.solver_info["grad_norm"] / 2 + 10 * np.sqrt(eps) * float(np.abs(mid).max()))
     np.testing.assert_allclose(p.sample_rgrad_norms(0, mid), [M.dist(y[0], y[1])], rtol=1e-9)
 
 

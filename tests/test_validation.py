@@ -16,6 +16,7 @@ import pytest
 
 import rfl_fast
 from rfl_fast import _validation as V
+from rfl_fast import errors as E
 from rfl_fast.algorithms import (PriRFed, RFedAGS, RFedAvg, RFedProj, RFedProx, RFedSVRG,
                                  RFedSVRG2BB, RFedSVRG2BBS, ags, base, consensus, fedavg_prox,
                                  participation, pri, proj, schedules, svrg, svrg_bb)
@@ -123,8 +124,35 @@ CASES = [(cls, field, bad) for cls in sorted(VALID, key=lambda c: c.__name__)
 @pytest.mark.parametrize("cls, field, bad", CASES,
                          ids=[f"{c.__name__}.{f}={b!r}" for c, f, b in CASES])
 def test_a_bad_field_raises_naming_it(cls, field, bad):
-    with pytest.raises((TypeError, ValueError), match=rf"^{cls.__name__}: {field}: expected "):
+    with pytest.raises((TypeError, ValueError), match=rf"^{cls.__name__}: {field}: expected ") \
+            as info:
         cls(**{**VALID[cls], field: bad})
+    assert isinstance(info.value, E.ParameterError)              # the parts, as attributes
+    assert (info.value.owner, info.value.param) == (cls.__name__, field)
+    assert str(info.value) == f"{cls.__name__}: {field}: expected {info.value.expected}, " \
+                              f"got {info.value.got}"
+
+
+def test_parameter_errors_carry_their_parts_and_survive_pickling():
+    """(issue 31) scikit-learn's InvalidParameterError is the model: the text is formatted from
+    the attributes, so a reader maps an error to its own key without a regex."""
+    import pickle
+
+    with pytest.raises(E.InvalidParameterError) as info:
+        RFedAvg(step=-1.0, local_steps=2)
+    e = info.value
+    assert isinstance(e, ValueError) and not isinstance(e, TypeError)
+    assert (e.owner, e.param, e.expected, e.got) == ("RFedAvg", "step", "a value > 0", "-1")
+    assert str(e) == "RFedAvg: step: expected a value > 0, got -1"
+    with pytest.raises(E.ParameterTypeError) as info:
+        RFedAvg(step=0.1, local_steps=2.0)
+    assert isinstance(info.value, TypeError) and info.value.param == "local_steps"
+    for err in (e, info.value, E.InvalidParameterError("k", "free text")):
+        again = pickle.loads(pickle.dumps(err))
+        assert type(again) is type(err) and str(again) == str(err)
+        assert vars(again) == vars(err)
+    moved = E.InvalidParameterError("p", "3 entries").within("Bernoulli")
+    assert (moved.owner, moved.param, str(moved)) == ("Bernoulli", "p", "Bernoulli: p: 3 entries")
 
 
 def test_one_rule_for_scalars():
@@ -158,7 +186,7 @@ def test_privacy_functions_use_the_same_rule():
         accounting.gaussian_mechanism_sigma(1.0, 1.0)
     with pytest.raises(ValueError, match="tau: expected a finite number, got nan"):
         clipping.clip_factors(np.ones(2), math.nan)
-    with pytest.raises(ValueError, match=r"PriRFed: target delta: expected a value in \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"PriRFed: target: delta: expected a value in \(0, 1\)"):
         PriRFed(0.1, 2, target=(1.0, 1.5))
 
 
@@ -185,21 +213,26 @@ ALLOWED = {
     ("manifolds/sphere.py", "_check_point"): "per-manifold point check",
     ("manifolds/lorentz.py", "_check_point"): "per-manifold point check",
     ("manifolds/stiefel.py", "_check_point"): "per-manifold point check",
+    ("manifolds/grassmann.py", "_check_point"): "per-manifold point check",
+    ("manifolds/product.py", "_check_point"): "per-manifold point check",
+    ("manifolds/product.py", "_check_tangent"): "per-manifold tangent check",
     ("problems/kpca.py", "_check_r"): "check_int + the bound r <= d",
     ("problems/spd_mean.py", "_check_spectrum"): "eigenvalues of a congruence",
     ("problems/_quadratic.py", "check_covariances"): "symmetric client matrices",
     ("problems/_quadratic.py", "_check_no_overflow"): "covariance overflow",
     ("problems/_clients.py", "check_sample_index"): "mini-batch indices",
     ("federation/arrival.py", "check_upload"): "arrival checks of uploads",
-    ("federation/checkpoint.py", "_check_members"): "checkpoint archive members",
-    ("flower/codec.py", "check_arrays"): "arrival checks of Flower arrays",
-    ("flower/codec.py", "check_wire"): "Flower wire format",
+    ("federation/checkpoint.py", "check_problem_matches"): "a resumed problem against the run's",
+    ("federation/checkpoint.py", "check_state"): "a checkpointed state against the problem",
+    ("federation/checkpoint.py", "_is_int"): "a type predicate of a checkpoint's structure",
+    ("data/_pickle.py", "_check_nesting"): "the nesting and cycles of a parsed pickle",
+    ("app/config.py", "_check_size"): "an experiment file's depth and expanded size",
+    ("flower/schema.py", "check_arrays"): "arrival checks of Flower arrays",
     ("kernels/_dispatch.py", "_check_choice"): "backend names (floor 0, env-driven)",
     ("kernels/_dispatch.py", "_check_backend"): "backend names",
     ("kernels/_numba/_runtime.py", "_check_layer"): "Numba threading layer",
     ("data/partition.py", "_check_index"): "client index of ClientData",
     ("app/runner.py", "_check_out"): "the results folder",
-    ("flower/spec.py", "_bool"): "Flower run-config strings ('true', 'on', ...) to bool",
     ("linalg.py", "_positive"): "SPD results of an eigen-decomposition",
     ("app/config.py", "_int"): "_validation.check_int raising ConfigError",
     ("app/config.py", "_real"): "_validation.check_float raising ConfigError",

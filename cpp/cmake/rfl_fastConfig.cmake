@@ -15,5 +15,7 @@ if(NOT TARGET rfl_fast::headers)
   set_target_properties(rfl_fast::headers PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${rfl_fast_INCLUDE_DIRS}"
     INTERFACE_COMPILE_FEATURES cxx_std_17
+    # GCC's note on the 32-byte vector ABI of always-inlined helpers (see rfl/simd.hpp)
+    INTERFACE_COMPILE_OPTIONS "$<$<CXX_COMPILER_ID:GNU>:-Wno-psabi>"
     INTERFACE_LINK_LIBRARIES Threads::Threads)
 endif()

@@ -6,6 +6,8 @@ are :mod:`rfl_fast._validation`'s.
 
 import numpy as np
 
+from ..errors import InvalidParameterError
+
 __all__ = ["inverse_pair", "transport_name", "check_point_arg"]
 
 
@@ -14,39 +16,41 @@ def inverse_pair(M, retraction, who):
 
     ``retraction=None`` picks the first of ``M.retractions`` that is also in
     ``M.inverse_retractions`` (Sphere, SPD, Lorentz, Euclidean: ``"exp"``, i.e. Exp/Log;
-    Stiefel: ``"polar"``). Raises a ``ValueError`` naming ``who``, the manifold and what is
-    missing.
+    Stiefel: ``"polar"``). Raises an ``InvalidParameterError`` (``param`` "retraction", ``owner``
+    ``who``) naming the manifold and what is missing.
     """
     pairs = tuple(r for r in M.retractions if r in M.inverse_retractions)
     if retraction is None:
         if not pairs:
-            raise ValueError(f"{who}: manifold {M!r} has no retraction with an exact inverse "
-                             f"(retractions {M.retractions}, inverses {M.inverse_retractions}); "
-                             f"{who} needs both")
+            raise InvalidParameterError(
+                "retraction", f"manifold {M!r} has no retraction with an exact inverse "
+                f"(retractions {M.retractions}, inverses {M.inverse_retractions}); {who} needs "
+                f"both", who)
         return pairs[0]
     if retraction not in M.retractions:
-        raise ValueError(f"{who}: manifold {M!r} has no retraction {retraction!r}; "
-                         f"available: {M.retractions}")
+        raise InvalidParameterError("retraction", f"manifold {M!r} has no retraction "
+                                    f"{retraction!r}; available: {M.retractions}", who)
     if retraction not in M.inverse_retractions:
-        raise ValueError(f"{who}: the retraction {retraction!r} of {M!r} has no exact inverse "
-                         f"`inv_retr`, which {who} needs; retractions with one: {pairs}")
+        raise InvalidParameterError("retraction", f"the retraction {retraction!r} of {M!r} has no "
+                                    f"exact inverse `inv_retr`, which {who} needs; retractions "
+                                    f"with one: {pairs}", who)
     return retraction
 
 
 def transport_name(M, transport, who, needed_for):
     """The vector transport to use on ``M``: ``transport``, or the manifold's first if None.
 
-    Raises a ``ValueError`` naming ``who`` if ``M`` has no transport (saying that
-    ``needed_for`` needs one) or no transport of that name.
+    Raises an ``InvalidParameterError`` (``param`` "transport", ``owner`` ``who``) if ``M`` has
+    no transport (saying that ``needed_for`` needs one) or no transport of that name.
     """
     if not M.transports:
-        raise ValueError(f"{who}: manifold {M!r} provides no vector transport (`transport`), "
-                         f"which {needed_for} needs")
+        raise InvalidParameterError("transport", f"manifold {M!r} provides no vector transport "
+                                    f"(`transport`), which {needed_for} needs", who)
     if transport is None:
         return M.transports[0]
     if transport not in M.transports:
-        raise ValueError(f"{who}: manifold {M!r} has no transport {transport!r}; "
-                         f"available: {M.transports}")
+        raise InvalidParameterError("transport", f"manifold {M!r} has no transport "
+                                    f"{transport!r}; available: {M.transports}", who)
     return transport
 
 

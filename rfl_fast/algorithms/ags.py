@@ -40,6 +40,7 @@ import numpy as np
 from numpy.polynomial.legendre import leggauss
 
 from .._validation import COUNT, POSITIVE, Choice, Optional, check_reals
+from ..errors import InvalidParameterError
 from ._checks import transport_name
 from .participation import Bernoulli, Full, Uniform
 from .schedules import as_schedule
@@ -52,7 +53,7 @@ def _probabilities(p, name, n=None):
     """``p`` as a read-only float array of probabilities in (0, 1] (scalar or shape (n,))."""
     arr = check_reals(p, name, low=0, high=1, low_open=True)
     if n is not None and arr.ndim == 1 and arr.size != n:
-        raise ValueError(f"{name}: {arr.size} probabilities for n={n} clients")
+        raise InvalidParameterError(name, f"{arr.size} probabilities for n={n} clients")
     if n is not None:
         arr = np.broadcast_to(arr, (n,)).copy()
     arr.setflags(write=False)
@@ -158,6 +159,7 @@ class RFedAGS(FederatedAlgorithm):
     transport: str | None = None
 
     array_kinds = {"x": "point", "zeta": "tangent"}
+    uploads = {"update": ("zeta",)}
 
     CHECKS = {"step": as_schedule, "local_steps": COUNT, "batch_size": Optional(COUNT),
               "aggregation": Choice("RS", "AP"), "varpi": POSITIVE,
@@ -177,25 +179,12 @@ class RFedAGS(FederatedAlgorithm):
         return self.aggregation == "AP" and self.q == "true"
 
     # ------------------------------------------------------------------ set-up
-    def for_participation(self, participation, n):
-        """Engine hook: fill in the true ``p`` from the participation model (``q="true"``).
-
-        Parameters
-        ----------
-        participation : rfl_fast.federation.Participation
-            The run's participation model (``Full``, ``Uniform`` or ``Bernoulli`` give ``p``).
-        n : int
-            Number of clients.
-
-        Returns
-        -------
-        RFedAGS
-            ``self`` if ``p`` is not needed, else a copy with ``p``, shape (n,).
-        """
+    def for_run(self, problem, participation, rounds, resumed=False):
         if not self._needs_p:
             return self
+        n = int(problem.n_clients)
         if self.p is not None:
-            return replace(self, p=_probabilities(self.p, "RFedAGS: p", n))
+            return replace(self, p=_probabilities(self.p, "p", n))
         if isinstance(participation, Full):
             p = np.ones(n)
         elif isinstance(participation, Uniform):
@@ -203,33 +192,27 @@ class RFedAGS(FederatedAlgorithm):
         elif isinstance(participation, Bernoulli):
             p = participation.probabilities(n)
         else:
-            raise ValueError(f"RFedAGS: q='true' needs the participation probabilities; "
-                             f"{type(participation).__name__} does not give them: pass "
-                             f"p=... or use q='frequency'")
+            raise InvalidParameterError("q", f"'true' needs the participation probabilities; "
+                                        f"{type(participation).__name__} does not give them: "
+                                        f"pass p=... or use q='frequency'")
         try:
-            p = _probabilities(p, "RFedAGS: p", n)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (read from {participation!r}; AGS-AP with q='true' "
-                             f"divides by p_j; use q='frequency' or p > 0)") from None
+            p = _probabilities(p, "p", n)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError("p", f"{exc.reason} (read from {participation!r}; AGS-AP "
+                                        f"with q='true' divides by p_j; use q='frequency' or p "
+                                        f"> 0)") from None
         return replace(self, p=p)
 
     def validate(self, problem):
         M = check_problem(problem, self.name)
         if self.retraction is not None and self.retraction not in M.retractions:
-            raise ValueError(f"RFedAGS: manifold {M!r} has no retraction {self.retraction!r}; "
-                             f"available: {M.retractions}")
+            raise InvalidParameterError("retraction", f"manifold {M!r} has no retraction "
+                                        f"{self.retraction!r}; available: {M.retractions}",
+                                        self.name)
         if not M.retractions:
             raise ValueError(f"RFedAGS: manifold {M!r} provides no retraction")
         self._transport(M)
         self._check_batch(problem)
-        if self._needs_p:
-            if self.p is None:
-                raise ValueError("RFedAGS: q='true' needs the probabilities p (pass p=... or "
-                                 "run through rfl_fast.federation.run, which reads them from "
-                                 "the participation model)")
-            if self.p.ndim == 1 and self.p.size != problem.n_clients:
-                raise ValueError(f"RFedAGS: p has {self.p.size} entries but the problem has "
-                                 f"n={problem.n_clients} clients")
 
     def _retraction(self, M):
         return self.retraction or M.retractions[0]

@@ -36,25 +36,27 @@ A round is at most three exchanges; the engine calls, in order::
   ``output(problem, state)`` the algorithm's final answer.
 
 Set-up: ``validate(problem)`` raises before any work if the manifold lacks an ingredient or a
-hyperparameter does not fit the data; ``init_server(problem, x0, sctx)`` and
+hyperparameter does not fit the data; ``for_run(problem, participation, rounds)`` fixes what
+the run decides (RFedAGS's true ``p_i``, PriRFed's noise and privacy ledger, whose ``row(t)``
+the driver adds to every history row: ``ledger``); ``init_server(problem, x0, sctx)`` and
 ``init_clients(problem, x0)`` build the initial states.
 
 Deployment: ``array_kinds`` (class attribute) names the kind of every array of the messages and
-uploads, for the arrival checks (:mod:`rfl_fast.federation.arrival`); a server that fixes
-per-client settings for the run (PriRFed's noise ``sigma_i``) hands them out with
-``client_settings(i)`` and each client of a deployment applies them with
-``for_client(settings)``.
+uploads, for the arrival checks (:mod:`rfl_fast.federation.arrival`), and ``uploads`` the
+arrays each exchange's upload holds (an upload must hold exactly those).
 
 Extending: a new algorithm subclasses :class:`FederatedAlgorithm` and fills in the parts it
 needs. Client state that must survive rounds (corrections, previous gradients, privacy
 budgets) goes into ``init_clients``; server memory (previous point and gradient, observed
 participation counts) into its own frozen server-state dataclass; the kinds of its message
-and upload arrays into ``array_kinds``.
+and upload arrays into ``array_kinds`` and the names of each exchange's upload into
+``uploads``.
 """
 
 import numpy as np
 
 from .._validation import COUNT, POSITIVE, Checked, Choice
+from ..errors import InvalidParameterError
 from ..problems import Problem
 from ._checks import inverse_pair
 from .consensus import karcher_mean, tangent_mean
@@ -100,12 +102,20 @@ class FederatedAlgorithm(Checked):
     #: (tangent at the server point), ``"ambient"`` (shape only, off the manifold) or
     #: ``"scalar"``. Names not listed are checked for shape and finiteness only.
     array_kinds = {}
+    #: The arrays each exchange's upload holds, exactly: ``{"update": ("x",)}``, plus
+    #: ``"prepare"`` with ``has_prepare`` (names of ``array_kinds``). A screened run and a
+    #: deployment refuse an upload holding anything else (a missing or an extra array).
+    uploads = {}
     #: Mini-batch size of the local gradients (``None``: full); a field of the algorithms
     #: that have one.
     batch_size = None
     #: Whether each client of a deployment runs it with its own privacy parameters
     #: (``for_private_client``; PriRFed): the client, never the server, picks its noise.
     client_owns_privacy = False
+    #: The run-level budget the round driver consults, fixed by :meth:`for_run`: ``None``,
+    #: or an object whose ``row(t)`` gives history row ``t``'s extra columns (PriRFed: its
+    #: :class:`~rfl_fast.privacy.PrivacyLedger`, the privacy spent after each round).
+    ledger = None
 
     @property
     def name(self):
@@ -158,27 +168,12 @@ class FederatedAlgorithm(Checked):
         """
         return {}
 
-    # ------------------------------------------------------------------ run hooks (defaults)
-    def for_participation(self, participation, n):
-        """The algorithm specialized to the run's participation model, called once before
-        :meth:`validate` (RFedAGS reads the true ``p_i``). Default: ``self``.
-
-        Parameters
-        ----------
-        participation : rfl_fast.federation.Participation
-            The run's participation model.
-        n : int
-            Number of clients.
-
-        Returns
-        -------
-        FederatedAlgorithm
-        """
-        return self
-
-    def for_run(self, problem, participation, rounds):
+    # ------------------------------------------------------------------ the run
+    def for_run(self, problem, participation, rounds, resumed=False):
         """The algorithm fixed for a run of ``rounds`` rounds, called once after
-        :meth:`validate`, before any work (PriRFed calibrates its noise). Default: ``self``.
+        :meth:`validate`, before any work: RFedAGS reads the true ``p_i`` of the
+        participation, PriRFed fixes its noise and its :attr:`ledger`. Given an algorithm
+        already fixed for the same run it returns it as it is. Default: ``self``.
 
         Parameters
         ----------
@@ -187,26 +182,10 @@ class FederatedAlgorithm(Checked):
         participation : rfl_fast.federation.Participation
             The run's participation model.
         rounds : int
-            Number of rounds.
-
-        Returns
-        -------
-        FederatedAlgorithm
-        """
-        return self
-
-    def for_resume(self, problem, participation, rounds):
-        """The algorithm of a checkpointed run resumed to ``rounds`` rounds, called instead
-        of :meth:`for_run` (PriRFed extends its ledger). Default: ``self``.
-
-        Parameters
-        ----------
-        problem : rfl_fast.problems.Problem
-            The federated problem.
-        participation : rfl_fast.federation.Participation
-            The run's participation model.
-        rounds : int
-            Total number of rounds.
+            Number of rounds (the new total of a resumed run).
+        resumed : bool
+            A checkpointed run continues: the algorithm is the run's, fixed for its first
+            part (PriRFed continues its ledger, within its budget).
 
         Returns
         -------
@@ -233,60 +212,6 @@ class FederatedAlgorithm(Checked):
         ndarray of int
         """
         return idx
-
-    def history_row(self, problem, state, t):
-        """Extra history columns of row ``t`` (0: the initial point); the keys of row 0 name
-        the columns (PriRFed: the privacy spent). Default: none.
-
-        Parameters
-        ----------
-        problem : rfl_fast.problems.Problem
-            The federated problem.
-        state : dataclass
-            The server state.
-        t : int
-            The row.
-
-        Returns
-        -------
-        dict of str to float
-        """
-        return {}
-
-    # ------------------------------------------------------------------ deployment
-    def client_settings(self, i):
-        """Per-client settings the server fixed for the run (e.g. PriRFed's noise ``sigma_i``
-        and batch size), sent to client ``i`` of a deployment: dict of str to int, float or
-        str. Default: none.
-
-        Parameters
-        ----------
-        i : int
-            The client's index.
-
-        Returns
-        -------
-        dict of str to int, float or str
-            The settings (empty by default).
-        """
-        return {}
-
-    def for_client(self, settings):
-        """The algorithm as one client of a deployment runs it, given the
-        :meth:`client_settings` the server sent (on the client's one-client problem).
-        Default: ``self``.
-
-        Parameters
-        ----------
-        settings : dict of str to int, float or str
-            What :meth:`client_settings` returned on the server.
-
-        Returns
-        -------
-        FederatedAlgorithm
-            The algorithm a client runs (``self`` by default).
-        """
-        return self
 
     # ------------------------------------------------------------------ prepare exchange
     def prepare_message(self, problem, state, ctx):
@@ -503,9 +428,10 @@ class FederatedAlgorithm(Checked):
         smallest = int(np.min(problem.sizes))
         if b > smallest:
             who = int(np.argmin(problem.sizes))
-            raise ValueError(f"{self.name}: batch_size={b} is larger than the data of client "
-                             f"{who} ({smallest} samples); use batch_size <= {smallest} or None "
-                             f"(full local gradients)")
+            raise InvalidParameterError(
+                "batch_size", f"{b} is larger than the data of client {who} "
+                f"({smallest} samples); use batch_size <= {smallest} or None (full local "
+                f"gradients)", self.name)
 
     def _batch(self, problem, idx, ctx):
         """Mini-batch indices (k, b) of the participants ``idx`` (k,) from their own
@@ -527,8 +453,9 @@ class _RetractionBased(FederatedAlgorithm):
     def __post_init__(self):
         super().__post_init__()
         if self.consensus == "karcher" and self.beta != 1.0:
-            raise ValueError(f"{self.name}: beta={self.beta:g} applies to the tangent-space mean "
-                             f"only; the Karcher mean has no moving-average form (seed 001)")
+            raise InvalidParameterError("beta", f"{self.beta:g} applies to the tangent-space "
+                                        f"mean only; the Karcher mean has no moving-average form "
+                                        f"(seed 001)", self.name)
 
     def _retraction(self, M):
         return inverse_pair(M, self.retraction, self.name)

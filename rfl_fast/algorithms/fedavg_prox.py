@@ -65,6 +65,7 @@ def fused_local_steps(problem, idx, x, step, steps, retraction):
 class _LocalRetractionSteps(_RetractionBased):
 
     array_kinds = {"x": "point"}
+    uploads = {"update": ("x",)}
     #: Whether the local direction is the plain local gradient (fused steps may then apply).
     _gradient_steps = True
     CHECKS = {**_RetractionBased.CHECKS, "batch_size": Optional(COUNT)}

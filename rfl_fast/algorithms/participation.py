@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import COUNT, Checked, Reals
+from ..errors import InvalidParameterError
 
 __all__ = ["Participation", "Full", "Uniform", "Bernoulli", "as_participation"]
 
@@ -87,8 +88,9 @@ class Uniform(Participation):
 
     def validate(self, n):
         if self.k > n:
-            raise ValueError(f"Uniform: k={self.k} clients per round requested but the problem "
-                             f"has only n={n} clients (need 1 <= k <= n)")
+            raise InvalidParameterError("k", f"{self.k} clients per round requested but the "
+                                        f"problem has only n={n} clients (need 1 <= k <= n)",
+                                        "Uniform")
 
     def sample(self, rng, n):
         return np.sort(rng.choice(n, self.k, replace=False)).astype(np.int64)
@@ -114,8 +116,8 @@ class Bernoulli(Participation):
 
     def validate(self, n):
         if self.p.ndim == 1 and self.p.size != n:
-            raise ValueError(f"Bernoulli: p has {self.p.size} entries but the problem has "
-                             f"n={n} clients")
+            raise InvalidParameterError("p", f"{self.p.size} entries but the problem has "
+                                        f"n={n} clients", "Bernoulli")
 
     def probabilities(self, n):
         """``p_i`` for every client.

@@ -48,33 +48,12 @@ Randomness: batches, the DP-RSVRG sample picks, the noise and the option-2 picks
 client's own stream ``(seed, t, i)`` (:mod:`rfl_fast.federation.context`), so a client's draws
 do not depend on the other participants.
 
-Privacy (engine hooks ``for_run`` and ``history_row``). When a run starts,
-``for_run(problem, participation, rounds)``
-
-* refuses impossible budgets with a ``ValueError`` before any work: ``delta`` outside
-  ``(0, 1)``, ``eps <= 0``, a given ``sigma`` whose spent ``eps`` exceeds the target, a zero
-  noise or no clipping (``clip = inf``) with a target, a participation other than
-  fixed-size sampling without replacement (``Bernoulli``), the PLD accountant for DP-RSVRG,
-  a target no ``sigma`` up to the accountant's cap reaches;
-* with ``target=(eps, delta)`` and ``sigma=None`` calibrates ``sigma_i`` per client
-  (:func:`rfl_fast.privacy.calibrate_sigma`, the first of ``accountant``) so that the whole
-  run of ``rounds`` rounds is ``(eps, delta)``-DP for every client's data;
-* computes the privacy spent after each round ``t``, the maximum over clients (the changed
-  sample lives in one client), for every accountant listed in ``accountant``: columns
-  ``eps_rdp`` / ``eps_pld`` / ``eps_seed`` (row 0: 0) and ``delta`` of the history.
-
-The ledger (:class:`rfl_fast.privacy.PrivacyLedger`, built by :mod:`rfl_fast.privacy.ledger`)
-holds the noise and these columns.
-
-Accountants (details and neighbouring relations in :mod:`rfl_fast.privacy.accounting`):
-``"rdp"`` -- dp-accounting RDP, batches without replacement, replace-one relation, exact at
-every round; ``"pld"`` -- dp-accounting PLD, DP-RSGD with the full batch only (``batch_size=None``:
-fixed denominator ``N_i``, replace-one, what the mechanism does; fixed-size batches are refused
-since dp-accounting's PLD has no sampling without replacement), exact at every round when
-``rounds <= PLD_POINTS`` (32), else at ``PLD_POINTS`` rounds spread geometrically (and at the
-last), each other row holding the value of the next such round, an upper bound since ``eps``
-grows with ``t``;
-``"seed"`` -- the seed's closed form and Theorem 9 (not certified with the default constant).
+Privacy. ``for_run`` fixes the noise and the run's privacy ledger
+(:class:`rfl_fast.privacy.PrivacyLedger`: the history's ``eps_<accountant>`` and ``delta``
+columns) before any work: ``sigma_i`` calibrated to ``target`` for the whole run, or given and
+checked; refused: an unreachable budget, a participation other than ``s`` clients sampled
+without replacement, a problem outside the accounting (``dp_unbounded``) unless
+``uncertified``. A resumed run continues the ledger within its budget (:meth:`raise_budget`).
 """
 
 import math
@@ -83,19 +62,19 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._validation import (COUNT, POSITIVE, Bool, Choice, Optional, Real, Reals, check_choice,
-                           check_int, check_positive)
+from .._validation import (COUNT, POSITIVE, Bool, Choice, Optional, Real, Reals, brief,
+                           check_choice, check_int, check_positive)
+from ..errors import InvalidParameterError, ParameterError, ParameterTypeError
+from ..privacy.accounting import ACCOUNTANTS, DELTA, DPSettings
+from ..privacy.clipping import clip_factors
+from ..privacy.ledger import DEFAULT_DELTA, PrivacyLedger
 from ._checks import inverse_pair, transport_name
+from .base import FederatedAlgorithm, check_problem, stacked
 from .consensus import tangent_mean
 from .participation import Full, Uniform
 from .schedules import as_schedule
-from ..privacy import accounting as _acc
-from ..privacy.clipping import clip_factors
-from ..privacy.ledger import (DEFAULT_DELTA, PLD_POINTS, PrivacyLedger, calibrated_sigma,
-                              eps_total, ledger_columns)
-from .base import FederatedAlgorithm, check_problem, stacked
 
-__all__ = ["PriRFed", "PriState", "PrivacyLedger", "PLD_POINTS"]
+__all__ = ["PriRFed", "PriState"]
 
 LOCALS = ("DP-RSGD", "DP-RSVRG")
 _DP_OPTIONS = ("o", "sigma_tilde", "rsvrg_split", "delta_hat_fraction")
@@ -197,81 +176,88 @@ class PriRFed(FederatedAlgorithm):
     ledger: PrivacyLedger | None = field(default=None, repr=False)
 
     array_kinds = {"x": "point"}
+    uploads = {"update": ("x",)}
 
     CHECKS = {"step": as_schedule, "local_steps": COUNT, "local": Choice(*LOCALS),
               "sigma": Optional(Reals(0)), "clip": Real(0, low_open=True, allow_inf=True),
               "inner_steps": Optional(COUNT), "output_option": Choice(1, 2),
-              "delta": Optional(_acc.DELTA), "beta": POSITIVE, "uncertified": Bool()}
+              "delta": Optional(DELTA), "beta": POSITIVE, "uncertified": Bool()}
 
     def __post_init__(self):
         super().__post_init__()
-        name = "PriRFed"
+        try:
+            self._cross_field_checks()
+        except ParameterError as exc:
+            raise (exc if exc.owner else exc.within(self.name)) from None
+
+    def _cross_field_checks(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         if self.local == "DP-RSVRG":
             if self.inner_steps is None:
-                raise ValueError(f"{name}: local='DP-RSVRG' needs inner_steps (m, steps per "
-                                 f"epoch), e.g. inner_steps=10")
+                raise InvalidParameterError("inner_steps", "local='DP-RSVRG' needs m, the steps "
+                                            "per epoch, e.g. inner_steps=10")
             if self.batch_size is not None:
-                raise ValueError(f"{name}: batch_size applies to DP-RSGD only (DP-RSVRG picks "
-                                 f"one sample per step); leave it None")
+                raise InvalidParameterError("batch_size", "applies to DP-RSGD only (DP-RSVRG "
+                                            "picks one sample per step); leave it None")
         elif self.inner_steps is not None:
-            raise ValueError(f"{name}: inner_steps applies to DP-RSVRG only")
+            raise InvalidParameterError("inner_steps", "applies to DP-RSVRG only")
         acc = (self.accountant,) if isinstance(self.accountant, str) else tuple(self.accountant)
         if not acc:
-            raise ValueError(f"{name}: accountant: expected at least one of {_acc.ACCOUNTANTS}")
-        for a in acc:
-            check_choice(a, f"{name}: accountant", _acc.ACCOUNTANTS)
+            raise InvalidParameterError("accountant", expected=f"one or more of {ACCOUNTANTS}",
+                                        got="none")
+        acc = tuple(check_choice(a, "accountant", ACCOUNTANTS) for a in acc)
         if "pld" in acc and self.local == "DP-RSVRG":
-            raise ValueError(f"{name}: accountant 'pld' covers DP-RSGD only (DP-RSVRG's "
-                             f"single-sample pick is sampling without replacement, which the "
-                             f"PLD accountant does not support); use 'rdp' or 'seed'")
+            raise InvalidParameterError("accountant", "'pld' covers DP-RSGD only (DP-RSVRG's "
+                                        "single-sample pick is sampling without replacement, "
+                                        "which the PLD accountant does not support); use 'rdp' "
+                                        "or 'seed'")
         set_("accountant", acc if len(acc) > 1 else acc[0])
         if self.target is not None:
             try:
                 eps, delta = self.target
             except (TypeError, ValueError):
-                raise TypeError(f"{name}: target: expected a pair (eps, delta), got "
-                                f"{self.target!r}") from None
-            set_("target", (check_positive(eps, f"{name}: target eps"),
-                            _acc.DELTA(delta, f"{name}: target delta")))
+                raise ParameterTypeError("target", expected="a pair (eps, delta)",
+                                         got=brief(self.target)) from None
+            try:
+                set_("target", (check_positive(eps, "eps"), DELTA(delta, "delta")))
+            except ParameterError as exc:
+                raise type(exc)("target", f"{exc.param}: {exc.reason}") from None
             if self.delta is not None and self.delta != self.target[1]:
-                raise ValueError(f"{name}: delta={self.delta!r} differs from the target's delta "
-                                 f"{self.target[1]!r}; give one of them")
+                raise InvalidParameterError("delta", f"{self.delta!r} differs from the target's "
+                                            f"delta {self.target[1]!r}; give one of them")
             if self.clip == math.inf:
-                raise ValueError(f"{name}: a privacy target needs a finite clip threshold tau "
-                                 f"(clip=inf leaves the sensitivity unbounded)")
-        if self.uncertified and self.target is not None:
-            raise ValueError(f"{name}: uncertified=True runs without a guarantee; it cannot "
-                             f"meet a privacy target {self.target}")
-        if self.sigma is None:
-            if self.target is None:
-                raise ValueError(f"{name}: give the noise sigma (0 for a non-private run) or a "
-                                 f"privacy target=(eps, delta) to calibrate it")
-        elif self.target is not None and (self.sigma == 0).any():
-            raise ValueError(f"{name}: sigma = 0 cannot reach the privacy target "
-                             f"{self.target}; use sigma=None to calibrate it")
+                raise InvalidParameterError("clip", "a privacy target needs a finite clip "
+                                            "threshold tau (clip=inf leaves the sensitivity "
+                                            "unbounded)")
+            if self.uncertified:
+                raise InvalidParameterError("uncertified", f"True runs without a guarantee; it "
+                                            f"cannot meet a privacy target {self.target}")
+        if self.sigma is None and self.target is None:
+            raise InvalidParameterError("sigma", "give the noise sigma (0 for a non-private "
+                                        "run) or a privacy target=(eps, delta) to calibrate it")
+        if self.sigma is not None and self.target is not None and (self.sigma == 0).any():
+            raise InvalidParameterError("sigma", f"sigma = 0 cannot reach the privacy target "
+                                        f"{self.target}; use sigma=None to calibrate it")
         b = self.batch_size
-        if b is not None:
-            if isinstance(b, numbers.Real) and not isinstance(b, numbers.Integral) \
-                    and not isinstance(b, (bool, np.bool_)):
-                if not 0.0 < float(b) < 1.0:
-                    raise ValueError(f"{name}: batch_size: a fraction of N_i must lie in (0, 1), "
-                                     f"got {b!r}; pass an int for a fixed size")
-                set_("batch_size", float(b))
-            elif np.ndim(b) == 0:
-                set_("batch_size", check_int(b, f"{name}: batch_size", min_value=1))
-            else:
-                arr = np.asarray(b)
-                if arr.ndim != 1 or arr.dtype.kind not in "iu" or (arr < 1).any():
-                    raise ValueError(f"{name}: batch_size: expected ints >= 1 (one per client), "
-                                     f"got {b!r}")
-                arr = arr.astype(np.int64)
-                arr.setflags(write=False)
-                set_("batch_size", arr)
-        opts = dict(self.dp_options or {})
-        bad = sorted(set(opts) - set(_DP_OPTIONS))
-        if bad:
-            raise ValueError(f"{name}: dp_options: unknown keys {bad}; known: {_DP_OPTIONS}")
+        if isinstance(b, numbers.Real) and not isinstance(b, (numbers.Integral, bool, np.bool_)):
+            if not 0.0 < float(b) < 1.0:
+                raise InvalidParameterError("batch_size", f"a fraction of N_i must lie in "
+                                            f"(0, 1), got {b!r}; pass an int for a fixed size")
+            set_("batch_size", float(b))
+        elif b is not None and np.ndim(b) == 0:
+            set_("batch_size", check_int(b, "batch_size", min_value=1))
+        elif b is not None:
+            arr = np.asarray(b)
+            if arr.ndim != 1 or arr.dtype.kind not in "iu" or (arr < 1).any():
+                raise InvalidParameterError("batch_size", expected="ints >= 1 (one per client)",
+                                            got=brief(b))
+            arr = arr.astype(np.int64)
+            arr.setflags(write=False)
+            set_("batch_size", arr)
+        unknown = sorted(set(self.dp_options or {}) - set(_DP_OPTIONS))
+        if unknown:
+            raise InvalidParameterError("dp_options", f"unknown keys {unknown}; known: "
+                                        f"{_DP_OPTIONS}")
 
     @property
     def name(self):
@@ -303,18 +289,27 @@ class PriRFed(FederatedAlgorithm):
             return np.maximum(1, np.round(b * sizes)).astype(np.int64)
         if isinstance(b, np.ndarray):
             if b.shape != sizes.shape:
-                raise ValueError(f"{self.name}: batch_size: {b.size} values for "
-                                 f"{sizes.size} clients")
+                raise InvalidParameterError("batch_size", f"{b.size} values for {sizes.size} "
+                                            f"clients", self.name)
             return b.copy()
         return np.full(sizes.shape, b, dtype=np.int64)
+
+    def _settings(self, sizes, s, rounds):
+        """Every client's DPSettings: ``rounds`` rounds, ``s`` clients of ``sizes`` each."""
+        tau = self.clip if math.isfinite(self.clip) else 1.0
+        return tuple(DPSettings(n_samples=int(m), local_steps=self.local_steps, batch_size=int(b),
+                                trainer=self.local.lower(), inner_steps=self.inner_steps or 1,
+                                tau=tau, rounds=max(rounds, 1), clients_per_round=s,
+                                n_clients=sizes.size, **(self.dp_options or {}))
+                     for m, b in zip(sizes, self._batches(sizes)))
 
     def validate(self, problem):
         M = check_problem(problem, self.name)
         self._server_method(M)
         local = self._local_method(M)
         if local not in M.retractions:
-            raise ValueError(f"{self.name}: manifold {M!r} has no retraction {local!r}; "
-                             f"available: {M.retractions}")
+            raise InvalidParameterError("retraction", f"manifold {M!r} has no retraction "
+                                        f"{local!r}; available: {M.retractions}", self.name)
         if not M.has_tangent_gaussian:
             raise ValueError(f"{self.name}: manifold {M!r} has no tangent Gaussian "
                              f"(`tangent_gaussian`) for the privacy noise")
@@ -325,272 +320,70 @@ class PriRFed(FederatedAlgorithm):
         over = np.flatnonzero(b > sizes)
         if over.size:
             i = int(over[0])
-            raise ValueError(f"{self.name}: batch_size b_i = {int(b[i])} exceeds the N_i = "
-                             f"{int(sizes[i])} samples of client {i} (batches are drawn without "
-                             f"replacement: need b_i <= N_i)")
+            raise InvalidParameterError(
+                "batch_size", f"b_i = {int(b[i])} exceeds the N_i = {int(sizes[i])} samples of "
+                f"client {i} (batches are drawn without replacement: need b_i <= N_i)",
+                self.name)
         if self.sigma is not None and self.sigma.ndim == 1 and self.sigma.size != sizes.size:
-            raise ValueError(f"{self.name}: sigma has {self.sigma.size} values but the problem "
-                             f"has {sizes.size} clients")
+            raise InvalidParameterError("sigma", f"{self.sigma.size} values but the problem has "
+                                        f"{sizes.size} clients", self.name)
 
-    def for_run(self, problem, participation, rounds):
-        """Fix the noise and the privacy ledger of a run (engine hook, before any work).
-
-        Parameters
-        ----------
-        problem : rfl_fast.problems.Problem
-            The federated problem (n clients with ``sizes`` ``N_i``).
-        participation : rfl_fast.federation.Full or rfl_fast.federation.Uniform
-            Who takes part each round; the accounting needs a fixed number ``s`` of clients
-            sampled without replacement.
-        rounds : int
-            Number of rounds of the run (>= 0).
-
-        Returns
-        -------
-        PriRFed
-            A copy whose ``ledger`` (:class:`PrivacyLedger`) holds the per-client ``sigma``
-            (calibrated from ``target`` if ``sigma`` is None) and the cumulative privacy spent
-            after every round.
-
-        Raises
-        ------
-        ValueError
-            Impossible budgets, an unsupported participation, or a problem outside the
-            accounting without ``uncertified=True`` (module docstring).
-        """
-        self.validate(problem)
+    def for_run(self, problem, participation, rounds, resumed=False):
+        if resumed:
+            return replace(self, ledger=self._plan().resume(
+                problem.sizes, rounds, None if self.target is None else self.target[0]))
         why = problem.dp_unbounded
-        claims = self.target is not None or (math.isfinite(self.clip)
-                                             and bool((np.asarray(self.sigma) > 0).any()))
-        if why and not claims:
+        if why and (self.target is not None or (math.isfinite(self.clip) and bool(
+                (np.asarray(self.sigma) > 0).any()))):
+            if not self.uncertified:
+                raise InvalidParameterError(
+                    "uncertified", f"{type(problem).__name__} is not covered by the privacy "
+                    f"accounting: {why}. Pass uncertified=True to add the noise without a "
+                    f"guarantee (the eps columns are then NaN)")
+        else:
             why = None          # sigma = 0 or clip = inf: eps = inf, no privacy claimed anyway
-        if why and not self.uncertified:
-            raise ValueError(f"{self.name}: {type(problem).__name__} is not covered by the "
-                             f"privacy accounting: {why}. Pass uncertified=True to add the "
-                             f"noise without a guarantee (the eps columns are then NaN)")
-        n = int(problem.n_clients)
-        if isinstance(participation, Full):
-            s = n
-        elif isinstance(participation, Uniform):
-            s = int(participation.k)
+        if isinstance(participation, (Full, Uniform)):
+            s = participation.k if isinstance(participation, Uniform) else problem.n_clients
         else:
-            raise ValueError(f"{self.name}: participation {participation!r} is not covered by "
-                             f"the privacy accounting, which needs a fixed number of clients "
-                             f"sampled without replacement each round: use Uniform(s) or Full()")
+            raise InvalidParameterError("participation", f"{participation!r} is not covered by "
+                                        f"the privacy accounting, which needs a fixed number "
+                                        f"of clients sampled without replacement each round: "
+                                        f"use Uniform(s) or Full()")
         rounds = check_int(rounds, "rounds", min_value=0)
-        sizes = np.asarray(problem.sizes, dtype=np.int64)
-        batch = self._batches(sizes)
-        delta = self.target[1] if self.target else (self.delta if self.delta is not None
-                                                    else DEFAULT_DELTA)
-        opts = dict(self.dp_options or {})
-        trainer = self.local.lower()
-        settings, groups = {}, {}
-        for i in range(n):
-            tau = self.clip if math.isfinite(self.clip) else 1.0
-            st = _acc.DPSettings(
-                n_samples=int(sizes[i]), local_steps=self.local_steps,
-                batch_size=int(batch[i]), trainer=trainer,
-                inner_steps=self.inner_steps or 1, tau=tau, rounds=max(rounds, 1),
-                clients_per_round=s, n_clients=n, **opts)
-            settings[i] = st
-            groups.setdefault(st, []).append(i)
-        first = self.accountants[0]
-        if self.sigma is None:
-            sigma = np.empty(n)
-            for st, members in groups.items():
-                try:
-                    sig = calibrated_sigma(self.target[0], delta, st, first)
-                except ValueError as exc:
-                    raise ValueError(f"{self.name}: the privacy target {self.target} cannot be "
-                                     f"reached for client {members[0]} (N_i = {st.n_samples}): "
-                                     f"{exc}") from None
-                sigma[members] = sig
-        else:
-            sigma = np.broadcast_to(self.sigma, (n,)).astype(np.float64)
-            if self.target is not None:
-                for st, members in groups.items():
-                    for sig in np.unique(sigma[members]):
-                        spent = eps_total(first, float(sig), delta, st)
-                        if not spent <= self.target[0] * (1 + 1e-9):
-                            raise ValueError(
-                                f"{self.name}: sigma = {sig:.6g} cannot reach the privacy "
-                                f"target {self.target}: over {rounds} rounds client "
-                                f"{members[0]} spends eps = {spent:.4g} ({first} accountant); "
-                                f"use sigma >= "
-                                f"{calibrated_sigma(self.target[0], delta, st, first):.6g} or "
-                                f"sigma=None to calibrate")
-        sigma.setflags(write=False)
-        cols = ledger_columns(self.accountants, self.clip, sigma, settings, delta, rounds,
-                              bool(why))
-        ledger = PrivacyLedger(sigma=sigma, batch=batch, delta=float(delta), rounds=rounds,
-                               clients_per_round=s, columns=cols, settings=settings,
-                               calibrated=self.sigma is None)
-        return replace(self, ledger=ledger)
-
-    def for_resume(self, problem, participation, rounds):
-        """Continue the ledger of a resumed run to ``rounds`` rounds (engine hook).
-
-        The noise stays what the run fixed; the privacy columns are extended so that they keep
-        growing past the original horizon. Going past the run's budget -- the target's eps,
-        else what the original plan spends, by the first accountant -- is refused unless the
-        user raises it explicitly (:meth:`raise_budget`).
-
-        Parameters
-        ----------
-        problem : rfl_fast.problems.Problem
-            The federated problem (unused: the ledger already holds what it needs).
-        participation : rfl_fast.federation.Participation
-            The run's participation model (unused, as for ``problem``).
-        rounds : int
-            The new total number of rounds (>= 0).
-
-        Returns
-        -------
-        PriRFed
-            ``self`` if ``rounds`` is within the ledger, else a copy whose ledger's columns
-            have ``rounds + 1`` rows.
-
-        Raises
-        ------
-        ValueError
-            ``rounds`` would spend more than the budget.
-        """
-        led = self._plan()
-        rounds = check_int(rounds, "rounds", min_value=0)
-        if rounds <= led.rounds:
-            return self
-        first = self.accountants[0]
-        budget = (self.target[0] if self.target is not None
-                  else float(led.columns[f"eps_{first}"][-1]))
-        uncertified = bool(np.isnan(led.columns[f"eps_{first}"][1:]).any())
-        cols = ledger_columns(self.accountants, self.clip, led.sigma, led.settings, led.delta,
-                              rounds, uncertified)
-        spent = float(cols[f"eps_{first}"][-1])
-        if spent > budget * (1 + 1e-9):
-            raise ValueError(
-                f"{self.name}: resuming to {rounds} rounds would spend eps = {spent:.4g} "
-                f"({first} accountant, delta = {led.delta:g}), past this run's budget "
-                f"eps = {budget:.4g} (planned for {led.rounds} rounds); raise it explicitly: "
-                f"resume(..., algorithm=result.algorithm.raise_budget(eps))")
-        ledger = replace(led, rounds=rounds, columns=cols)
-        return replace(self, ledger=ledger)
+        delta = (self.target[1] if self.target else self.delta if self.delta is not None
+                 else DEFAULT_DELTA)
+        ledger = PrivacyLedger.plan(
+            self._settings(np.asarray(problem.sizes, dtype=np.int64), int(s), rounds),
+            self.sigma, delta=delta, rounds=rounds, accountants=self.accountants,
+            target=self.target, void=math.nan if why else None if math.isfinite(self.clip)
+            else math.inf, previous=self.ledger)
+        return self if ledger is self.ledger else replace(self, ledger=ledger)
 
     def raise_budget(self, eps):
-        """A copy whose privacy budget is ``(eps, delta)`` of the run (the noise and the ledger
-        kept): pass it to ``resume(..., algorithm=...)`` to run past the original budget.
+        """A copy whose budget is ``(eps, delta)``, the noise, ``delta`` and the ledger the
+        run's: pass it to ``resume(..., algorithm=...)`` to go past the budget.
 
         Parameters
         ----------
         eps : float
-            The new budget's epsilon (finite, > 0); ``delta`` stays the run's.
-
-        Returns
-        -------
-        PriRFed
-            A copy with ``target = (eps, ledger.delta)``.
+            The new budget (> 0).
         """
         led = self._plan()
         eps = check_positive(eps, f"{self.name}: raise_budget eps")
         return replace(self, target=(eps, led.delta), delta=None)
 
-    def history_row(self, problem, state, t):
-        """Extra history columns of row ``t`` (engine hook): the privacy spent so far.
-
-        Parameters
-        ----------
-        problem : rfl_fast.problems.Problem
-            The federated problem (unused).
-        state : PriState
-            The server state (unused).
-        t : int
-            The round (clipped to the ledger's rounds).
-
-        Returns
-        -------
-        dict of str to float
-            ``eps_<accountant>`` and ``delta`` after round ``t`` (empty before ``for_run``).
-        """
-        if self.ledger is None:
-            return {}
-        t = min(int(t), self.ledger.rounds)
-        return {name: float(col[t]) for name, col in self.ledger.columns.items()}
-
-    def client_settings(self, i):
-        """What client ``i`` of a deployment needs of the ledger: its ``sigma`` and batch
-        size, the ``delta`` and the number of rounds (deployment hook).
-
-        Parameters
-        ----------
-        i : int
-            The client's index (0 <= i < n).
-
-        Returns
-        -------
-        dict of str to int or float
-            ``{"sigma", "batch", "delta", "rounds"}``; empty before ``for_run``.
-        """
-        if self.ledger is None:
-            return {}
-        ledger = self.ledger
-        return {"sigma": float(ledger.sigma[i]), "batch": int(ledger.batch[i]),
-                "delta": float(ledger.delta), "rounds": int(ledger.rounds)}
-
-    def for_client(self, settings):
-        """A copy for one client of a deployment: its one-client ledger from
-        :meth:`client_settings` (deployment hook).
-
-        Parameters
-        ----------
-        settings : dict of str to int or float
-            What :meth:`client_settings` returned on the server (``sigma``, ``batch``,
-            ``rounds``, optionally ``delta``).
-
-        Returns
-        -------
-        PriRFed
-            A copy with a one-client :class:`PrivacyLedger`; ``self`` if ``settings`` is
-            empty.
-        """
-        if not settings:
-            return self
-        ledger = PrivacyLedger(sigma=np.array([float(settings["sigma"])]),
-                               batch=np.array([int(settings["batch"])], dtype=np.int64),
-                               delta=float(settings.get("delta", 0.0)),
-                               rounds=int(settings["rounds"]), clients_per_round=0,
-                               columns={}, settings={})
-        return replace(self, ledger=ledger)
-
     def for_private_client(self, problem, sigma, clip):
         """A copy for one client of a deployment that owns its privacy (``flower.guard``), and
-        the :class:`~rfl_fast.privacy.DPSettings` of one of its rounds.
-
-        ``sigma`` and ``clip`` are the client's own; its batch size follows from the run's
-        ``batch_size`` and its own ``N_i`` (``problem`` holds this one client). The settings
-        describe the round as it will run (``K``, ``b_i``, trainer, ``tau = clip``) with the
-        client taking part in every round (``clients_per_round = n_clients = 1``: it cannot
-        check the server's sampling). Refuses a problem with ``dp_unbounded``.
+        the :class:`~rfl_fast.privacy.DPSettings` of one of its rounds as it will run, taking
+        part in every round (``clients_per_round = n_clients = 1``: the client cannot check
+        the server's sampling).
 
         Parameters
         ----------
         problem : rfl_fast.problems.Problem
-            This one client's problem (``sizes`` of shape (1,)).
-        sigma : float
-            The client's noise standard deviation.
-        clip : float
-            The client's clipping threshold ``tau``.
-
-        Returns
-        -------
-        alg : PriRFed
-            A copy with this client's ``sigma``, ``clip`` and a one-client ledger.
-        settings : rfl_fast.privacy.DPSettings
-            The accounting settings of one of its rounds.
-
-        Raises
-        ------
-        ValueError
-            The problem is outside the accounting, holds more than one client, or its ``N``
-            is smaller than the batch size.
+            This one client's (``sizes`` (1,), ``N`` >= the batch, not ``dp_unbounded``).
+        sigma, clip : float
+            The client's own noise and clipping threshold ``tau``.
         """
         why = problem.dp_unbounded
         if why:
@@ -602,20 +395,12 @@ class PriRFed(FederatedAlgorithm):
         if sizes.shape != (1,):
             raise ValueError(f"{self.name}: a private client holds one client's data, got "
                              f"{sizes.size} clients")
-        batch = alg._batches(sizes)
-        if batch[0] > sizes[0]:
-            raise ValueError(f"{self.name}: batch_size b = {int(batch[0])} exceeds this "
-                             f"client's N = {int(sizes[0])} samples")
-        opts = dict(self.dp_options or {})
-        st = _acc.DPSettings(n_samples=int(sizes[0]), local_steps=self.local_steps,
-                             batch_size=int(batch[0]), trainer=self.local.lower(),
-                             inner_steps=self.inner_steps or 1, tau=float(clip), rounds=1,
-                             clients_per_round=1, n_clients=1, **opts)
-        sig = np.array([float(sigma)])
-        sig.setflags(write=False)
-        ledger = PrivacyLedger(sigma=sig, batch=batch, delta=0.0, rounds=0,
-                               clients_per_round=1, columns={}, settings={0: st})
-        return replace(alg, ledger=ledger), st
+        if alg._batches(sizes)[0] > sizes[0]:
+            raise InvalidParameterError("batch_size", f"b = {int(alg._batches(sizes)[0])} "
+                                        f"exceeds this client's N = {int(sizes[0])} samples",
+                                        self.name)
+        st, = alg._settings(sizes, 1, 1)
+        return replace(alg, ledger=PrivacyLedger(np.array([float(sigma)]), (st,), 0.0)), st
 
     def _plan(self):
         if self.ledger is None:
@@ -648,61 +433,32 @@ class PriRFed(FederatedAlgorithm):
 
     # ------------------------------------------------------------------ clients
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
-        """Private local training of the participants (DP-RSGD or DP-RSVRG).
+        trainer = self._dp_rsgd if self.local == "DP-RSGD" else self._dp_rsvrg
+        return {"x": trainer(problem, idx, msg["x"], self._plan(), ctx)}, cstate, memo
 
-        Parameters
-        ----------
-        problem : rfl_fast.problems.Problem
-            The federated problem.
-        idx : ndarray of int, shape (k,)
-            The participating clients.
-        msg : dict of str to ndarray
-            ``{"x": server point, M.shape}``.
-        cstate, memo : dict
-            Passed through unchanged.
-        ctx : rfl_fast.federation.ClientContext
-            The round and the participants' random streams (noise and batches).
-
-        Returns
-        -------
-        upload : dict of str to ndarray
-            ``{"x": (k, *M.shape)}``, the participants' last (or picked) local iterates.
-        cstate, memo : dict
-            Unchanged.
-        """
-        plan = self._plan()
-        if self.local == "DP-RSGD":
-            x = self._dp_rsgd(problem, idx, msg["x"], plan, ctx)
+    def _private_direction(self, problem, idx, x, batch, counts, sig, ctx):
+        """The clip -> noise transform of one DP-RSGD step, for every participant ``j``:
+        ``(1/b_j) sum_{p in B_j} clip_tau(grad f_ip(x_j)) + N_x(0, sigma_j^2)`` (no draws
+        where ``sigma_j = 0``; ``tau = inf``: the plain mean). ``batch``: None (all samples),
+        (k, b) indices, or a list of per-client index arrays."""
+        M, tau = problem.manifold, self.clip
+        if tau == math.inf and (batch is None or isinstance(batch, np.ndarray)):
+            d = problem.rgrad(idx, x, batch)
+        elif tau == math.inf:
+            d = np.stack([problem.rgrad(idx[j:j + 1], x[j:j + 1], batch[j][None])[0]
+                          for j in range(idx.size)])
         else:
-            x = self._dp_rsvrg(problem, idx, msg["x"], plan, ctx)
-        return {"x": x}, cstate, memo
-
-    def _noise(self, M, x, sig, ctx):
-        """Tangent Gaussian ``N_x(0, sigma_j^2)`` per participant from its own stream (zero
-        rows, without draws, where ``sigma_j = 0``)."""
+            d = np.empty(x.shape)
+            for j, i in enumerate(idx):
+                bj = None if batch is None else batch[j]
+                coef = clip_factors(problem.sample_rgrad_norms(int(i), x[j], bj), tau) / counts[j]
+                d[j] = problem.weighted_rgrad(int(i), x[j], coef, bj)
+        if not (sig > 0).any():
+            return d
         e = np.zeros(x.shape)
         for j in np.flatnonzero(sig > 0):
             e[j] = M.tangent_gaussian(x[j], sig[j], rng=ctx.rng.generator(j))
-        return e
-
-    def _clipped_mean(self, problem, idx, x, batch, counts):
-        """``(1/b_j) sum_{p in B_j} clip_tau(grad f_ip(x_j))`` for every participant.
-
-        ``batch``: None (all samples), (k, b) indices, or a list of per-client index arrays.
-        """
-        tau = self.clip
-        if tau == math.inf:
-            if batch is None or isinstance(batch, np.ndarray):
-                return problem.rgrad(idx, x, batch)
-            return np.stack([problem.rgrad(idx[j:j + 1], x[j:j + 1], batch[j][None])[0]
-                             for j in range(idx.size)])
-        out = np.empty(x.shape)
-        for j, i in enumerate(idx):
-            bj = None if batch is None else batch[j]
-            norms = problem.sample_rgrad_norms(int(i), x[j], bj)
-            coef = clip_factors(norms, tau) / counts[j]
-            out[j] = problem.weighted_rgrad(int(i), x[j], coef, bj)
-        return out
+        return d + e
 
     def _draw_batches(self, sizes, b, ctx):
         if (b == sizes).all():
@@ -724,10 +480,8 @@ class PriRFed(FederatedAlgorithm):
         path = [x] if self.output_option == 2 else None
         for _ in range(self.local_steps):
             batch = self._draw_batches(sizes, b, ctx)
-            d = self._clipped_mean(problem, idx, x, batch, b)
-            if (sig > 0).any():
-                d = d + self._noise(M, x, sig, ctx)
-            x = M.retr(x, -eta * d, method)
+            d = self._private_direction(problem, idx, x, batch, b, sig, ctx)   # clip, noise
+            x = M.retr(x, -eta * d, method)                                      # step
             if path is not None:
                 path.append(x)
         if path is None:
@@ -759,10 +513,10 @@ class PriRFed(FederatedAlgorithm):
                     c = clip_factors(problem.sample_rgrad_norms(i, x, sel), tau)
                     a = problem.weighted_rgrad(i, x, c, sel)
                     v = problem.weighted_rgrad(i, xs, cs[sel], sel) - g
-                    d = a - M.transport(xs, x, v, transport)
+                    d = a - M.transport(xs, x, v, transport)          # clipped
                     if sig > 0:
-                        d = d + M.tangent_gaussian(x, sig, rng=gen)
-                    x = M.retr(x, -eta * d, method)
+                        d = d + M.tangent_gaussian(x, sig, rng=gen)   # noise
+                    x = M.retr(x, -eta * d, method)                 # step
                 xs = x
             out[j] = xs if path is None else path[int(gen.integers(len(path)))]
         return out

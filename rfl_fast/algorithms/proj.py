@@ -68,6 +68,7 @@ class RFedProj(FederatedAlgorithm):
 
     has_finalize = True
     array_kinds = {"xhat": "ambient", "zhat": "ambient"}
+    uploads = {"update": ("zhat",)}
 
     CHECKS = {"step": as_schedule, "local_steps": COUNT, "step_global": POSITIVE,
               "batch_size": Optional(COUNT)}

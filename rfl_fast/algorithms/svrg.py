@@ -112,6 +112,7 @@ class RFedSVRG(_RetractionBased):
 
     has_prepare = True
     array_kinds = {"x": "point", "grad": "tangent", "g": "tangent"}
+    uploads = {"prepare": ("grad",), "update": ("x",)}
     #: Whether the simulated all-``n`` exchange may be pooled (module docstring).
     _pooled_prepare = True
 

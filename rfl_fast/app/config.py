@@ -36,9 +36,12 @@ the number of rounds, the seed and the output folder::
     local_steps = 5
 
 :func:`load_plan` reads and checks the whole file and builds every object (data, problem,
-algorithms, participation) before anything is written, so a bad file never leaves a folder
-behind. Every problem found is a :class:`ConfigError` naming the key (``data.source``,
-``algorithm[1].step``) and, where there is a list, the allowed values. ``SCHEMA_HELP``
+participation, and each algorithm fixed for the run: PriRFed's noise calibrated, its privacy
+ledger planned) before anything is written, so a bad file never leaves a folder behind; the
+run uses those objects (built once, checked once). Every problem found is a
+:class:`ConfigError` naming the key (``data.source``, ``algorithm[1].step``) and, where there
+is a list, the allowed values; a library object's error carries the argument it is about
+(:class:`rfl_fast.errors.ParameterError`), which names the key. ``SCHEMA_HELP``
 documents every key.
 """
 
@@ -49,7 +52,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_float, check_int
+from .._validation import brief, check_float, check_int
+from ..errors import ParameterError
 from ..federation.driver import specialize
 from . import names as R
 from .names import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
@@ -123,8 +127,89 @@ def algorithm_names():
 
 # ------------------------------------------------------------------------------ reading
 
+#: Largest experiment file read (bytes); real ones are a few hundred.
+MAX_FILE_BYTES = 1 << 20
+#: Deepest nesting of tables and lists an experiment file may hold.
+MAX_DEPTH = 16
+#: Most values (every table, list and scalar, aliases counted each time they are used) an
+#: experiment file may expand to.
+MAX_VALUES = 100_000
+
+
+class _TooDeep(Exception):
+    """Raised by the YAML composer past :data:`MAX_DEPTH` (before recursing further)."""
+
+
+def _yaml_load(text):
+    """``yaml.safe_load`` whose composer stops at :data:`MAX_DEPTH` levels (PyYAML composes
+    nested nodes recursively: a deeply nested file would end in ``RecursionError``)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise _TooDeep
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _check_size(raw):
+    """Refuse a value deeper than :data:`MAX_DEPTH` or expanding to more than
+    :data:`MAX_VALUES` values (a YAML alias counts every time it is used: nine levels of nine
+    aliases are 9^9 values in 300 bytes), measured without recursion and without expanding:
+    each shared table or list is sized once (memoized by identity)."""
+    sizes = {}                       # id -> (values, height) of a finished container
+    stack = [(raw, iter(_items(raw)), 1, 0)]
+    while stack:
+        obj, it, count, height = stack[-1]
+        child = next(it, _items)
+        if child is _items:                         # obj finished
+            stack.pop()
+            sizes[id(obj)] = (count, height + 1)
+            if stack:
+                p, pit, pc, ph = stack[-1]
+                stack[-1] = (p, pit, pc + count, max(ph, height + 1))
+        elif not isinstance(child, (dict, list)):
+            stack[-1] = (obj, it, count + 1, max(height, 1))
+        elif id(child) in sizes:
+            c, h = sizes[id(child)]
+            stack[-1] = (obj, it, count + c, max(height, h))
+        elif any(child is o for o, _, _, _ in stack):
+            raise ConfigError("(file)", "a YAML alias refers to a table holding it (a cycle)")
+        elif len(stack) >= MAX_DEPTH:
+            raise ConfigError("(file)", f"tables and lists nested deeper than {MAX_DEPTH} "
+                              f"levels")
+        else:
+            stack.append((child, iter(_items(child)), 1, 0))
+        if sum(frame[2] for frame in stack) > MAX_VALUES:   # the values counted so far
+            raise ConfigError("(file)", f"the file expands to more than {MAX_VALUES} values "
+                              f"(YAML aliases count every time they are used)")
+
+
+def _items(v):
+    if isinstance(v, dict):
+        return list(v.keys()) + list(v.values())
+    return v if isinstance(v, list) else ()
+
+
 def read_config(path):
     """Read an experiment file.
+
+    The file is untrusted input read at a bounded cost: at most :data:`MAX_FILE_BYTES`,
+    :data:`MAX_DEPTH` levels of nesting (checked while parsing, never a ``RecursionError``) and
+    :data:`MAX_VALUES` values once YAML aliases are expanded (measured without expanding
+    them). Every error text shows values through :func:`rfl_fast._validation.brief`, bounded.
 
     Parameters
     ----------
@@ -141,7 +226,8 @@ def read_config(path):
     Raises
     ------
     ConfigError
-        Missing or unreadable file, unknown extension, syntax error, missing YAML support.
+        Missing, unreadable or too large a file, unknown extension, syntax error, nesting or
+        expansion past the limits, missing YAML support.
     """
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
@@ -149,10 +235,17 @@ def read_config(path):
         raise ConfigError("(file)", f"{path!r}: unknown experiment file type {ext or '(none)'!r}",
                           allowed=(".toml", ".yaml", ".yml"))
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ConfigError("(file)", f"cannot read {path!r}: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError("(file)", f"{path!r}: more than {MAX_FILE_BYTES} bytes; an experiment "
+                          f"file is a few hundred")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("(file)", f"{path!r}: not UTF-8 text (byte {exc.start})") from None
     if ext == ".toml":
         try:
             import tomllib
@@ -165,7 +258,10 @@ def read_config(path):
         try:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError("(file)", f"{path!r} is not valid TOML: {exc}") from None
+            raise ConfigError("(file)", f"{path!r} is not valid TOML: {str(exc)[:300]}") from None
+        except RecursionError:      # tomllib parses nested arrays and inline tables recursively
+            raise ConfigError("(file)", f"{path!r}: tables and lists nested deeper than "
+                              f"{MAX_DEPTH} levels") from None
     else:
         try:
             import yaml
@@ -173,14 +269,18 @@ def read_config(path):
             raise ConfigError("(file)", f"{path!r}: reading YAML needs PyYAML (pip install "
                               f"pyyaml); or write the experiment as TOML") from None
         try:
-            raw = yaml.safe_load(text)
+            raw = _yaml_load(text)
+        except _TooDeep:
+            raise ConfigError("(file)", f"{path!r}: tables and lists nested deeper than "
+                              f"{MAX_DEPTH} levels") from None
         except yaml.YAMLError as exc:
-            raise ConfigError("(file)", f"{path!r} is not valid YAML: {exc}") from None
+            raise ConfigError("(file)", f"{path!r} is not valid YAML: {str(exc)[:300]}") from None
         if raw is None:
             raw = {}
     if not isinstance(raw, dict):
         raise ConfigError("(file)", f"{path!r}: expected a mapping of keys at the top level, "
                           f"got {type(raw).__name__}")
+    _check_size(raw)
     return raw, text
 
 
@@ -198,8 +298,8 @@ def _checked(check, v, key, **kw):
     """``check(v, key, **kw)`` (a :mod:`rfl_fast._validation` check) raising ``ConfigError``."""
     try:
         return check(v, key, **kw)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(key, str(exc).removeprefix(f"{key}: ")) from None
+    except ParameterError as exc:
+        raise ConfigError(key, exc.reason) from None
 
 
 def _int(v, key, lo=None):
@@ -212,7 +312,7 @@ def _real(v, key, positive=False, lo=None, hi=None):
 
 def _str(v, key):
     if not isinstance(v, str) or not v:
-        raise ConfigError(key, f"expected a non-empty string, got {v!r}")
+        raise ConfigError(key, f"expected a non-empty string, got {brief(v)}")
     return v
 
 
@@ -223,7 +323,7 @@ def _choice(v, key, choices):
             match = [c for c in choices if c.lower() == v.lower()]
             if len(match) == 1:
                 return match[0]
-        raise ConfigError(key, f"got {v!r}", allowed=choices)
+        raise ConfigError(key, f"got {brief(v)}", allowed=choices)
     return v
 
 
@@ -232,7 +332,7 @@ def _name(kind, v, key):
     try:
         return R.canonical(kind, v)
     except R.UnknownName as exc:
-        raise ConfigError(key, f"got {v!r}", allowed=exc.known) from None
+        raise ConfigError(key, f"got {brief(v)}", allowed=exc.known) from None
 
 
 def _table(raw, key, required=False):
@@ -269,10 +369,11 @@ def _step(v, key):
     try:
         return R.step_config(R.build_step(v, key))
     except R.UnknownName as exc:
-        raise ConfigError(f"{key}.schedule", f"got {exc.name!r}", allowed=exc.known) from None
-    except (TypeError, ValueError) as exc:
-        at, _, message = str(exc).partition(": ")
-        raise ConfigError(at, message) from None
+        raise ConfigError(f"{key}.schedule", f"got {brief(exc.name)}", allowed=exc.known) from None
+    except ParameterError as exc:
+        raise ConfigError(exc.param, exc.reason) from None
+    except (TypeError, ValueError) as exc:       # none known; still bad input, at the step
+        raise ConfigError(key, str(exc)) from None
 
 
 def _plain(v):
@@ -318,14 +419,14 @@ def resolve_config(raw, *, name=None, overrides=None):
     res = {}
     res["name"] = _str(raw.get("name", name or "run"), "name")
     if not _LABEL.match(res["name"]):
-        raise ConfigError("name", f"{res['name']!r}: use letters, digits and _ . + - only")
+        raise ConfigError("name", f"{brief(res['name'])}: use letters, digits and _ . + - only")
     res["rounds"] = _int(raw.get("rounds", 100), "rounds", lo=0)
     res["seed"] = _int(raw.get("seed", 0), "seed", lo=0)
     res["out"] = _str(raw.get("out", os.path.join("rfl_fast_runs", res["name"])), "out")
     res["metrics_every"] = _int(raw.get("metrics_every", 1), "metrics_every", lo=1)
     plots = raw.get("plots", ["grad_norm", "angle", "f_gap"])
     if not isinstance(plots, list):
-        raise ConfigError("plots", f"expected a list of metric names, got {plots!r}",
+        raise ConfigError("plots", f"expected a list of metric names, got {brief(plots)}",
                           allowed=PLOT_METRICS)
     res["plots"] = [_choice(p, f"plots[{i}]", PLOT_METRICS) for i, p in enumerate(plots)]
 
@@ -362,8 +463,8 @@ def resolve_config(raw, *, name=None, overrides=None):
         data["split"] = _choice(data["split"], "data.split", ("train", "test", "all"))
     if kind not in kinds:
         fitting = [s for s, e in DATA_SOURCES.items() if e.data[0] in kinds]
-        raise ConfigError("data.source", f"{source!r} gives {_KIND_TEXT[kind]}, "
-                          f"which problem.type = {ptype!r} cannot use", allowed=fitting)
+        raise ConfigError("data.source", f"{brief(source)} gives {_KIND_TEXT[kind]}, "
+                          f"which problem.type = {brief(ptype)} cannot use", allowed=fitting)
     data["kind"] = kind
     res["data"] = data
 
@@ -379,7 +480,7 @@ def resolve_config(raw, *, name=None, overrides=None):
         res["partition"] = part
     else:
         if raw.get("partition"):
-            raise ConfigError("partition", f"not used with data.source = {source!r} (the data "
+            raise ConfigError("partition", f"not used with data.source = {brief(source)} (the data "
                               f"comes split into data.n_clients clients); remove the "
                               f"[partition] table")
         res["partition"] = None
@@ -426,9 +527,10 @@ def resolve_config(raw, *, name=None, overrides=None):
                 label, j = f"{aname}-{j}", j + 1
         label = _str(label, f"{key}.label")
         if not _LABEL.match(label):
-            raise ConfigError(f"{key}.label", f"{label!r}: use letters, digits and _ . + - only")
+            raise ConfigError(f"{key}.label",
+                              f"{brief(label)}: use letters, digits and _ . + - only")
         if label in labels:
-            raise ConfigError(f"{key}.label", f"{label!r} is used twice; labels name the "
+            raise ConfigError(f"{key}.label", f"{brief(label)} is used twice; labels name the "
                               f"result files and must be unique")
         labels.add(label)
         resolved.append({"name": aname, "label": label, **params})
@@ -448,7 +550,8 @@ class RunPlan:
         The resolved configuration (:func:`resolve_config`).
     problem : rfl_fast.problems.Problem
     algorithms : list of (str, FederatedAlgorithm)
-        ``(label, algorithm)`` in file order.
+        ``(label, algorithm)`` in file order, each fixed for the run
+        (:func:`rfl_fast.federation.driver.specialize`), which runs it as it is.
     participation : rfl_fast.federation.Participation
     data_info : dict
         Description of the loaded data (clients, sizes, shape).
@@ -479,16 +582,13 @@ class RunPlan:
         return self.config["seed"]
 
 
-def _rekey(exc, prefix, known):
-    """The key an error message of a library object points at: ``"r: ..."`` or
-    ``"RFedAvg: step ..."`` -> ``prefix.r`` / ``prefix.step`` when that key is known."""
-    msg = str(exc)
-    for pattern in (r"^([A-Za-z_][A-Za-z0-9_]*)[:= ]",
-                    r"^[A-Za-z0-9]+: ([A-Za-z_][A-Za-z0-9_]*)[:= ]"):
-        m = re.match(pattern, msg)
-        if m and m.group(1) in known:
-            return f"{prefix}.{m.group(1)}"
-    return prefix
+def _config_error(exc, prefix, known):
+    """A library object's error as a :class:`ConfigError`: at ``prefix.<param>`` with its
+    reason when it is about one of the ``known`` keys (its attributes say so: a
+    :class:`~rfl_fast.errors.ParameterError`), else at ``prefix`` with its whole text."""
+    if isinstance(exc, ParameterError) and exc.param in known:
+        return ConfigError(f"{prefix}.{exc.param}", exc.reason)
+    return ConfigError(prefix, str(exc))
 
 
 def _build_data(cfg):
@@ -576,32 +676,28 @@ def build_plan(cfg, *, text=None, source=None):
         payload, form, info = _build_data(cfg)
     except ConfigError:
         raise
-    except (OSError, ValueError, TypeError, ImportError) as exc:
-        key = ("data.path" if isinstance(exc, OSError) and "path" in cfg["data"]
-               else _rekey(exc, "data", cfg["data"]))
-        raise ConfigError(key, str(exc)) from None
+    except OSError as exc:
+        raise ConfigError("data.path" if "path" in cfg["data"] else "data", str(exc)) from None
+    except (ValueError, TypeError, ImportError) as exc:
+        raise _config_error(exc, "data", cfg["data"]) from None
     try:
         problem = _build_problem(cfg, payload, form)
     except ConfigError:
         raise
     except (ValueError, TypeError) as exc:
-        raise ConfigError(_rekey(exc, "problem", cfg["problem"]), str(exc)) from None
+        raise _config_error(exc, "problem", cfg["problem"]) from None
     info["n_clients"] = int(problem.n_clients)
     try:
         participation = _build_participation(cfg["participation"])
         participation.validate(problem.n_clients)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(_rekey(exc, "participation", cfg["participation"]), str(exc)) from None
+        raise _config_error(exc, "participation", cfg["participation"]) from None
     algorithms = []
     for i, spec in enumerate(cfg["algorithm"]):
-        key = f"algorithm[{i}]"
-        try:
-            alg = _build_algorithm(spec)
-            # the engine's own set-up checks, run now so that no folder is made for a run
-            # that cannot start
-            specialize(problem, alg, participation, cfg["rounds"])
+        try:         # the engine's own set-up, done once here: the run uses what it returns
+            alg = specialize(problem, _build_algorithm(spec), participation, cfg["rounds"])
         except (ValueError, TypeError, NotImplementedError) as exc:
-            raise ConfigError(_rekey(exc, key, spec), str(exc)) from None
+            raise _config_error(exc, f"algorithm[{i}]", spec) from None
         algorithms.append((spec["label"], alg))
     return RunPlan(config=cfg, problem=problem, algorithms=algorithms,
                    participation=participation, data_info=info, text=text, source=source)

@@ -17,7 +17,13 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_array
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
+
+try:
+    from sklearn.utils.validation import validate_data
+except ImportError:  # scikit-learn < 1.6: the same check is the estimator's own method
+    def validate_data(estimator, X, **kwargs):
+        return estimator._validate_data(X, **kwargs)
 
 from .._validation import check_int
 from . import names

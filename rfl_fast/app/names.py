@@ -2,8 +2,9 @@
 
 The experiment files (:mod:`~rfl_fast.app.config`, hence ``rfl-fast run``), the estimators
 (:mod:`~rfl_fast.app.estimators`) and the Flower run config (:mod:`rfl_fast.flower.spec`) look
-names up here, so a name added to a table is known to all of them, and a typo is a
-:class:`UnknownName` listing the known names. Names match case-insensitively; the spelling in
+names up here, and only here: no front end imports a ``module:attribute`` a user wrote. So a
+name added to a table is known to all of them, and a typo is a :class:`UnknownName` listing
+the known names. Names match case-insensitively; the spelling in
 the table is the canonical one. Each entry names its object as ``"module:attribute"``,
 imported on first use (the tables cost nothing to read).
 
@@ -17,9 +18,12 @@ import importlib
 import numbers
 from dataclasses import dataclass
 
+from .._validation import brief
+from ..errors import InvalidParameterError, ParameterError
+
 __all__ = ["Entry", "UnknownName", "REQUIRED", "ALGORITHMS", "PARTICIPATIONS", "SCHEDULES",
-           "PROBLEMS", "DATA_SOURCES", "TABLES", "canonical", "get", "build", "parameters",
-           "build_step", "step_config"]
+           "PROBLEMS", "DATA_SOURCES", "TASKS", "TABLES", "canonical", "get", "build",
+           "parameters", "build_step", "step_config"]
 
 #: Marks a key without a default in :attr:`Entry.keys`.
 REQUIRED = object()
@@ -110,9 +114,16 @@ DATA_SOURCES = {
     "brockett": Entry("rfl_fast.data:brockett_matrices", _CLIENTS, ("symmetric",)),
 }
 
+#: Tasks of a Flower deployment: how a SuperNode builds its one-client problem from its own
+#: data (:mod:`rfl_fast.flower.tasks`); a run config names one of these, never an import path.
+TASKS = {
+    "synthetic_kpca": Entry("rfl_fast.flower.tasks:synthetic_kpca"),
+    "kpca_from_file": Entry("rfl_fast.flower.tasks:kpca_from_file"),
+}
+
 #: Kind of name -> its table (the kind is how messages call it).
 TABLES = {"algorithm": ALGORITHMS, "participation": PARTICIPATIONS, "schedule": SCHEDULES,
-          "problem": PROBLEMS, "data source": DATA_SOURCES}
+          "problem": PROBLEMS, "data source": DATA_SOURCES, "task": TASKS}
 
 
 class UnknownName(ValueError):
@@ -130,7 +141,7 @@ class UnknownName(ValueError):
 
     def __init__(self, kind, name, known):
         self.kind, self.name, self.known = kind, name, tuple(known)
-        super().__init__(f"{kind}: unknown {name!r}; known: {', '.join(self.known)}")
+        super().__init__(f"{kind}: unknown {brief(name)}; known: {', '.join(self.known)}")
 
 
 def canonical(kind, name):
@@ -244,8 +255,8 @@ def build_step(step, name="step"):
     ------
     UnknownName
         An unknown schedule (``kind`` is ``"schedule"``).
-    ValueError, TypeError
-        A bad value, an unknown or missing key.
+    rfl_fast.errors.ParameterError
+        A bad value, an unknown or missing key (``param``: ``"<name>.<key>"``).
     """
     schedules = importlib.import_module(_ALG + "schedules")
     if isinstance(step, schedules.Schedule):
@@ -257,21 +268,21 @@ def build_step(step, name="step"):
     elif len(step) == 1 and isinstance(next(iter(step.values())), dict):
         (kind, params), = step.items()
     else:
-        raise ValueError(f"{name}: expected a number or {{schedule = ..., ...}}, got {step!r}")
+        raise InvalidParameterError(name, expected="a number or {schedule = ..., ...}",
+                                    got=brief(step))
     cls = get("schedule", kind)
     fields = parameters(cls)
     for key in params:
         if key not in fields:
-            raise ValueError(f"{name}.{key}: unknown key; allowed: schedule, {', '.join(fields)}")
+            raise InvalidParameterError(f"{name}.{key}", f"unknown key; allowed: schedule, "
+                                        f"{', '.join(fields)}")
     for key, default in fields.items():
         if default is REQUIRED and key not in params:
-            raise ValueError(f"{name}.{key}: missing (required)")
+            raise InvalidParameterError(f"{name}.{key}", "missing (required)")
     try:
         return cls(**params)
-    except (TypeError, ValueError) as exc:  # "Decaying: a0 ..." -> "<name>.a0: ..."
-        text = str(exc).split(": ", 1)[-1]
-        key = next((k for k in fields if text.startswith(k)), None)
-        raise type(exc)(f"{name}.{key}: {text}" if key else f"{name}: {exc}") from None
+    except ParameterError as exc:  # "Decaying: a0: ..." -> "<name>.a0: ..."
+        raise type(exc)(f"{name}.{exc.param}", exc.reason) from None
 
 
 def _is_number(v):

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._files import atomic_write
+from .._validation import brief
 from ..kernels import available_backends
 from .config import ConfigError
 
@@ -200,9 +201,9 @@ def _final(h, name):
 def _check_out(out, overwrite):
     if os.path.exists(out):
         if not os.path.isdir(out):
-            raise ConfigError("out", f"{out!r} exists and is not a folder")
+            raise ConfigError("out", f"{brief(out)} exists and is not a folder")
         if os.listdir(out) and not overwrite:
-            raise ConfigError("out", f"folder {out!r} exists and is not empty; choose another "
+            raise ConfigError("out", f"folder {brief(out)} exists and is not empty; choose another "
                               f"folder (--out DIR) or pass --overwrite")
 
 

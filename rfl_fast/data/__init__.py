@@ -19,6 +19,7 @@ from .loaders import (
     load_mnist,
     mnist_files,
     read_cifar10_batch,
+    read_cifar10_bin,
     read_idx,
 )
 from .partition import ClientData, split_dirichlet, split_equal, split_quantity, split_sizes
@@ -76,6 +77,7 @@ __all__ = [
     "cifar10_files",
     "read_idx",
     "read_cifar10_batch",
+    "read_cifar10_bin",
     "load_mnist",
     "load_cifar10",
     # partitions

@@ -9,16 +9,36 @@ instantiated or executed; the caller decides what a record means (see
 :func:`uint8_matrix`). The one call evaluated here is ``_codecs.encode(s, "latin1")``, which
 Python 3 writes for ``bytes`` at protocol 2, computed as ``s.encode("latin1")``.
 
-Every length read from the file is checked against the bytes left before it is used, so a
-declared size cannot make the reader allocate more than the file holds. Any other opcode, a
-global outside :data:`GLOBALS`, or a malformed stream raises :class:`PickleRefused`.
+Bounded by construction, so that a file costs at most a fixed multiple of its size and never
+crashes the interpreter:
+
+* every length read from the file is checked against the bytes left before it is used, so a
+  declared size cannot make the reader allocate more than the file holds; each opcode adds at
+  most one object or reference, and ``MARK`` scans are amortized over the items they consume;
+* dict keys are scalars only (str, bytes, int, float, bool, None): no container is ever hashed
+  (CPython hashes nested tuples recursively, without a depth check: a key nested 300 000 deep
+  overflows the C stack) and list keys are refused instead of raising ``TypeError``;
+* before :func:`parse` returns, the value's nesting is measured without recursion (heights of
+  shared objects memoized, so memo references cost nothing extra) and refused above
+  :data:`MAX_DEPTH` levels or when it is cyclic, so no caller ever walks a deep structure;
+* error texts show values through :func:`rfl_fast._validation.brief`: bounded.
+
+Any other opcode, a global outside :data:`GLOBALS`, or a malformed stream raises
+:class:`PickleRefused`.
 """
 
 import struct
 
 import numpy as np
 
-__all__ = ["parse", "Global", "Call", "PickleRefused", "GLOBALS", "uint8_matrix"]
+from .._validation import brief
+
+__all__ = ["parse", "Global", "Call", "PickleRefused", "GLOBALS", "MAX_DEPTH", "uint8_matrix"]
+
+#: Deepest nesting of containers (lists, tuples, dicts, records) a data pickle may hold; a
+#: CIFAR-10 batch needs 6 (dict -> ndarray record -> state tuple -> dtype record -> its
+#: arguments).
+MAX_DEPTH = 32
 
 #: The only names a data pickle may mention (numpy array reconstruction, py3 bytes at protocol 2).
 GLOBALS = {
@@ -40,7 +60,8 @@ class Global:
 
     def __init__(self, module, name):
         if (module, name) not in GLOBALS:
-            raise PickleRefused(f"refusing to load {module}.{name} from a data file")
+            raise PickleRefused(f"refusing to load {brief(module)}.{brief(name)} from a data "
+                                f"file")
         self.module, self.name = module, name
 
 
@@ -54,6 +75,60 @@ class Call:
 
 
 _MARK = object()
+_KEY_TYPES = (str, bytes, int, float, bool, type(None))
+
+
+def _key(k):
+    """``k`` if it may be a dict key of data (a scalar: never hashed recursively)."""
+    if not isinstance(k, _KEY_TYPES):
+        raise PickleRefused(f"dict key of type {type(k).__name__}: data keys are strings, "
+                            f"bytes or numbers")
+    return k
+
+
+def _children(obj):
+    if isinstance(obj, (list, tuple)):
+        return obj
+    if isinstance(obj, dict):
+        return obj.values()                     # keys are scalars (_key)
+    if isinstance(obj, Call):
+        return (obj.args, obj.state)
+    return ()
+
+
+def _check_nesting(root):
+    """Refuse a value nested deeper than :data:`MAX_DEPTH` or cyclic, without recursion: a
+    depth-first walk whose path is an explicit stack, each container's height memoized by
+    identity (a memo reference is measured once)."""
+    height = {}              # id -> height of a finished container (all alive: ids unique)
+    on_path = set()
+    stack = [(root, iter(_children(root)), 0)]
+    on_path.add(id(root))
+    while stack:
+        obj, it, h = stack[-1]
+        child = next(it, _MARK)
+        if child is _MARK:
+            stack.pop()
+            on_path.discard(id(obj))
+            height[id(obj)] = h + 1
+            if stack:
+                parent, pit, ph = stack[-1]
+                stack[-1] = (parent, pit, max(ph, h + 1))
+            continue
+        if not isinstance(child, (list, tuple, dict, Call)):
+            continue
+        if id(child) in on_path:
+            raise PickleRefused("the value contains itself (a cycle); data is a tree")
+        if id(child) in height:
+            sub = height[id(child)]
+            if len(stack) + sub > MAX_DEPTH:
+                raise PickleRefused(f"nested deeper than {MAX_DEPTH} levels")
+            stack[-1] = (obj, it, max(h, sub))
+            continue
+        if len(stack) >= MAX_DEPTH:
+            raise PickleRefused(f"nested deeper than {MAX_DEPTH} levels")
+        on_path.add(id(child))
+        stack.append((child, iter(_children(child)), 0))
 
 
 def _encode(func, args):
@@ -106,7 +181,10 @@ def parse(raw):
         end = raw.find(b"\n", pos)
         if end < 0:
             raise PickleRefused("truncated text line")
-        s = bytes(mv[pos:end]).decode("ascii")
+        try:
+            s = bytes(mv[pos:end]).decode("ascii")
+        except UnicodeDecodeError:
+            raise PickleRefused("a GLOBAL name that is not ASCII") from None
         pos = end + 1
         return s
 
@@ -118,8 +196,9 @@ def parse(raw):
         elif op == b"\x95":                                # FRAME (size only)
             uint(8, "<Q")
         elif op == b".":                                   # STOP
-            if len(stack) != 1:
+            if len(stack) != 1 or stack[0] is _MARK:
                 raise PickleRefused("malformed stream at STOP")
+            _check_nesting(stack[0])
             return stack[0]
         elif op == b"(":
             stack.append(_MARK)
@@ -141,7 +220,7 @@ def parse(raw):
             items = pop_mark()
             if len(items) % 2:
                 raise PickleRefused("DICT with an odd number of items")
-            stack.append(dict(zip(items[::2], items[1::2])))
+            stack.append({_key(k): v for k, v in zip(items[::2], items[1::2])})
         elif op in (b"a", b"e"):                           # APPEND, APPENDS
             items = [pop()] if op == b"a" else pop_mark()
             target = pop()
@@ -159,9 +238,7 @@ def parse(raw):
             if not isinstance(target, dict) or len(items) % 2:
                 raise PickleRefused("SETITEM on a non-dict")
             for k, v in zip(items[::2], items[1::2]):
-                if isinstance(k, (list, dict, Call)):
-                    raise PickleRefused("unhashable dict key")
-                target[k] = v
+                target[_key(k)] = v
             stack.append(target)
         elif op == b"J":
             stack.append(uint(4, "<i"))
@@ -193,8 +270,8 @@ def parse(raw):
         elif op in (b"q", b"r", b"\x94"):                  # BINPUT, LONG_BINPUT, MEMOIZE
             key = len(memo) if op == b"\x94" else uint(*{b"q": (1, "<B"),
                                                         b"r": (4, "<I")}[op])
-            if not stack:
-                raise PickleRefused("memo of an empty stack")
+            if not stack or stack[-1] is _MARK:
+                raise PickleRefused("memo of an empty stack or a MARK")
             memo[key] = stack[-1]
         elif op in (b"h", b"j"):                           # BINGET, LONG_BINGET
             key = uint(*{b"h": (1, "<B"), b"j": (4, "<I")}[op])
@@ -237,7 +314,7 @@ def _uint8_dtype(dt):
 def _matrix(shape, data, what):
     if not (isinstance(shape, tuple) and len(shape) == 2
             and all(type(v) is int and v >= 0 for v in shape)):
-        raise PickleRefused(f"{what}: expected a 2-d shape, got {shape!r}")
+        raise PickleRefused(f"{what}: expected a 2-d shape, got {brief(shape)}")
     if not isinstance(data, bytes):
         raise PickleRefused(f"{what}: expected raw bytes")
     if len(data) != shape[0] * shape[1]:

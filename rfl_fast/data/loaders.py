@@ -1,11 +1,16 @@
-"""MNIST (IDX files) and CIFAR-10 (python pickle batches) from local files. Never downloads.
+"""MNIST (IDX files) and CIFAR-10 (binary or python batches) from local files. Never downloads.
 
 Where the files are looked for, in order:
 
 1. ``path`` argument: the folder holding the files, or a data root with a ``mnist/``
-   (``cifar-10-batches-py/``) subfolder;
-2. otherwise the environment variable ``RFL_FAST_DATA``: ``$RFL_FAST_DATA/mnist/`` and
-   ``$RFL_FAST_DATA/cifar-10-batches-py/`` (or the root itself).
+   (``cifar-10-batches-bin/``, ``cifar-10-batches-py/``) subfolder;
+2. otherwise the environment variable ``RFL_FAST_DATA``: ``$RFL_FAST_DATA/mnist/``,
+   ``$RFL_FAST_DATA/cifar-10-batches-bin/`` and ``$RFL_FAST_DATA/cifar-10-batches-py/`` (or
+   the root itself).
+
+CIFAR-10 comes in two distributions with the same images: the *binary* one (fixed-size
+records, read with one size check: the preferred format, taken when both are present) and the
+*python* one (pickles, parsed as data only by :mod:`rfl_fast.data._pickle`).
 
 When files are missing a ``FileNotFoundError`` names each missing file, where to download it
 and where to put it. Corrupt or truncated files raise ``ValueError`` naming the file.
@@ -24,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import check_choice
+from .._validation import brief, check_choice
 from . import _pickle
 from .real import NORMALIZATIONS, normalize_features
 
@@ -36,6 +41,7 @@ __all__ = [
     "cifar10_files",
     "read_idx",
     "read_cifar10_batch",
+    "read_cifar10_bin",
     "load_mnist",
     "load_cifar10",
 ]
@@ -43,6 +49,7 @@ __all__ = [
 ENV_VAR = "RFL_FAST_DATA"
 MNIST_SUBDIR = "mnist"
 CIFAR10_SUBDIR = "cifar-10-batches-py"
+CIFAR10_BIN_SUBDIR = "cifar-10-batches-bin"
 MNIST_URLS = (
     "http://yann.lecun.com/exdb/mnist/",
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
@@ -57,6 +64,9 @@ _CIFAR = {
     "train": tuple(f"data_batch_{k}" for k in range(1, 6)),
     "test": ("test_batch",),
 }
+#: One record of the binary distribution: a label byte, then 1024 red, 1024 green and 1024 blue
+#: pixel bytes (row-major 32 x 32).
+CIFAR_RECORD = 1 + 3072
 _SPLITS = ("train", "test", "all")
 
 # IDX type codes (third magic byte) -> big-endian dtype
@@ -83,19 +93,22 @@ def mnist_files(split="all"):
     return [f for s in _splits(split) for f in _MNIST[s]]
 
 
-def cifar10_files(split="all"):
-    """Names of the CIFAR-10 python batch files of a split.
+def cifar10_files(split="all", binary=False):
+    """Names of the CIFAR-10 batch files of a split.
 
     Parameters
     ----------
     split : {"all", "train", "test"}
+    binary : bool
+        The binary distribution's names (``data_batch_1.bin``, ...) rather than the python
+        one's (``data_batch_1``, ...).
 
     Returns
     -------
     list of str
-        File names of the CIFAR-10 python batch files, in reading order.
+        File names of the CIFAR-10 batch files, in reading order.
     """
-    return [f for s in _splits(split) for f in _CIFAR[s]]
+    return [f + ".bin" * bool(binary) for s in _splits(split) for f in _CIFAR[s]]
 
 
 # --------------------------------------------------------------------------- locating files
@@ -382,7 +395,7 @@ def read_cifar10_batch(path):
         )
     keys = {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in obj.items()}
     if "data" not in keys or "labels" not in keys:
-        found = sorted(map(str, keys))
+        found = brief(sorted(map(brief, keys)))
         raise ValueError(f"{path}: expected keys 'data' and 'labels', found {found}")
     try:
         data = _pickle.uint8_matrix(keys["data"], "data")
@@ -402,16 +415,78 @@ def read_cifar10_batch(path):
     return data, labels
 
 
+def read_cifar10_bin(path):
+    """Read one batch of the CIFAR-10 binary distribution (``data_batch_k.bin`` /
+    ``test_batch.bin``): records of :data:`CIFAR_RECORD` bytes, a label byte and 3072 pixels.
+
+    Trust: the file is untrusted. Its size must be a positive multiple of the record size
+    (and at most ``CIFAR_MAX_BYTES``), checked before it is read; the labels must be 0..9.
+    Nothing else is interpreted, so the file costs its own size (and one copy).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    data, labels : ndarray
+        As :func:`read_cifar10_batch`: uint8 (m, 3072) and int64 (m,).
+
+    Raises
+    ------
+    ValueError
+        A size that is not whole records, or a label outside 0..9, named with the file.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0 or size % CIFAR_RECORD or size > CIFAR_MAX_BYTES:
+        raise ValueError(f"{path}: {size} bytes is not a CIFAR-10 binary batch (a positive "
+                         f"multiple of {CIFAR_RECORD}-byte records, at most {CIFAR_MAX_BYTES} "
+                         f"bytes; the real ones hold 10000 records)")
+    with open(path, "rb") as fh:
+        raw = fh.read(size + 1)
+    if len(raw) != size:
+        raise ValueError(f"{path}: the file changed size while it was read")
+    rec = np.frombuffer(raw, dtype=np.uint8).reshape(-1, CIFAR_RECORD)
+    labels = rec[:, 0].astype(np.int64)
+    if labels.max() > 9:
+        bad = int(np.flatnonzero(labels > 9)[0])
+        raise ValueError(f"{path}: record {bad} has label {int(labels[bad])}; CIFAR-10 labels "
+                         f"are classes 0..9 (not a CIFAR-10 binary batch?)")
+    return rec[:, 1:].copy(), labels
+
+
+def _cifar10_paths(path, split):
+    """``(paths, reader)``: the binary batches where present (preferred), else the python
+    ones; ``FileNotFoundError`` naming both when neither is complete."""
+    try:
+        return _locate(path, CIFAR10_BIN_SUBDIR, cifar10_files(split, binary=True), False,
+                       "CIFAR-10", ""), read_cifar10_bin
+    except FileNotFoundError:
+        pass
+    how = (
+        f"Download cifar-10-binary.tar.gz ('CIFAR-10 binary version', preferred: fixed-size "
+        f"records) from {CIFAR10_URL} and extract it (tar xzf cifar-10-binary.tar.gz), which "
+        f"creates {CIFAR10_BIN_SUBDIR}/ with {', '.join(cifar10_files(split, binary=True))}; "
+        f"the python version (cifar-10-python.tar.gz, {CIFAR10_SUBDIR}/) is read too."
+    )
+    return _locate(path, CIFAR10_SUBDIR, cifar10_files(split), False, "CIFAR-10", how), \
+        read_cifar10_batch
+
+
 def load_cifar10(path=None, *, split="train", normalize="unit", dtype=np.float64, flatten=True):
-    """Load CIFAR-10 from the local python pickle batches.
+    """Load CIFAR-10 from local files: the binary batches (preferred) or the python ones.
 
     Parameters
     ----------
     path : str or os.PathLike, optional
-        Folder ``cifar-10-batches-py`` itself, or a data root holding it. Default:
-        ``$RFL_FAST_DATA/cifar-10-batches-py/``.
+        Folder ``cifar-10-batches-bin`` (or ``cifar-10-batches-py``) itself, or a data root
+        holding it. Default: ``$RFL_FAST_DATA/cifar-10-batches-bin/``, then
+        ``$RFL_FAST_DATA/cifar-10-batches-py/``. Where both distributions are complete the
+        binary one is read (:func:`read_cifar10_bin`: fixed-size records, nothing parsed).
     split : {"train", "test", "all"}
-        ``data_batch_1..5`` (50000 images), ``test_batch`` (10000), or both (train first).
+        ``data_batch_1..5[.bin]`` (50000 images), ``test_batch[.bin]`` (10000), or both
+        (train first).
     normalize : {"unit", "standardize", "center", "none"}
         As in :func:`load_mnist`.
     dtype : numpy dtype
@@ -431,13 +506,8 @@ def load_cifar10(path=None, *, split="train", normalize="unit", dtype=np.float64
     ValueError
         Corrupt, truncated or malformed batches.
     """
-    names = cifar10_files(split)
-    how = (
-        f"Download cifar-10-python.tar.gz ('CIFAR-10 python version') from {CIFAR10_URL} and "
-        f"extract it (tar xzf cifar-10-python.tar.gz), which creates {CIFAR10_SUBDIR}/."
-    )
-    paths = _locate(path, CIFAR10_SUBDIR, names, False, "CIFAR-10", how)
-    parts = [read_cifar10_batch(p) for p in paths]
+    paths, read = _cifar10_paths(path, split)
+    parts = [read(p) for p in paths]
     x = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
     y = np.concatenate([p[1] for p in parts])
     if not flatten:

@@ -22,6 +22,8 @@ Every algorithm names the kinds of its arrays in its class attribute ``array_kin
 
 import numpy as np
 
+from .._validation import brief
+
 __all__ = ["KINDS", "INIT_KINDS", "check_upload", "kinds_of", "builtin_kinds"]
 
 KINDS = ("point", "tangent", "ambient", "scalar", "any")
@@ -47,7 +49,8 @@ def builtin_kinds():
     return kinds
 
 
-def check_upload(M, upload, kinds=None, *, base=None, rows=None, expect=None, atol=1e-7):
+def check_upload(M, upload, kinds=None, *, base=None, rows=None, expect=None, exact=False,
+                 atol=1e-7):
     """Why ``upload`` must be rejected, or ``None`` if it is acceptable.
 
     Parameters
@@ -66,6 +69,8 @@ def check_upload(M, upload, kinds=None, *, base=None, rows=None, expect=None, at
         row of a batched upload); ``None``: exactly ``M.shape``.
     expect : iterable of str, optional
         Names that must be present (default: none required).
+    exact : bool
+        Refuse names other than ``expect`` too: the upload holds exactly ``expect``.
     atol : float
         Tolerance of the manifold and tangent checks.
 
@@ -80,6 +85,11 @@ def check_upload(M, upload, kinds=None, *, base=None, rows=None, expect=None, at
     if not isinstance(upload, dict):
         return f"upload: expected a dict of arrays, got {type(upload).__name__}"
     kinds = builtin_kinds() if kinds is None else kinds
+    if exact:
+        extra = [n for n in upload if n not in set(expect or ())]
+        if extra:
+            return (f"arrays {brief(sorted(map(str, extra)))} besides the declared "
+                    f"{sorted(expect or ())}")
     missing = sorted(set(expect or ()) - set(upload))
     if missing:
         return f"missing arrays {missing}"

@@ -10,12 +10,15 @@ reaches the clients differs. Per round ``t`` it
    main exchange (``broadcast`` or ``server_prepare``'s message -> ``client_update`` ->
    ``server_update``) and the optional finalize notification;
 3. leaves out every client that fails (raises, does not answer, misses the deadline) or whose
-   upload fails the arrival checks (:func:`~rfl_fast.federation.arrival.check_upload`): the
+   upload fails the arrival checks (:func:`~rfl_fast.federation.arrival.check_upload`, the
+   upload holding exactly the arrays the algorithm declares for the exchange,
+   ``FederatedAlgorithm.uploads``, whatever the others send): the
    reason goes to ``History.meta["rejected"]`` as ``[round, client, reason]`` (prefixed with
    the exchange, ``"prepare: "`` or ``"finalize: "``, outside the main one), the count to the
    column ``n_rejected``, and the round goes on with the others (a round without an accepted
    upload keeps the server state; a client left out keeps its persistent state);
-4. records the round's row: accounting, metrics, the algorithm's ``history_row``.
+4. records the round's row: accounting, metrics, the columns of the algorithm's ``ledger``
+   (the run-level budget ``for_run`` fixed: PriRFed's privacy spent).
 
 Transports: :class:`InProcess` (the clients' hooks in this process, batched over all
 addressed clients -- the fast path -- or one client at a time, timed and screened) and
@@ -39,13 +42,14 @@ import numpy as np
 
 from .._typing import FloatArray
 from ..algorithms.base import FederatedAlgorithm
+from ..errors import ParameterError
 from .arrival import check_upload, kinds_of
 from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientContext,
                       ServerContext, stream)
 from .history import BASE_COLUMNS, History
 
 __all__ = ["RoundDriver", "Transport", "Replies", "InProcess", "Result", "specialize",
-           "initial_point", "message_size"]
+           "initial_point", "message_size", "upload_names"]
 
 
 @dataclass(frozen=True)
@@ -94,15 +98,16 @@ def message_size(msg):
 
 
 def specialize(problem, algorithm, participation, rounds, resumed=False):
-    """The algorithm as a run uses it: ``for_participation``, ``validate``, then ``for_run``
-    (``for_resume`` for a resumed run, whose algorithm is already specialized).
+    """The algorithm as a run uses it: ``validate``, then ``for_run`` (which returns an
+    algorithm already fixed for this run as it is: built once, checked once). An error about
+    one of its arguments names the algorithm (``ParameterError.owner``).
 
     Parameters
     ----------
     problem : Problem
         The problem (the server's view of it in a deployment).
     algorithm : FederatedAlgorithm
-        As the user gave it.
+        As the user gave it, or as an earlier ``specialize`` returned it.
     participation : Participation
         The run's participation model (validated).
     rounds : int
@@ -117,12 +122,11 @@ def specialize(problem, algorithm, participation, rounds, resumed=False):
     if not isinstance(algorithm, FederatedAlgorithm):
         raise TypeError(f"algorithm: expected a federated algorithm (e.g. RFedAvg(...)), "
                         f"got {type(algorithm).__name__}")
-    if not resumed:
-        algorithm = algorithm.for_participation(participation, int(problem.n_clients))
-    algorithm.validate(problem)
-    if resumed:
-        return algorithm.for_resume(problem, participation, rounds)
-    return algorithm.for_run(problem, participation, rounds)
+    try:
+        algorithm.validate(problem)
+        return algorithm.for_run(problem, participation, rounds, resumed=resumed)
+    except ParameterError as exc:
+        raise (exc if exc.owner else exc.within(algorithm.name)) from None
 
 
 def initial_point(M, x0, seed):
@@ -387,18 +391,16 @@ class _Tally:
         self.row["n_rejected"] += 1
 
 
-def _agreeing(good, phase, tally):
-    """The uploads ``[(client, upload)]`` holding the most common set of array names (the
-    first such set on a tie); the others are rejected."""
-    sets = [frozenset(up) for _, up in good]
-    if not sets:
-        return good
-    common = max(set(sets), key=lambda names: (sets.count(names), -sets.index(names)))
-    for (i, _), names in zip(good, sets):
-        if names != common:
-            tally.reject(i, phase, f"arrays {sorted(names)} differ from the others' "
-                                   f"{sorted(common)}")
-    return [(i, up) for (i, up), names in zip(good, sets) if names == common]
+def upload_names(algorithm, phase):
+    """The arrays ``algorithm``'s upload of exchange ``phase`` holds, exactly (its
+    ``uploads``); ``TypeError`` when it does not declare them."""
+    names = type(algorithm).uploads.get(phase)
+    if names is None or not all(n in algorithm.array_kinds for n in names):
+        raise TypeError(f"{algorithm.name}: declare the arrays of its {phase!r} upload in the "
+                        f"class attribute `uploads` (names of `array_kinds`), e.g. uploads = "
+                        f"{{'update': ('x',)}}; screened runs and deployments accept exactly "
+                        f"those")
+    return tuple(names)
 
 
 class RoundDriver:
@@ -532,28 +534,29 @@ class RoundDriver:
         if rep.stacked is not None:                   # a batch computed in place: trusted
             tally.up(rep.stacked)
             return np.asarray(rep.ids, dtype=np.int64), rep.stacked
+        names = upload_names(self.algorithm, phase)
         good, base = [], None
         for i, up in zip(rep.ids, rep.uploads):
             tally.up(up)
             if base is None:                          # tangent vectors: at the server point
                 base = self.algorithm.point(self.problem, self.state)
-            why = "empty upload" if isinstance(up, dict) and not up else check_upload(
-                self.problem.manifold, up, self.kinds, base=base, rows=1, atol=self.atol)
+            why = check_upload(self.problem.manifold, up, self.kinds, base=base, rows=1,
+                               expect=names, exact=True, atol=self.atol)
             if why is None:
                 good.append((i, up))
             else:
                 tally.reject(i, phase, why)
-        good = _agreeing(good, phase, tally)
         if not good:
             return np.zeros(0, dtype=np.int64), None
-        stacked = {name: np.concatenate([up[name] for _, up in good]) for name in good[0][1]}
+        stacked = {name: np.concatenate([up[name] for _, up in good]) for name in names}
         return np.array([i for i, _ in good], dtype=np.int64), stacked
 
     def _extra_row(self, t):
-        """Row ``t``'s metrics (when due) and the algorithm's columns."""
+        """Row ``t``'s metrics (when due) and the columns of the algorithm's ledger."""
         row = {}
         if self.measure is not None and (t % self.metrics_every == 0 or t == self.rounds):
             w0 = time.perf_counter()
             row = self.measure(self.algorithm.point(self.problem, self.state))
             row["wall_metrics"] = time.perf_counter() - w0
-        return {**row, **self.algorithm.history_row(self.problem, self.state, t)}
+        ledger = self.algorithm.ledger
+        return row if ledger is None else {**row, **ledger.row(t)}

@@ -10,10 +10,11 @@ the problem's metrics at the server's model and can checkpoint and resume bit-id
 Rounds where nobody takes part (``Bernoulli`` participation) keep the server state unchanged;
 their row records the broadcast that went unanswered and ``n_participants = 0``.
 
-The algorithm's optional hooks are methods of
-:class:`~rfl_fast.algorithms.base.FederatedAlgorithm` with defaults: ``for_participation``,
-``for_run`` / ``for_resume`` (specialize the algorithm for the run), ``prepare_recipients``
-(who the prepare exchange reaches) and ``history_row`` (extra history columns).
+The algorithm's optional parts are members of
+:class:`~rfl_fast.algorithms.base.FederatedAlgorithm` with defaults: ``for_run`` (fix the
+algorithm for the run, or continue a resumed one), ``ledger`` (the run-level budget whose
+``row(t)`` extends every history row: PriRFed's privacy ledger) and ``prepare_recipients``
+(who the prepare exchange reaches).
 """
 
 import os
@@ -164,7 +165,7 @@ def run(problem: Problem, algorithm: FederatedAlgorithm, rounds: int,
                 round=t, seed=seed, rounds=rounds, metrics=metrics, metrics_every=metrics_every,
                 algorithm=algorithm, participation=participation, x0=x0, state=driver.state,
                 client_state=cstore, history=driver.history, prng=driver.prng,
-                srng=driver.srng))
+                srng=driver.srng, problem=problem))
         return callback is not None and \
             callback(t, algorithm.point(problem, driver.state), row) is True
 
@@ -199,7 +200,9 @@ def resume(path: str | os.PathLike[str], problem: Problem, rounds: int | None = 
     path : str or os.PathLike
         A checkpoint written by ``run(..., checkpoint=path)``.
     problem : Problem
-        The same problem (data are not stored in the checkpoint).
+        The same problem (data are not stored in the checkpoint): its type, manifold and
+        clients' sample counts and weights must be the checkpoint's (a ``ValueError`` names
+        the first difference; a privacy ledger, for one, was computed for those ``N_i``).
     rounds : int, optional
         Total number of rounds (default: the original run's). Algorithms that read the total
         when the run starts (PriRFed's noise calibration, RFedSVRG's global option 2) keep
@@ -221,11 +224,21 @@ def resume(path: str | os.PathLike[str], problem: Problem, rounds: int | None = 
     -------
     Result
         As if the run had not been interrupted (``history`` holds every round from 0).
+
+    Raises
+    ------
+    FileNotFoundError, rfl_fast.errors.CheckpointError
+        No file, or a file that is not a run's checkpoint (naming it).
+    ValueError
+        ``problem`` differs from the checkpointed run's.
     """
     trusted = {"rfl_fast"}
     if algorithm is not None:
         trusted.add(type(algorithm).__module__)
-    payload = _ckpt.load(path, trusted=trusted)
+    payload = _ckpt.read_run(path, trusted=trusted)
+    check_problem(problem, "problem")
+    _ckpt.check_problem_matches(payload["problem"], problem)
+    _ckpt.check_state(payload, problem, os.fspath(path))
     if algorithm is not None:
         payload["algorithm"] = algorithm
     total = payload["rounds"] if rounds is None else rounds

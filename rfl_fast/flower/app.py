@@ -2,9 +2,10 @@
 
 The directory holds a ``pyproject.toml`` (the Flower app: its components and the run config
 defaults of :mod:`rfl_fast.flower.spec`) and a two-line module ``rfl_fast_app.py`` creating
-the ServerApp and the ClientApp from :mod:`rfl_fast.flower`. ``flwr run DIR <superlink>``
-ships it to the SuperLink; the machines running the SuperLink and the SuperNodes need
-``rfl_fast[flower]`` installed (the SuperLink started with
+the ServerApp and the ClientApp from :mod:`rfl_fast.flower` (where an app registers its own
+algorithms and tasks: ``client_app(tasks={"mine": my_task})``, the same for ``server_app``).
+``flwr run DIR <superlink>`` ships it to the SuperLink; the machines running the SuperLink and
+the SuperNodes need ``rfl_fast[flower]`` installed (the SuperLink started with
 ``--disable-runtime-dependency-installation`` uses the installed packages as they are).
 """
 
@@ -33,7 +34,7 @@ def toml_value(v):
     return json.dumps(str(v))   # a JSON string is a valid TOML basic string
 
 
-def write_app(directory, run_config=None, name="rfl-fast-federation"):
+def write_app(directory, run_config=None, name="rfl-fast-federation", *, overwrite=False):
     """Write the Flower app into ``directory`` (created if needed); returns its path.
 
     Parameters
@@ -44,8 +45,24 @@ def write_app(directory, run_config=None, name="rfl-fast-federation"):
         a run may override with ``flwr run --run-config`` must be listed here.
     name : str
         The app's project name.
+    overwrite : bool
+        Write into a folder that is not empty (replacing its ``pyproject.toml`` and
+        ``rfl_fast_app.py``); without it such a folder is refused, as ``rfl-fast run`` refuses
+        a non-empty output folder.
+
+    Raises
+    ------
+    FileExistsError
+        ``directory`` exists and is not empty (without ``overwrite``), or is not a folder.
     """
     cfg = {**APP_CONFIG_DEFAULTS, **(run_config or {})}
+    if os.path.exists(directory):
+        if not os.path.isdir(directory):
+            raise FileExistsError(f"{directory}: exists and is not a folder")
+        if os.listdir(directory) and not overwrite:
+            raise FileExistsError(f"{directory}: the folder is not empty; choose another or "
+                                  f"pass --overwrite to replace its pyproject.toml and "
+                                  f"rfl_fast_app.py")
     os.makedirs(directory, exist_ok=True)
     lines = ["[build-system]", 'requires = ["hatchling"]', 'build-backend = "hatchling.build"',
              "", "[project]", f"name = {toml_value(name)}", 'version = "1.0.0"',

@@ -4,21 +4,33 @@
 out, a persistent ``store`` dict), so it runs the same behind Flower's ClientApp
 (:func:`client_app`) and behind the in-process link of the tests. Per message it
 
-1. rebuilds the algorithm from the run config and its local problem from the task (Flower
-   starts a fresh process for every message, so nothing else survives);
-2. checks the server's message on arrival (manifold named, shapes, finiteness, points on the
-   manifold) and that the server addresses the client id this node holds;
-3. runs the algorithm's client hook for one client (``k = 1``): ``client_prepare``,
+1. reads the node's own configuration (:class:`NodePolicy`), the authority over what this
+   node runs: a node whose node config sets any ``dp-*`` key runs only algorithms that apply
+   its privacy guard (``client_owns_privacy``: PriRFed) and refuses every other one, naming
+   why; ``accept-algorithms`` (comma-separated names) restricts it further;
+2. rebuilds the algorithm from the run config and its local problem from the task, both by
+   their registered names (:class:`~rfl_fast.flower.spec.AppNames`: nothing named by a run
+   config or a message is imported), and refuses an algorithm the node does not accept
+   before it loads any data (Flower starts a fresh process for every message, so nothing else
+   survives);
+3. reads the server's message through its schema (:func:`~rfl_fast.flower.schema.read_request`:
+   every field typed and bounded, the arrays the algorithm's, float64, of the node's own
+   shapes, finite, points on the manifold) and checks that the server addresses the client id
+   this node holds;
+4. runs the algorithm's client hook for one client (``k = 1``): ``client_prepare``,
    ``client_update`` or ``client_finalize``, with ``ClientContext`` giving the client's own
    random stream ``(seed, t, i)``. For a private algorithm (PriRFed: ``for_private_client``)
    the client owns its privacy (:mod:`.guard`): the stream's root is its own secret (node
    config ``dp-seed`` or OS entropy, never the server's seed), ``sigma``, ``tau`` and the
    budget come from its node config, and every update is charged to its ledger file first
    (refused when over budget or a repeated round);
-4. keeps the client's persistent state (``init_clients`` rows, e.g. RFedProj's correction
+5. keeps the client's persistent state (``init_clients`` rows, e.g. RFedProj's correction
    ``c_i``), the within-round ``memo`` and the random stream's position in ``store`` (Flower's
    ``context.state``, which the SuperNode keeps between messages of a run);
-5. replies with its upload, packed with its manifold named.
+6. replies with its upload, packed with its manifold named.
+
+Any refusal raises (``ValueError``/``RuntimeError`` with a bounded reason); the server records
+it as this client's failure of the exchange.
 
 The local problem holds one client, so the hooks see ``idx = [0]``; the random stream is the
 global client id's, ``ClientRandom(seed, t, [i])``, exactly the row the simulation engine
@@ -26,20 +38,21 @@ draws for client ``i``.
 """
 
 import json
+import re
 import time
 
 import numpy as np
 
+from .._validation import brief
 from ..federation.context import ClientContext, ClientRandom
-from .codec import check_arrays, kinds_of, manifold_spec, pack
+from . import schema
+from .codec import kinds_of, manifold_spec, pack
 from .guard import ClientPrivacy
-from .spec import FederationConfig
+from .spec import AppNames, FederationConfig
 
-__all__ = ["handle", "client_app", "client_id_of", "PHASES"]
+__all__ = ["handle", "client_app", "client_id_of", "NodePolicy", "PHASES"]
 
-PHASES = ("hello", "prepare", "update", "finalize")
-#: Message config keys ``alg.<name>`` carry the algorithm's ``client_settings`` for this client.
-SETTINGS_PREFIX = "alg."
+PHASES = ("hello", *schema.PHASES)
 _LOCAL = np.zeros(1, dtype=np.int64)
 
 
@@ -47,13 +60,64 @@ def client_id_of(node_config):
     """The client id of a SuperNode: its ``partition-id`` (or ``client-id``) node config."""
     for key in ("client-id", "partition-id"):
         if key in node_config:
-            return int(node_config[key])
+            try:
+                cid = int(node_config[key])
+            except (TypeError, ValueError):
+                raise ValueError(f"node config {key!r}: expected an int >= 0, got "
+                                 f"{brief(node_config[key])}") from None
+            if not 0 <= cid <= schema.MAX_CLIENTS:
+                raise ValueError(f"node config {key!r}: expected an int >= 0, got {cid}")
+            return cid
     raise ValueError("the SuperNode has no client id: start it with --node-config "
                      "'partition-id=<i> num-partitions=<n>'")
 
 
-def _local_problem(cfg, cid, node_config):
-    task = cfg.load_task()
+class NodePolicy:
+    """What a SuperNode accepts to run, from its own node config (never from the server).
+
+    Parameters
+    ----------
+    node_config : mapping
+        The SuperNode's ``--node-config``: its client id (``partition-id``), and optionally
+        ``dp-*`` keys (the node is private: :mod:`.guard`) and ``accept-algorithms``
+        (comma- or space-separated registered names).
+    app_names : AppNames, optional
+        The app's registered names.
+
+    Attributes
+    ----------
+    cid : int
+    private : tuple of str
+        The ``dp-*`` keys set (empty: not private).
+    accept : tuple of type or None
+        The algorithm classes the node accepts (``None``: any).
+    """
+
+    def __init__(self, node_config, app_names=None):
+        self.cid = client_id_of(node_config)
+        self.private = tuple(sorted(str(k) for k in node_config if str(k).startswith("dp-")))
+        self.accept, self.names = None, ()
+        text = node_config.get("accept-algorithms")
+        if text not in (None, ""):
+            listed = [a for a in re.split(r"[,\s]+", str(text)) if a]
+            self.names = tuple(listed)
+            self.accept = tuple((app_names or AppNames()).get("algorithm", a) for a in listed)
+
+    def check(self, name, cls):
+        """Refuse (``PermissionError``, naming why) an algorithm this node does not run."""
+        if self.private and not getattr(cls, "client_owns_privacy", False):
+            raise PermissionError(
+                f"client {self.cid}: this node is configured for differential privacy (node "
+                f"config {', '.join(self.private)}) and runs only algorithms that apply its "
+                f"privacy guard; {name} does not (it would release exact updates): refused")
+        if self.accept is not None and cls not in self.accept:
+            raise PermissionError(
+                f"client {self.cid}: this node accepts only {', '.join(self.names)} (node "
+                f"config accept-algorithms); {name} refused")
+
+
+def _local_problem(cfg, cid, node_config, app_names):
+    task = cfg.load_task(app_names)
     problem = task(cid, dict(node_config), **cfg.task_kwargs)
     if int(problem.n_clients) != 1:
         raise ValueError(f"task {cfg.task!r} returned a problem with {problem.n_clients} "
@@ -61,18 +125,10 @@ def _local_problem(cfg, cid, node_config):
     return problem
 
 
-def _client_algorithm(alg, config):
-    """The algorithm with the per-client settings the server fixed for the run (its
-    ``client_settings``, sent as ``alg.<name>`` config keys), through ``for_client``."""
-    settings = {k[len(SETTINGS_PREFIX):]: v for k, v in config.items()
-                if k.startswith(SETTINGS_PREFIX)}
-    return alg.for_client(settings)
-
-
 def _rng(seed, t, cid, config, status):
     rng = ClientRandom(seed, t, np.array([cid], dtype=np.int64))
     saved = status.get("rng.state")
-    if config.get("rng") == "continue" and saved and int(status.get("rng.round", -1)) == t:
+    if config["rng"] == "continue" and saved and int(status.get("rng.round", -1)) == t:
         st = json.loads(saved)               # 128-bit integers travel as strings
         rng.restore([{**st, "state": {k: int(v) for k, v in st["state"].items()}}])
     return rng
@@ -97,72 +153,64 @@ def _faulty(cfg, kind, cid, t):
     return (t + 1) in cfg.faults.get((kind, cid), ())
 
 
-def handle(content, store, node_config, run_config):
+def handle(content, store, node_config, run_config, app_names=None):
     """One message of the server to this client; returns the reply content.
 
     Parameters
     ----------
     content : dict
         Sections ``"config"`` (phase, round, client id, ...), ``"msg"``/``"msg.meta"`` (the
-        algorithm's message) and, at first contact, ``"init"``/``"init.meta"`` (``x0``).
+        algorithm's message) and, at first contact, ``"init"``/``"init.meta"`` (``x0``);
+        read through :mod:`.schema`.
     store : dict
         The client's persistent state across messages of one run (mutated): ``"cstate"``,
         ``"memo"`` (arrays) and ``"status"`` (config).
     node_config, run_config : mapping
-        The SuperNode's node config and the run config.
+        The SuperNode's node config (the authority: :class:`NodePolicy`) and the run config.
+    app_names : AppNames, optional
+        Algorithms and tasks the app's code registers besides the built-in ones.
 
     Raises
     ------
-    ValueError, RuntimeError
+    ValueError, RuntimeError, PermissionError
         On a refused message (the server records the reason as this client's failure).
     """
     t0 = time.process_time()
-    config = dict(content.get("config", {}))
-    phase = config.get("phase")
-    if phase not in PHASES:
-        raise ValueError(f"unknown phase {phase!r}")
+    node = NodePolicy(node_config, app_names)
     cfg = FederationConfig.from_run_config(run_config)
-    cid = client_id_of(node_config)
-    problem = _local_problem(cfg, cid, node_config)
-    M = problem.manifold
-    if phase == "hello":
+    node.check(cfg.algorithm, cfg.algorithm_class(app_names))   # before any data is loaded
+    cid = node.cid
+    if schema.is_hello(content):
+        schema.read_hello_request(content)
+        problem = _local_problem(cfg, cid, node_config, app_names)
         from .. import __version__
         return {"config": {"client": cid, "n_samples": int(problem.sizes[0]),
-                           "manifold": manifold_spec(M), "problem": type(problem).__name__,
-                           "rfl_fast": __version__}}
-    if int(config["client"]) != cid:
-        raise ValueError(f"the server addressed client {config['client']} but this SuperNode "
-                         f"holds client {cid}")
-    t = int(config["round"])
-    alg = cfg.build_algorithm()
+                           "manifold": manifold_spec(problem.manifold),
+                           "problem": type(problem).__name__, "rfl_fast": __version__}}
+    problem = _local_problem(cfg, cid, node_config, app_names)
+    M = problem.manifold
+    alg = cfg.build_algorithm(app_names)
     guard = None
     if alg.client_owns_privacy:      # the client owns its privacy (.guard)
         guard = ClientPrivacy(node_config, cid)
         alg, dp_round = alg.for_private_client(problem, guard.sigma, guard.clip)
-    else:
-        alg = _client_algorithm(alg, config)
     kinds = kinds_of(alg)
+    config, msg, init = schema.read_request(content, M, kinds, cfg.atol)
+    phase, t = config["phase"], config["round"]
+    if config["client"] != cid:
+        raise ValueError(f"the server addressed client {config['client']} but this SuperNode "
+                         f"holds client {cid}")
     status = store.setdefault("status", {})
-    if "init" in content:
-        x0 = content["init"]
-        ok, why = check_arrays(x0, content.get("init.meta"), M, kinds=kinds, expect=("x0",),
-                               atol=cfg.atol)
-        if not ok:
-            raise ValueError(f"initial point refused: {why}")
-        if not status.get("initialized"):
-            store["cstate"] = _as_arrays(alg.init_clients(problem, x0["x0"]))
-            status["initialized"] = True
+    if init is not None and not status.get("initialized"):
+        store["cstate"] = _as_arrays(alg.init_clients(problem, init["x0"]))
+        status["initialized"] = True
     if not status.get("initialized"):
         raise RuntimeError("no client state: this node has not received the run's initial "
                            "point (a restarted SuperNode loses its state)")
-    msg = _as_arrays(content.get("msg"))
-    ok, why = check_arrays(msg, content.get("msg.meta"), M, kinds=kinds, atol=cfg.atol)
-    if not ok:
-        raise ValueError(f"server message refused: {why}")
     if phase == "update" and _faulty(cfg, "drop", cid, t):
         raise RuntimeError(f"fault injection: client {cid} drops out in round {t + 1}")
     if guard is None:
-        rng = _rng(int(config["seed"]), t, cid, config, status)
+        rng = _rng(config["seed"], t, cid, config, status)
     else:                                       # never the server's seed, never continued
         rng = ClientRandom(guard.secret(), t, np.array([cid], dtype=np.int64))
         if phase == "update":
@@ -170,7 +218,7 @@ def handle(content, store, node_config, run_config):
     ctx = ClientContext(t, _LOCAL, rng)
     cstate = dict(store.get("cstate", {}))
     memo = None
-    if phase in ("update", "finalize") and config.get("memo") == "yes":
+    if phase in ("update", "finalize") and config["memo"] == "yes":
         if int(status.get("memo.round", -1)) != t:
             raise RuntimeError(f"no memo of round {t} (missed the round's earlier exchange)")
         memo = None if status.get("memo.none") else dict(store.get("memo", {}))
@@ -208,9 +256,16 @@ def handle(content, store, node_config, run_config):
 
 # ---------------------------------------------------------------------------- Flower adapter
 
-def client_app():
+def client_app(*, algorithms=None, tasks=None):
     """A Flower ``ClientApp`` running :func:`handle` for the message types
     ``query.rfl_hello`` and ``train.rfl_prepare|rfl_update|rfl_finalize``.
+
+    Parameters
+    ----------
+    algorithms, tasks : dict, optional
+        Algorithm classes and tasks by name, besides rfl_fast's registry
+        (:class:`~rfl_fast.flower.spec.AppNames`): the app module registers its own in code,
+        the run config names them.
 
     The client's store lives in ``context.state`` (records ``rfl.cstate``, ``rfl.memo``,
     ``rfl.status``).
@@ -221,11 +276,12 @@ def client_app():
     from .records import from_recorddict, load_store, save_store, to_recorddict
 
     app = ClientApp()
+    app_names = AppNames(algorithms, tasks)
 
     def _serve(msg: Message, context: Context) -> Message:
         store = load_store(context.state)
         reply = handle(from_recorddict(msg.content), store, context.node_config,
-                       context.run_config)
+                       context.run_config, app_names)
         save_store(context.state, store)
         return Message(to_recorddict(reply), reply_to=msg)
 

@@ -1,7 +1,9 @@
 """The client's own privacy in a deployment: its secret, its noise, its budget, its ledger.
 
-A Flower server is not trusted with a client's privacy. For a private algorithm (one with
-``client_privacy``, i.e. PriRFed) the client takes nothing privacy-relevant from the server:
+A Flower server is not trusted with a client's privacy. A node whose node config sets any
+``dp-*`` key runs only private algorithms (``client_owns_privacy``, i.e. PriRFed) and refuses
+every other one (:class:`~rfl_fast.flower.client.NodePolicy`); for a private algorithm the
+client takes nothing privacy-relevant from the server:
 
 * **randomness**: the client's stream is ``ClientRandom(secret, t, [i])`` with ``secret`` from the
   SuperNode's own ``dp-seed`` node config, else 128 bits of OS entropy drawn per message. The
@@ -17,7 +19,8 @@ A Flower server is not trusted with a client's privacy. For a private algorithm 
   (replace-one, batches without replacement), and refuses the round if the total would exceed
   the budget. What the server chooses (``K``, batch size, rounds, how often it asks) can only
   cost utility (refusals), never privacy;
-* **ledger**: the spent RDP curve, the released rounds and the count live in a JSON file
+* **ledger**: the client's :class:`~rfl_fast.privacy.Accountant` (its saved state: the RDP
+  spent at each order), the released rounds and the count live in a JSON file
   (``dp-ledger`` node config, required), written atomically *before* the update is computed,
   so a crash or a restart never forgets a release. A missing file starts at zero; an
   unreadable one is an error (never a silent reset).
@@ -32,14 +35,14 @@ import math
 import os
 import secrets
 
-import numpy as np
-
 from .._files import atomic_write
+from .._validation import brief
+from ..privacy import Accountant
 
 __all__ = ["ClientPrivacy", "PrivacyRefused", "KEYS"]
 
 KEYS = ("dp-sigma", "dp-clip", "dp-epsilon", "dp-delta", "dp-ledger", "dp-seed")
-LEDGER_VERSION = 1
+LEDGER_VERSION = 2
 
 
 class PrivacyRefused(RuntimeError):
@@ -53,11 +56,12 @@ def _num(node_config, key, check, what):
                          f"'... {key}=<value>'); the server's value is not trusted")
     try:
         v = float(node_config[key])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"node config {key!r}: expected a number ({what}), got "
-                         f"{node_config[key]!r}") from None
+                         f"{brief(node_config[key])}") from None
     if not check(v):
-        raise ValueError(f"node config {key!r}: {what} out of range: {node_config[key]!r}")
+        raise ValueError(f"node config {key!r}: {what} out of range: "
+                         f"{brief(node_config[key])}")
     return v
 
 
@@ -90,13 +94,15 @@ class ClientPrivacy:
         if seed is None:
             self._seed = None
         else:
+            # the messages never show the value: it is a secret, and errors reach the server
             try:
                 self._seed = int(seed)
-            except (TypeError, ValueError):
-                raise ValueError(f"node config 'dp-seed': expected an int >= 0, got "
-                                 f"{seed!r}") from None
+            except (TypeError, ValueError, OverflowError):
+                raise ValueError("node config 'dp-seed': expected an int >= 0 (value not "
+                                 "shown: it is secret)") from None
             if self._seed < 0:
-                raise ValueError(f"node config 'dp-seed': expected an int >= 0, got {seed!r}")
+                raise ValueError("node config 'dp-seed': expected an int >= 0 (value not "
+                                 "shown: it is secret)")
 
     def secret(self):
         """The root of the client's random stream: ``dp-seed`` or fresh OS entropy."""
@@ -104,13 +110,9 @@ class ClientPrivacy:
 
     # ------------------------------------------------------------------ ledger
 
-    def _empty(self, orders):
-        return {"version": LEDGER_VERSION, "client": self.cid, "orders": list(orders),
-                "rdp": [0.0] * len(orders), "released_rounds": [], "releases": 0,
-                "epsilon_spent": 0.0, "delta": self.delta}
-
     def read_ledger(self):
-        """The ledger dict, or ``None`` when the file does not exist yet.
+        """The ledger dict (its ``"accountant"`` restored, an :class:`Accountant`), or
+        ``None`` when the file does not exist yet.
 
         Raises
         ------
@@ -124,11 +126,14 @@ class ClientPrivacy:
             with open(path, encoding="utf-8") as fh:
                 led = json.load(fh)
             ok = (isinstance(led, dict) and led.get("version") == LEDGER_VERSION
-                  and int(led["client"]) == self.cid and len(led["orders"]) == len(led["rdp"])
-                  and all(math.isfinite(float(v)) and float(v) >= 0 for v in led["rdp"]))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"privacy ledger {path}: unreadable ({exc}); refusing to run "
-                             f"rather than forget what was spent") from None
+                  and int(led["client"]) == self.cid and int(led["releases"]) >= 0
+                  and isinstance(led["epsilon_spent"], (int, float))
+                  and all(isinstance(t, int) for t in led["released_rounds"]))
+            if ok:
+                led["accountant"] = Accountant.restore(led["accountant"])
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            raise ValueError(f"privacy ledger {path}: unreadable ({brief(str(exc))}); refusing "
+                             f"to run rather than forget what was spent") from None
         if not ok:
             raise ValueError(f"privacy ledger {path}: not a version-{LEDGER_VERSION} ledger of "
                              f"client {self.cid}; refusing to run rather than forget what "
@@ -136,7 +141,7 @@ class ClientPrivacy:
         return led
 
     def charge(self, round_settings, t):
-        """Account one round before running it; returns the updated ledger.
+        """Account one round before running it; returns the updated ledger (as written).
 
         Parameters
         ----------
@@ -151,29 +156,22 @@ class ClientPrivacy:
         PrivacyRefused
             The round was released already, or the budget would be exceeded.
         """
-        from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
-
-        from ..privacy import accounting as acc
-
-        orders, rdp_round = acc._rdp_round(self.sigma, round_settings)
-        led = self.read_ledger() or self._empty(orders)
-        if not np.array_equal(np.asarray(led["orders"], float), orders):
-            raise ValueError(f"privacy ledger {self.ledger_path}: RDP orders differ from this "
-                             f"dp-accounting's; refusing to mix them")
+        led = self.read_ledger() or {"releases": 0, "released_rounds": [],
+                                     "accountant": Accountant("rdp"), "epsilon_spent": 0.0}
         if int(t) in led["released_rounds"]:
             raise PrivacyRefused(f"client {self.cid}: round {t} was released already; a second "
                                  f"answer with fresh data would break the accounting")
-        rdp = np.asarray(led["rdp"], float) + rdp_round
-        with acc._quiet_absl():
-            eps = float(rdp_mod.compute_epsilon(orders, rdp, self.delta)[0])
+        acc = led["accountant"].charge(self.sigma, round_settings)
+        eps = acc.epsilon(self.delta)
         if not eps <= self.epsilon:
             raise PrivacyRefused(
                 f"client {self.cid}: round {t} would spend eps = {eps:.4g} in total (delta = "
                 f"{self.delta:g}), over this client's budget eps = {self.epsilon:g}; refused "
                 f"(ledger {self.ledger_path}: {led['releases']} rounds released, eps = "
                 f"{led['epsilon_spent']:.4g})")
-        led.update(rdp=rdp.tolist(), releases=int(led["releases"]) + 1, epsilon_spent=eps,
-                   released_rounds=led["released_rounds"] + [int(t)], delta=self.delta)
+        led = {"version": LEDGER_VERSION, "client": self.cid, "accountant": acc.state(),
+               "released_rounds": led["released_rounds"] + [int(t)],
+               "releases": int(led["releases"]) + 1, "epsilon_spent": eps, "delta": self.delta}
 
         def write(tmp):
             with open(tmp, "w", encoding="utf-8") as fh:

@@ -264,11 +264,16 @@ class LocalFederation:
             self.close()
 
     # ------------------------------------------------------------------ runs
-    def run(self, run_config, timeout=300.0, name=None):
+    def run(self, run_config, timeout=300.0, name=None, module=None, wait_for="history.json"):
         """Run the rfl_fast app with ``run_config`` (overrides of the app's defaults) and
         wait for it; returns ``{"iterates", "x", "x0", "history", "wall"}`` (``history``: a
         :class:`~rfl_fast.federation.History`). Outputs go to ``<workdir>/out_<name>``
         (``name`` default ``run1``, ``run2``, ...).
+
+        ``module``: the source of the app's module ``rfl_fast_app.py`` (its ``server`` and
+        ``client``), default rfl_fast's own two lines (e.g. one registering its own tasks, or
+        a test's hostile ServerApp). A run whose ServerApp writes ``wait_for`` into
+        ``output-dir`` other than ``history.json`` returns ``{"out", "wall"}`` once it appears.
 
         Raises ``RuntimeError`` with the logs if the run fails or exceeds ``timeout``.
         """
@@ -278,7 +283,10 @@ class LocalFederation:
         out = os.path.join(self.workdir, f"out_{name}")
         shutil.rmtree(out, ignore_errors=True)
         cfg = {**run_config, "output-dir": out}
-        write_app(app, cfg)
+        write_app(app, cfg, overwrite=True)
+        if module is not None:
+            with open(os.path.join(app, "rfl_fast_app.py"), "w") as fh:
+                fh.write(module)
         over = write_run_config(os.path.join(self.workdir, f"{name}.toml"), cfg)
         w0 = time.perf_counter()
         cmd = [_bin("flwr"), "run", app, "local-test", "--run-config", over, "--stream"]
@@ -288,7 +296,7 @@ class LocalFederation:
                                     stdin=subprocess.DEVNULL, env=self.env, cwd=self.workdir,
                                     start_new_session=True)
             self.procs[f"flwr-{name}"] = proc
-            result = os.path.join(out, "history.json")
+            result = os.path.join(out, wait_for)
             deadline = time.monotonic() + timeout
             try:
                 while not (os.path.exists(result) or os.path.exists(os.path.join(out,
@@ -308,6 +316,8 @@ class LocalFederation:
             with open(os.path.join(out, "error.txt")) as f:
                 raise RuntimeError(f"the ServerApp failed: {f.read()}\n--- flwr run:\n"
                                    f"{self.log(name)[-3000:]}")
+        if wait_for != "history.json":
+            return {"out": out, "wall": time.perf_counter() - w0}
         with np.load(os.path.join(out, "result.npz")) as z:
             arrays = {k: z[k] for k in z.files}
         return {**arrays, "history": History.from_json(result), "wall": time.perf_counter() - w0}

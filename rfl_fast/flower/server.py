@@ -10,14 +10,20 @@ the reason in ``History.meta["rejected"]`` (and the log). With no failures the i
 the simulation's up to rounding; a run whose clients drop out equals the simulation whose
 participation returns the clients that answered.
 
-On arrival the transport checks that a reply is labelled with the client, round and phase
-asked for and that its arrays travel as declared (:func:`~rfl_fast.flower.codec.check_wire`);
-the driver then checks them as the simulation does
-(:func:`~rfl_fast.federation.arrival.check_upload`, within the run config's ``atol``).
+On arrival every reply is read through its schema (:func:`~rfl_fast.flower.schema.read_reply`:
+labelled with the client, round and exchange asked for, every field typed and bounded, the
+upload exactly the arrays the algorithm declares for the exchange, float64, of the server's
+shapes); the driver then checks the arrays as the simulation does
+(:func:`~rfl_fast.federation.arrival.check_upload`, within the run config's ``atol``). A reply
+that fails -- undecodable, mislabelled, malformed, hostile -- leaves that client out of the
+round with the reason; no reply can raise out of the transport and stop the run.
 
 The server never sees data: it knows each client's id, sample count and manifold from a
-``hello`` query at start (:class:`RemoteProblem` stands in for the problem in the server
-hooks, which only read ``manifold``, ``sizes`` and ``weights``).
+``hello`` query at start, read through :data:`~rfl_fast.flower.schema.HELLO_REPLY`
+(:class:`RemoteProblem` stands in for the problem in the server hooks, which only read
+``manifold``, ``sizes`` and ``weights``). A node whose hello fails its schema, or that claims
+a client id another node claims too, is excluded with the reason logged; the run starts when
+every client id ``0..n-1`` is held by exactly one accepted node.
 
 Links: :class:`FlowerLink` (a Flower ``Grid``, used by :func:`server_app`) and
 :class:`InProcessLink` (calls :func:`rfl_fast.flower.client.handle` in this process, for
@@ -32,14 +38,16 @@ import time
 import numpy as np
 
 from .._files import atomic_write
+from .._validation import brief
 from ..algorithms._checks import check_point_arg
 from ..federation.context import resolve_seed
 from ..federation.driver import (Replies, Result, RoundDriver, Transport, initial_point,
-                                 specialize)
+                                 specialize, upload_names)
 from ..problems.base import Problem
-from .client import SETTINGS_PREFIX, handle
-from .codec import check_wire, kinds_of, manifold_from_spec, pack
-from .spec import FederationConfig
+from . import schema
+from .client import handle
+from .codec import kinds_of, manifold_from_spec, pack
+from .spec import AppNames, FederationConfig
 
 __all__ = ["run_federation", "RemoteProblem", "Failure", "InProcessLink", "FlowerLink",
            "FlowerTransport", "server_app", "save_result"]
@@ -79,17 +87,20 @@ class InProcessLink:
     node_configs : list of mapping
         One node config per client node (``{"partition-id": i}``); node ids are
         ``1000 + position``.
+    app_names : AppNames, optional
+        The clients' extra registered names (``client_app(algorithms=..., tasks=...)``).
 
     Each node's store is committed only when the client returns (as Flower keeps a node's
     ``context.state`` only from a successful ClientApp call). Every content is copied in both
     directions. ``silence(node)`` makes a node stop answering (a crashed machine).
     """
 
-    def __init__(self, run_config, node_configs):
+    def __init__(self, run_config, node_configs, app_names=None):
         self.run_config = dict(run_config)
         self.node_configs = {1000 + j: dict(c) for j, c in enumerate(node_configs)}
         self.stores = {node: {} for node in self.node_configs}
         self.silent = set()
+        self.app_names = app_names
 
     def nodes(self):
         return sorted(self.node_configs)
@@ -105,9 +116,9 @@ class InProcessLink:
             store = copy.deepcopy(self.stores[node])
             try:
                 reply = handle(copy.deepcopy(content), store, self.node_configs[node],
-                               self.run_config)
+                               self.run_config, self.app_names)
             except Exception as exc:  # noqa: BLE001 - a client error is a failed exchange
-                out[node] = Failure(f"client error: {type(exc).__name__}: {exc}")
+                out[node] = Failure(f"client error: {type(exc).__name__}: {str(exc)[:500]}")
                 continue
             self.stores[node] = store
             out[node] = copy.deepcopy(reply)
@@ -117,10 +128,22 @@ class InProcessLink:
 
 
 class FlowerLink:
-    """Exchanges over a Flower ``Grid`` (inside a ServerApp)."""
+    """Exchanges over a Flower ``Grid`` (inside a ServerApp).
 
-    def __init__(self, grid):
-        self.grid = grid
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+    max_bytes : int, optional
+        Most ``.npy`` bytes one reply's arrays may hold, checked before they are decoded (set
+        by :func:`run_federation` from the model's size).
+
+    A reply is decoded by :func:`~rfl_fast.flower.records.from_recorddict` (bounded); one that
+    cannot be, an error reply and a reply from a node not asked are failures with their
+    reason (bounded), never an exception.
+    """
+
+    def __init__(self, grid, max_bytes=None):
+        self.grid, self.max_bytes = grid, max_bytes
 
     def nodes(self):
         return sorted(int(n) for n in self.grid.get_node_ids())
@@ -128,7 +151,7 @@ class FlowerLink:
     def exchange(self, requests, timeout):
         from flwr.app import Message
 
-        from .records import from_recorddict, to_recorddict
+        from .records import RecordError, from_recorddict, to_recorddict
 
         msgs = []
         for node, phase, content in requests:
@@ -136,25 +159,25 @@ class FlowerLink:
             group = str(content.get("config", {}).get("round", "hello"))
             msgs.append(Message(to_recorddict(content), dst_node_id=int(node),
                                 message_type=mtype, group_id=group))
+        asked = {int(node) for node, _, _ in requests}
         out = {}
         for r in self.grid.send_and_receive(msgs, timeout=timeout):
             node = int(r.metadata.src_node_id)
+            if node not in asked or node in out:
+                continue                              # not asked, or a second reply
             if r.has_error():
-                out[node] = Failure(f"error {r.error.code}: {r.error.reason}")
-            else:
-                out[node] = from_recorddict(r.content)
-        for node, _, _ in requests:
-            out.setdefault(int(node), Failure(f"no reply within {timeout:g} s"))
+                out[node] = Failure(f"error {r.error.code}: {str(r.error.reason)[:500]}")
+                continue
+            try:
+                out[node] = from_recorddict(r.content, self.max_bytes)
+            except RecordError as exc:
+                out[node] = Failure(f"undecodable reply: {exc}")
+        for node in asked:
+            out.setdefault(node, Failure(f"no reply within {timeout:g} s"))
         return out
 
 
 # ---------------------------------------------------------------------------- transport
-
-def _client_extras(alg, i):
-    """Client ``i``'s run settings (``alg.client_settings(i)``, e.g. PriRFed's noise and batch
-    size) as message config keys ``alg.<name>``; the client hands them to ``for_client``."""
-    return {f"{SETTINGS_PREFIX}{k}": v for k, v in alg.client_settings(i).items()}
-
 
 class FlowerTransport(Transport):
     """The round driver's exchanges as messages over ``link`` to the clients' nodes.
@@ -165,7 +188,7 @@ class FlowerTransport(Transport):
     clients : dict of int to int
         Client id -> node id (from the ``hello`` query).
     algorithm : FederatedAlgorithm
-        The run's algorithm (its ``client_settings`` travel with every message).
+        The run's algorithm (its ``array_kinds`` and ``uploads`` declare every reply's arrays).
     x0 : ndarray
         The initial point, sent with a client's first message.
     M : Manifold
@@ -193,11 +216,11 @@ class FlowerTransport(Transport):
     def _send(self, phase, t, ids, msg, rng):
         packed, meta = pack(msg, self.M, self.kinds)
         memo = phase == "finalize" or (phase == "update" and self.algorithm.has_prepare)
+        names = () if phase == "finalize" else upload_names(self.algorithm, phase)
         requests = []
         for i in ids.tolist():
             conf = {"phase": phase, "round": t, "client": i, "seed": self.seed,
-                    "rounds": self.rounds, "rng": rng, "memo": "yes" if memo else "no",
-                    **_client_extras(self.algorithm, i)}
+                    "rounds": self.rounds, "rng": rng, "memo": "yes" if memo else "no"}
             content = {"config": conf, "msg": packed, "msg.meta": meta}
             if i not in self.initialized:
                 content["init"], content["init.meta"] = self.init
@@ -206,33 +229,34 @@ class FlowerTransport(Transport):
         rep = Replies()
         for i in ids.tolist():
             r = replies.get(self.clients[i], Failure("no reply"))
-            if not isinstance(r, Failure):
-                self.initialized.add(i)
-                rep.cpu[i] = float(r.get("config", {}).get("cpu", 0.0))
-            why = self._refused(r, phase, t, i)
-            if why:
-                rep.failed.append((i, why))
-            else:
-                rep.ids.append(i)
-                rep.uploads.append({k: np.asarray(v) for k, v in r.get("up", {}).items()})
+            if isinstance(r, Failure):
+                rep.failed.append((i, str(r)))
+                continue
+            self.initialized.add(i)                 # it answered: it holds the initial point
+            try:
+                rep.cpu[i], up = schema.read_reply(r, phase, t, i, self.M, self.kinds, names)
+            except schema.Refused as exc:
+                rep.failed.append((i, str(exc)))
+                continue
+            rep.ids.append(i)
+            rep.uploads.append(up if up is not None else {})
         return rep
-
-    def _refused(self, reply, phase, t, i):
-        """Why ``reply`` is not client ``i``'s well-formed answer, or ``None``."""
-        if isinstance(reply, Failure):
-            return str(reply)
-        c = reply.get("config", {})
-        if (int(c.get("client", -1)), int(c.get("round", -1)), c.get("phase")) != (i, t, phase):
-            return (f"reply labelled client {c.get('client')}, round {c.get('round')}, "
-                    f"phase {c.get('phase')!r}")
-        if phase == "finalize" or not reply.get("up"):    # (an empty upload: the driver's)
-            return None
-        return check_wire(reply["up"], reply.get("up.meta"), self.M, self.kinds)
 
 
 # ---------------------------------------------------------------------------- run
 
 def _hello(link, cfg, log):
+    """Ask every node which client it holds: ``(clients, sizes, M)``. Each reply is read
+    through :data:`~rfl_fast.flower.schema.HELLO_REPLY`; a node that fails it, names an
+    unknown manifold or a client id outside ``0..n-1``, or claims an id another node claims
+    too (both: neither is trusted over the other) is excluded with the reason logged.
+
+    Raises
+    ------
+    RuntimeError
+        Fewer than ``n`` nodes connected, a client id held by no accepted node (the reasons of
+        the exclusions listed), or accepted nodes that disagree on the manifold.
+    """
     n = cfg.num_clients
     deadline = time.monotonic() + cfg.node_wait
     nodes = link.nodes()
@@ -244,30 +268,44 @@ def _hello(link, cfg, log):
                            f"the run needs num-clients = {n}")
     replies = link.exchange([(node, "hello", {"config": {"phase": "hello"}}) for node in nodes],
                             cfg.timeout)
-    clients, sizes, specs = {}, {}, {}
+    claims, excluded = {}, {}
     for node in nodes:
-        r = replies[node]
-        if isinstance(r, Failure):
-            log(f"hello: node {node} failed: {r}")
+        r = replies.get(node, Failure("no reply"))
+        try:
+            if isinstance(r, Failure):
+                raise schema.Refused(f"failed: {r}")
+            c = schema.read_hello(r)
+            M = manifold_from_spec(c["manifold"])
+            if c["client"] >= n:
+                raise schema.Refused(f"holds client {c['client']}, outside [0, {n})")
+        except (schema.Refused, ValueError) as exc:
+            excluded[node] = str(exc)
+            log(f"hello: node {node} excluded: {exc}")
             continue
-        c = r["config"]
-        cid = int(c["client"])
-        if not 0 <= cid < n:
-            log(f"hello: node {node} holds client {cid}, outside [0, {n}); ignored")
-        elif cid in clients:
-            log(f"hello: node {node} also claims client {cid} (node {clients[cid]}); ignored")
-        else:
-            clients[cid], sizes[cid], specs[cid] = node, int(c["n_samples"]), c["manifold"]
+        claims.setdefault(c["client"], []).append((node, c["n_samples"], M))
+    clients, sizes, spaces = {}, {}, {}
+    for cid, held in sorted(claims.items()):
+        if len(held) > 1:
+            nodes_ = [node for node, _, _ in held]
+            for node in nodes_:
+                excluded[node] = f"claims client {cid}, as do nodes {nodes_}"
+                log(f"hello: node {node} excluded: {excluded[node]}")
+            continue
+        (node, size, M), = held
+        clients[cid], sizes[cid], spaces[cid] = node, size, M
     missing = sorted(set(range(n)) - set(clients))
     if missing:
-        raise RuntimeError(f"no SuperNode answered for clients {missing}")
+        reasons = "; ".join(f"node {node}: {why}" for node, why in sorted(excluded.items()))
+        raise RuntimeError(f"no SuperNode answered for clients {brief(missing)}"
+                           + (f" (excluded: {reasons[:2000]})" if reasons else ""))
+    specs = {cid: repr(M) for cid, M in spaces.items()}
     if len(set(specs.values())) != 1:
-        raise RuntimeError(f"the clients disagree on the manifold: {specs}")
-    M = manifold_from_spec(specs[0])
-    return clients, np.array([sizes[i] for i in range(n)]), M
+        raise RuntimeError(f"the clients disagree on the manifold: {brief(specs)}")
+    return clients, np.array([sizes[i] for i in range(n)]), spaces[0]
 
 
-def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, callback=None):
+def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, callback=None,
+                   app_names=None):
     """Run the federation described by ``config`` over ``link``.
 
     Parameters
@@ -275,6 +313,8 @@ def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, cal
     link : FlowerLink or InProcessLink
     config : FederationConfig or mapping
         The parsed run config, or Flower's ``run_config`` mapping.
+    app_names : AppNames, optional
+        Algorithms and tasks the app's code registers besides the built-in ones.
     x0 : ndarray, optional
         Initial point; default the seed's init stream (as :func:`rfl_fast.federation.run`).
     metrics_problem : Problem, optional
@@ -297,9 +337,14 @@ def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, cal
     log = log or logger.info
     n, rounds, participation = cfg.num_clients, int(cfg.rounds), cfg.participation
     participation.validate(n)
+    alg = cfg.build_algorithm(app_names)
+    for phase in ("prepare", "update") if alg.has_prepare else ("update",):
+        upload_names(alg, phase)                     # declared, before any node is asked
     clients, sizes, M = _hello(link, cfg, log)
+    if isinstance(link, FlowerLink) and link.max_bytes is None:   # replies decoded bounded
+        link.max_bytes = len(alg.array_kinds) * (8 * int(np.prod(M.shape)) + 512)
     stub = RemoteProblem(M, sizes, cfg.weighting)
-    alg = specialize(stub, cfg.build_algorithm(), participation, rounds)
+    alg = specialize(stub, alg, participation, rounds)
     seed = resolve_seed(cfg.seed)
     x0 = check_point_arg(M, initial_point(M, x0, seed), "x0")
     transport = FlowerTransport(link, clients, alg, x0, M, seed=seed, rounds=rounds,
@@ -324,8 +369,15 @@ def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, cal
 
 # ---------------------------------------------------------------------------- ServerApp
 
-def server_app():
+def server_app(*, algorithms=None, tasks=None):
     """A Flower ``ServerApp`` running :func:`run_federation` with the run config.
+
+    Parameters
+    ----------
+    algorithms, tasks : dict, optional
+        Algorithm classes and tasks by name, besides rfl_fast's registry (as
+        :func:`~rfl_fast.flower.client.client_app`'s; the server builds the algorithm and,
+        for ``server-metrics``, the task's ``full`` problem).
 
     With ``output-dir`` set, it writes ``result.npz`` and ``history.json`` there (and
     ``error.txt`` if the run fails).
@@ -334,6 +386,7 @@ def server_app():
     from flwr.serverapp import Grid, ServerApp
 
     app = ServerApp()
+    app_names = AppNames(algorithms, tasks)
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
@@ -346,14 +399,15 @@ def server_app():
         try:
             metrics_problem = None
             if cfg.server_metrics:
-                full = getattr(cfg.load_task(), "full", None)
+                full = getattr(cfg.load_task(app_names), "full", None)
                 if full is None:
                     log("server-metrics: the task has no `full` problem; no metrics")
                 else:
                     metrics_problem = full(**cfg.task_kwargs)
             iterates = []
             result = run_federation(FlowerLink(grid), cfg, metrics_problem=metrics_problem,
-                                    log=log, callback=lambda t, x, row: iterates.append(x))
+                                    log=log, callback=lambda t, x, row: iterates.append(x),
+                                    app_names=app_names)
             if cfg.output_dir:
                 save_result(result, iterates, cfg.output_dir)
                 log(f"wrote {cfg.output_dir}/result.npz and history.json")

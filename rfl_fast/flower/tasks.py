@@ -3,8 +3,11 @@
 A task is a function ``task(client_id, node_config, **task_kwargs) -> Problem`` returning the
 problem of *one* client (``n_clients == 1``; the client's data only). It runs on the client
 machine, so it reads local files or generates local data; the server never calls it. The run
-config names it (``task = "module:function"``, arguments in ``task-kwargs``), and
-``node_config`` is the SuperNode's ``--node-config`` (e.g. a local ``data-path``).
+config names it by its registered name (``task = "kpca_from_file"``, arguments in
+``task-kwargs``): the built-in ones are :data:`rfl_fast.app.names.TASKS`, an app registers
+its own in code (``client_app(tasks={"mine": my_task})``); no import path is ever resolved.
+``node_config`` is the SuperNode's ``--node-config`` (e.g. a local ``data-path``): which of its
+keys a task reads is the task's code, never a run config value.
 
 A task may carry an attribute ``full(**task_kwargs) -> Problem``: the pooled problem over all
 clients, for demos and tests only (the server's ``server-metrics`` option and the comparison
@@ -20,6 +23,7 @@ Built-in tasks:
 
 import numpy as np
 
+from .._files import read_npy
 from ..problems import KPCA
 
 __all__ = ["synthetic_kpca", "kpca_from_file", "client_samples"]
@@ -65,10 +69,11 @@ def _synthetic_full(*, n_clients, samples, d, r, seed=0, spread=0.5, weighting="
 synthetic_kpca.full = _synthetic_full
 
 
-def kpca_from_file(client_id, node_config=None, *, r, key="data-path"):
-    """kPCA on the rows of the ``.npy`` file at ``node_config[key]`` (this client's samples)."""
-    if not node_config or key not in node_config:
-        raise ValueError(f"kpca_from_file: the SuperNode needs --node-config '{key}=\"...\"' "
-                         f"naming this client's local .npy file of samples")
-    z = np.load(str(node_config[key]), allow_pickle=False)
+def kpca_from_file(client_id, node_config=None, *, r):
+    """kPCA on the rows of the ``.npy`` file at ``node_config["data-path"]`` (this client's
+    samples), read by :func:`rfl_fast._files.read_npy` (header checked against the file)."""
+    if not node_config or "data-path" not in node_config:
+        raise ValueError("kpca_from_file: the SuperNode needs --node-config 'data-path=\"...\"' "
+                         "naming this client's local .npy file of samples")
+    z = read_npy(str(node_config["data-path"]))
     return KPCA([np.asarray(z, dtype=np.float64)], r)

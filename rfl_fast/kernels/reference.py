@@ -5,6 +5,8 @@ items where it does not (the Lyapunov and triangular systems). Arrays are ``(N, 
 as described in ``rfl_fast.kernels``; items without an answer come back as NaN.
 """
 
+import math
+
 import numpy as np
 import scipy.linalg
 
@@ -98,10 +100,11 @@ def stiefel_inv_retr_qr(x, y):
 
     Column j of R solves ``M[:j+1, :j+1] r = b`` with ``M = x'y``, ``b_i = -(M r_i)_j`` for
     i < j and ``b_j = 1`` (one triangular-system loop per item). NaN if a leading minor of
-    ``M`` vanishes.
+    ``M`` vanishes within the rounding of ``M`` (:func:`_qr_minor_vanishes`).
     """
     m = _t(x) @ y
     n_items, p, _ = m.shape
+    gamma = _qr_minor_gamma(x.shape[-2])
     r = np.zeros_like(m)
     for k in range(n_items):
         mk = m[k]
@@ -111,9 +114,33 @@ def stiefel_inv_retr_qr(x, y):
                 b[:j] = -(mk[j, :] @ r[k, :, :j])
                 b[j] = 1.0
                 r[k, : j + 1, j] = np.linalg.solve(mk[: j + 1, : j + 1], b)
+                if _qr_minor_vanishes(r[k, : j + 1, j], b, j, gamma):
+                    raise np.linalg.LinAlgError
         except np.linalg.LinAlgError:
             r[k] = np.nan
     return y @ r - x
+
+
+def _qr_minor_gamma(n):
+    """``gamma_n = n eps / (1 - n eps)``: each entry of ``M = x'y`` (columns of unit norm,
+    length ``n``) is computed to within ``gamma_n`` (the standard bound for an inner product)."""
+    eps = np.finfo(np.float64).eps
+    return n * eps / (1.0 - n * eps)
+
+
+def _qr_minor_vanishes(r, b, j, gamma):
+    """Whether the solve ``M_j r = b`` of the QR inverse proves that the leading block
+    ``M_j = M[:j+1, :j+1]`` is singular within the rounding of ``M``.
+
+    ``|r| <= |M_j^-1| |b|``, so ``|r| (j+1) gamma >= |b|`` gives ``sigma_min(M_j) <= (j+1)
+    gamma``: a perturbation of ``M_j`` no larger than its rounding error (each entry within
+    ``gamma``, so at most ``(j+1) gamma`` in the 2-norm) makes it singular, and the inverse is
+    not determined by the data. (``y`` = ``x`` with its columns reversed: ``M_0 = x_0'x_{p-1}``
+    is rounding noise, ``|r| ~ 1e16``.) The same test in every backend. Overflow of the sums
+    of squares (``|r| > ~1e154``) counts as vanishing.
+    """
+    with np.errstate(over="ignore"):
+        return not (math.sqrt(float(r @ r)) * ((j + 1) * gamma) < math.sqrt(float(b @ b)))
 
 
 # ---------------------------------------------------------------- symmetric matrix functions
@@ -199,15 +226,22 @@ def sphere_exp(x, u):
 def sphere_log(x, y):
     """``theta v/|v|``, ``v = y - <x,y> x``, ``theta = atan2(|v|, <x,y>)``; (N, d).
 
-    NaN at antipodal points, where the logarithm is not unique.
+    NaN at antipodal points, where the logarithm is not unique: where ``<x,y> < 0`` and ``|v|``
+    is within the rounding of v, ``|v| <= 2 (d + 3) eps |<x,y>|`` (each entry of
+    ``y - <x,y> x`` is off by eps |y_k| + 2 eps |<x,y> x_k| plus the error d eps of the dot
+    product, so for unit vectors |v| carries (d + 3) eps of noise; 2x for the rounding of |v|
+    itself). An exact test ``|v| > 0`` would refuse or answer depending on whether the CPU
+    fused the multiply-adds. The same test in every backend.
     """
+    d = x.shape[-1]
     c = _dot(x, y)
     v = y - c * x
     nv = np.sqrt(_dot(v, v))
     theta = np.arctan2(nv, c)
+    antipodal = (c < 0) & (nv <= 2.0 * (d + 3) * np.finfo(np.float64).eps * -c)
     with np.errstate(invalid="ignore", divide="ignore"):
-        scale = np.where(nv > 0, theta / np.where(nv > 0, nv, 1.0), np.where(c > 0, 1.0, np.nan))
-    return scale * v
+        scale = np.where(nv > 0, theta / np.where(nv > 0, nv, 1.0), 1.0)
+    return np.where(antipodal, np.nan, scale) * v
 
 
 def sphere_dist(x, y):

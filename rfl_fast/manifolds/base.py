@@ -359,9 +359,23 @@ class Manifold:
         Returns
         -------
         float or ndarray, shape (...)
-            One value per item.
+            One value per item; finite wherever the norm is representable (each item is
+            scaled by a power of two before it is squared, see ``_unit_scaled``).
         """
-        return np.sqrt(np.maximum(self.inner(x, u, u), 0.0))
+        u, e = self._unit_scaled(self._array(u, "u"))
+        return np.ldexp(np.sqrt(np.maximum(self.inner(x, u, u), 0.0)), e)
+
+    def _unit_scaled(self, u):
+        """``(u 2^-e, e)``: each item of ``u`` (the core axes) scaled by the power of two that
+        brings its largest entry into [0.5, 1), ``e`` of shape (...) (int32, clamped to
+        [-1000, 1000] so that 2^-e is a normal number; 0 for a zero item). A norm of the
+        scaled item times ``2^e`` (``np.ldexp``) neither overflows nor underflows before the
+        norm itself does, and is the same bits as the unscaled one wherever its squares stay
+        in range: scaling by a power of two is exact."""
+        axes = tuple(range(-self.core_ndim, 0))
+        _, e = np.frexp(np.max(np.abs(u), axis=axes, keepdims=True))
+        e = np.clip(e, -1000, 1000)
+        return np.ldexp(u, -e), e.reshape(e.shape[:e.ndim - self.core_ndim])
 
     def dist(self, x: ArrayLike, y: ArrayLike) -> Real:
         """Geodesic distance; returns shape (...).

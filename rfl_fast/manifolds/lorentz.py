@@ -27,11 +27,14 @@ def _ldot(a, b):
 
 
 class Lorentz(Manifold):
-    """Points ``x`` of shape ``(..., d+1)`` with ``<x,x>_L = -1`` and ``x0 > 0``; metric the
-    Minkowski product ``<u,v>_L = -u0 v0 + sum_k uk vk`` restricted to tangent spaces.
+    r"""Hyperbolic space in the hyperboloid model: points ``x`` of shape ``(..., d+1)`` with
+    :math:`\langle x, x\rangle_L = -1` and :math:`x_0 > 0`; the metric is the Minkowski product
+    :math:`\langle u, v\rangle_L = -u_0 v_0 + \sum_{k \ge 1} u_k v_k` restricted to tangent
+    spaces.
 
     Retraction: ``"exp"`` (the geodesic; inverse ``log``). Transports: ``"parallel"``
-    (``v + <y,v>_L/(1 - <x,y>_L) (x+y)``, default) and ``"projection"``.
+    (:math:`v + \frac{\langle y, v\rangle_L}{1 - \langle x, y\rangle_L}(x + y)`, default) and
+    ``"projection"``.
 
     Parameters
     ----------
@@ -107,14 +110,14 @@ class Lorentz(Manifold):
             One value per item.
         """
         x = self._point(x)
-        u = self._array(u, "u")
+        u, e = self._unit_scaled(self._array(u, "u"))  # no overflow of the squares
         xr, ur = x[..., 1:], u[..., 1:]
         nx2 = np.sum(xr * xr, axis=-1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             along = np.where(nx2 > 0, np.sum(ur * xr, -1, keepdims=True) / nx2, 0.0)
         perp = ur - along * xr
         sq = np.sum(ur * ur, -1) + nx2[..., 0] * np.sum(perp * perp, -1)
-        return np.sqrt(sq) / x[..., 0]
+        return np.ldexp(np.sqrt(sq) / x[..., 0], e)
 
     def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
         """``u + <x,u>_L x``.

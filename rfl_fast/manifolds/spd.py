@@ -1,5 +1,7 @@
 """Symmetric positive-definite matrices S++(n) with the affine-invariant metric."""
 
+import math
+
 import numpy as np
 
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
@@ -18,13 +20,17 @@ def _sym(a):
 
 
 class SPD(Manifold):
-    """Points ``X`` of shape ``(..., n, n)``, symmetric positive definite; metric
-    ``<U, V>_X = tr(X^-1 U X^-1 V)``; tangent vectors are symmetric matrices.
+    r"""Points ``X`` of shape ``(..., n, n)``, symmetric positive definite, with the
+    affine-invariant metric :math:`\langle U, V\rangle_X = \operatorname{tr}(X^{-1} U X^{-1} V)`;
+    tangent vectors are symmetric matrices.
 
-    Retractions: ``"exp"`` (the geodesic, default, inverse ``log``) and ``"second_order"``
-    (``X + U + U X^-1 U / 2``, no closed-form inverse). Transports: ``"parallel"``
-    (``E V E'``, ``E = X^½ (X^-½ Y X^-½)^½ X^-½``, default) and ``"projection"``
-    (``sym(V)``, the identity on tangent vectors).
+    Retractions: ``"exp"`` (the geodesic
+    :math:`X^{1/2} \exp(X^{-1/2} U X^{-1/2}) X^{1/2}`, default, inverse ``log``) and
+    ``"second_order"`` (:math:`X + U + \tfrac12 U X^{-1} U`, no closed-form inverse).
+    Transports: ``"parallel"`` (:math:`E V E^\top`,
+    :math:`E = X^{1/2} (X^{-1/2} Y X^{-1/2})^{1/2} X^{-1/2}`, default) and ``"projection"``
+    (:math:`\operatorname{sym}(V)`, the identity on tangent vectors). The distance is
+    :math:`\lVert \log(X^{-1/2} Y X^{-1/2}) \rVert_F`.
 
     Parameters
     ----------
@@ -288,8 +294,16 @@ class SPD(Manifold):
         return self._spd_solved(_sym(e @ v @ _t(e)), "transport", "x or y")
 
     def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
-        """``expm(S)`` with S symmetric Gaussian (entries of variance 1/2 off-diagonal):
-        ``(*batch, n, n)``.
+        """``expm(S / sqrt(n))`` with S symmetric Gaussian (``S = (G + G')/2``, G with
+        independent standard normal entries): ``(*batch, n, n)``, well conditioned at every n.
+
+        The spectrum of ``S / sqrt(n)`` fills ``[-sqrt 2, sqrt 2]`` as n grows (the
+        semicircle law), so ``cond(X) = exp(lmax - lmin)`` is about ``e^(2 sqrt 2) ~ 17``.
+        Bound: ``cond(X) <= exp(2 |S|_2 / sqrt(n))``, ``|S|_2 <= |G|_2``,
+        ``E |G|_2 <= 2 sqrt(n)``, and ``|G|_2`` is 1-Lipschitz in the entries of G, so
+        ``P(cond(X) >= exp(4 + 2t / sqrt(n))) <= exp(-t^2 / 2)``; with ``t = 6``,
+        ``cond(X) < exp(4 + 12 / sqrt(n))`` (about 120 at n = 256) except with probability
+        below 2e-8. (Without the ``1/sqrt(n)`` the condition grew like ``e^(2 sqrt(2n))``.)
 
         Parameters
         ----------
@@ -304,7 +318,7 @@ class SPD(Manifold):
             The point(s).
         """
         s = as_rng(rng).standard_normal(tuple(batch) + self.shape)
-        return call("sym_expm", _sym(s))
+        return call("sym_expm", _sym(s) / math.sqrt(self.shape[-1]))
 
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:

@@ -32,11 +32,14 @@ def _transport_by_log(x, y, v):
 
 
 class Sphere(Manifold):
-    """Unit vectors ``x`` in R^d, points of shape ``(..., d)``.
+    r"""Unit vectors ``x`` in :math:`\mathbb{R}^d`, points of shape ``(..., d)``: the sphere
+    :math:`S^{d-1}` with the embedded metric.
 
-    Retractions: ``"exp"`` (geodesic, default) and ``"projection"`` (``(x+u)/|x+u|``, with its
-    exact inverse ``y/<x,y> - x``). Transports: ``"parallel"`` (along the geodesic, default)
-    and ``"projection"``.
+    Retractions: ``"exp"`` (the geodesic
+    :math:`\operatorname{Exp}_x(u) = \cos\lVert u\rVert\, x + \sin\lVert u\rVert\, u/\lVert u\rVert`,
+    default) and ``"projection"`` (:math:`(x + u)/\lVert x + u\rVert`, with its exact inverse
+    :math:`y/\langle x, y\rangle - x`). Transports: ``"parallel"`` (along the geodesic,
+    default) and ``"projection"`` (:math:`(I - yy^\top) v`).
 
     Parameters
     ----------

@@ -19,11 +19,15 @@ def _sym(a):
 
 
 class Stiefel(Manifold):
-    """Points ``X`` of shape ``(..., n, p)`` with ``X'X = I_p``; metric ``tr(U'V)``.
+    r"""Points ``X`` of shape ``(..., n, p)`` with :math:`X^\top X = I_p`; the embedded metric
+    :math:`\langle U, V\rangle = \operatorname{tr}(U^\top V)`, tangent vectors
+    :math:`X^\top U + U^\top X = 0`, projection :math:`U - X \operatorname{sym}(X^\top U)`.
 
-    Retractions: ``"polar"`` (default, ``P_M(X + U)``), ``"qr"`` (``qf(X + U)`` with a
-    positive diagonal of R), ``"cayley"`` and ``"exp"`` (Edelman's geodesic). Exact inverses
-    exist for ``"polar"`` and ``"qr"``. Transport: ``"projection"`` (``P_Y V``).
+    Retractions: ``"polar"`` (default, the polar factor of :math:`X + U`), ``"qr"`` (the Q
+    factor of :math:`X + U`, R with a positive diagonal), ``"cayley"`` and ``"exp"`` (Edelman's
+    geodesic). Exact inverses exist for ``"polar"`` (:math:`(X^\top Y) S + S (Y^\top X) = 2I`,
+    :math:`U = YS - X`) and ``"qr"``. Transport: ``"projection"`` (:math:`P_Y V`).
+    :class:`Grassmann` reads the same arrays as subspaces.
 
     Parameters
     ----------
@@ -184,11 +188,24 @@ class Stiefel(Manifold):
         """
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         out = self._compiled(f"stiefel_inv_retr_{method}", backend, x, y)
-        if out is not None:
-            return out
-        out = call(f"stiefel_inv_retr_{method}", self._point(x), self._point(y, "y"),
-                   backend=backend)
-        return self._solved(out, "inv_retr", f"y (X'Y is too singular for the {method} inverse)")
+        if out is None:
+            x, y = self._point(x), self._point(y, "y")
+            out = call(f"stiefel_inv_retr_{method}", x, y, backend=backend)
+        if method == "qr":
+            out = self._qr_reaches(x, y, out)
+        return self._solved(out, "inv_retr", f"y (X'Y is too singular for the {method} inverse, "
+                                             f"or y is not reached by that retraction from x)")
+
+    @staticmethod
+    def _qr_reaches(x, y, u):
+        """``u`` with NaN items where ``X + U = Y R`` has a diagonal entry ``r_jj <= 0``: the R
+        factor of the QR retraction has a positive diagonal, so no ``U`` retracts to such a
+        ``Y`` (a leading minor of ``X'Y`` is negative); ``r_jj`` is ``(Y'(X + U))_jj``."""
+        bad = (np.sum(y * (x + u), axis=-2) <= 0).any(-1)
+        if np.any(bad):
+            u = np.array(np.broadcast_to(u, np.broadcast_shapes(u.shape, bad.shape + x.shape[-2:])))
+            u[bad] = np.nan
+        return u
 
     @staticmethod
     def _cayley(x, u):

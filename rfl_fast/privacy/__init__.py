@@ -4,15 +4,17 @@ Mechanism building blocks: per-sample clipping in the manifold's metric and fuse
 (``clipping``), tangent Gaussian noise (``noise``). Accounting (``accounting``): the seed's
 closed-form noise calibrations and Theorem 9, tight RDP/PLD accountants from Google's
 ``dp-accounting`` (optional extra ``rfl_fast[privacy]``), ``calibrate_sigma`` and
-``privacy_report``. The ledger of a PriRFed run (``ledger``): its noise and the privacy spent
-after every round.
+``privacy_report``. One client's privacy as rounds compose (``accountant``): the
+:class:`Accountant` both a run's ledger and a Flower client's guard use. The ledger of a
+PriRFed run (``ledger``): its noise and the privacy spent after every round.
 """
 
 from .accounting import (DPSettings, PrivacyBudget, calibrate_sigma, dp_rsgd_epsilon,
                          dp_rsgd_sigma, dp_rsvrg_epsilon, dp_rsvrg_sigma, epsilon_pld,
                          epsilon_rdp, epsilon_seed, epsilon_seed_composition,
                          epsilon_subsampled_gaussian, gaussian_mechanism_epsilon,
-                         gaussian_mechanism_sigma, privacy_report)
+                         gaussian_mechanism_sigma, pld_discretization, privacy_report)
+from .accountant import Accountant
 from .clipping import (clip, clip_factors, clipped_sum_frechet, clipped_sum_pca,
                        clipped_sum_reference, frechet_sample_rgrads, pca_sample_rgrads)
 from .ledger import PrivacyLedger
@@ -26,7 +28,7 @@ __all__ = [
     "gaussian_mechanism_sigma", "gaussian_mechanism_epsilon", "dp_rsgd_sigma", "dp_rsgd_epsilon",
     "dp_rsvrg_sigma", "dp_rsvrg_epsilon", "epsilon_seed_composition", "epsilon_seed",
     "DPSettings", "epsilon_subsampled_gaussian", "epsilon_rdp", "epsilon_pld", "calibrate_sigma",
-    "PrivacyBudget", "privacy_report",
-    # ledger
-    "PrivacyLedger",
+    "PrivacyBudget", "privacy_report", "pld_discretization",
+    # composition and the run's ledger
+    "Accountant", "PrivacyLedger",
 ]

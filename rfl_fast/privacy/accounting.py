@@ -44,6 +44,30 @@ The mechanism being accounted (one client, one round; seed 002):
 A run's guarantee for the whole federated dataset is the largest over clients (the changed
 sample lies in one client): call these functions per client with its ``n_samples`` (and
 ``sigma_i``) and take the maximum.
+
+Sensitivity convention (replace-one, the relation the algorithm is accounted under). Replacing
+one sample by another moves the clipped sum by at most ``2 tau`` (two clipped terms of norm
+``<= tau``); with the noise ``b sigma`` on the sum, one DP-RSGD step is the Gaussian mechanism
+with ``mu = 2 tau / (b sigma)`` (Gaussian differential privacy; ``K T`` full-batch steps
+compose to ``mu sqrt(K T)``). dp-accounting describes that one step differently in its two
+accountants, and each is given what it expects:
+
+* RDP (``GaussianDpEvent(z)`` under ``REPLACE_ONE``): ``z`` is the noise over the *full*
+  replace-one distance, ``z = b sigma / (2 tau) = 1 / mu``;
+* PLD (``from_gaussian_mechanism(s, neighboring_relation=REPLACE_ONE)``): the two neighbouring
+  outputs sit at ``+-1`` (distance 2) around the noise of standard deviation ``s``, i.e. ``s``
+  is relative to *half* the replace-one distance, ``s = b sigma / tau = 2 / mu``. (Passing
+  ``b sigma / (2 tau)`` there counts ``2 tau`` twice: full batch, N = 30, 20 steps,
+  ``sigma = 0.2``, it reported eps = 16.5 where the exact mu-GDP value is 7.00.)
+
+Bounded cost and extreme noise. The PLD's discretization interval is widened (never narrowed)
+so that its distributions hold at most :data:`PLD_MAX_POINTS` values whatever ``sigma``
+(:func:`pld_discretization`; the result stays a pessimistic upper bound within ``steps x
+interval`` of the exact value). Noise so small that a step's GDP parameter exceeds
+:data:`MU_REVEALING` (the noise is below a ten-thousandth of the sensitivity: the step publishes
+its data) gives ``eps = inf``, a valid (trivial) bound, without running an accountant; noise
+so large that the whole mechanism, unsampled, is ``(0, delta)``-DP (``delta >= erf(mu / (2
+sqrt 2))``, the exact mu-GDP statement) gives ``eps = 0``. Neither ever raises an overflow.
 """
 
 import contextlib
@@ -62,12 +86,25 @@ __all__ = [
     "dp_rsgd_sigma", "dp_rsgd_epsilon", "dp_rsvrg_sigma", "dp_rsvrg_epsilon",
     "epsilon_seed_composition", "epsilon_seed",
     "DPSettings", "epsilon_subsampled_gaussian", "epsilon_rdp", "epsilon_pld",
-    "calibrate_sigma", "PrivacyBudget", "privacy_report",
+    "calibrate_sigma", "PrivacyBudget", "privacy_report", "pld_discretization",
+    "PLD_MAX_POINTS", "MU_REVEALING",
 ]
 
 TRAINERS = ("dp-rsgd", "dp-rsvrg")
 ACCOUNTANTS = ("pld", "rdp", "seed")
 SAMPLINGS = ("without_replacement", "poisson")
+#: Most values a PLD built here holds (per distribution; its FFTs take a few times this many
+#: complex numbers): bounds the PLD accountant's memory and time for every ``sigma``.
+PLD_MAX_POINTS = 1 << 20
+#: A step whose Gaussian-DP parameter exceeds this publishes its data: ``eps = inf`` (its noise
+#: is below a ten-thousandth of its sensitivity; dp-accounting's PLD overflows past ~2.6e4).
+MU_REVEALING = 1e4
+#: dp-accounting's ``log_mass_truncation_bound`` (-50) cuts each Gaussian at about this many
+#: standard deviations; a single step's privacy losses span ``mu^2 + 2 * this * mu``.
+_PLD_TAIL_SD = 10.5
+#: dp-accounting truncates a composition's tails at mass 1e-15: about this many standard
+#: deviations of the composed privacy loss on each side.
+_PLD_COMPOSED_SD = 8.5
 
 
 # ---------------------------------------------------------------------------- validation
@@ -548,15 +585,17 @@ def epsilon_rdp(sigma: float, delta: float, settings: "DPSettings", *,
     -------
     eps : float
         For ``T`` rounds with client participation probability ``s/n`` revealed to the server
-        (module docstring).
+        (module docstring); ``inf`` when a step publishes its data, ``0`` when the mechanism is
+        ``(0, delta)``-DP (module docstring), never an overflow.
     """
     _dp()
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 
     sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
     check_choice(sampling, "sampling", SAMPLINGS)
-    if sigma == 0.0:
-        return math.inf
+    trivial = _trivial_epsilon(sigma, delta, settings, sampling)
+    if trivial is not None:
+        return trivial
     orders, rdp_round = _rdp_round(sigma, settings, sampling)
     with _quiet_absl():
         eps, _ = rdp_mod.compute_epsilon(orders, settings.rounds * rdp_round, delta)
@@ -566,16 +605,27 @@ def epsilon_rdp(sigma: float, delta: float, settings: "DPSettings", *,
 def _rdp_round(sigma, settings, sampling="without_replacement"):
     """RDP orders and the RDP of one round (``steps_per_round`` noisy steps, mixed with the
     no-op mechanism at the client rate); ``t`` rounds compose to ``t * rdp``. Shared by
-    :func:`epsilon_rdp` and PriRFed's per-round privacy columns (unchecked arguments)."""
+    :func:`epsilon_rdp` and PriRFed's per-round privacy columns (unchecked arguments).
+
+    Noise so large that dp-accounting's formulas overflow (a step's GDP parameter below
+    ``1e-100``) takes the unsampled Gaussian's RDP ``a mu^2 / 2`` per step instead, an upper
+    bound of the sampled one (sampling only amplifies privacy)."""
     dpa = _dp()
     rel = (dpa.NeighboringRelation.REPLACE_ONE if sampling == "without_replacement"
            else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
     st = settings
-    event = dpa.SelfComposedDpEvent(_step_event(sigma, st, sampling), st.steps_per_round)
     with _quiet_absl():
         acc = dpa.rdp.RdpAccountant(neighboring_relation=rel)
-        acc.compose(event)
-        orders, rdp_round = np.asarray(acc.orders, float), np.asarray(acc.rdp, float)
+        orders = np.asarray(acc.orders, float)
+        mu_step = _step_mu(sigma, st, sampling)
+        if not mu_step <= MU_REVEALING:                 # a step publishes its data
+            rdp_round = np.full_like(orders, math.inf)
+        elif mu_step < 1e-100:
+            rdp_round = st.steps_per_round * orders * mu_step ** 2 / 2
+        else:
+            acc.compose(dpa.SelfComposedDpEvent(_step_event(sigma, st, sampling),
+                                                st.steps_per_round))
+            rdp_round = np.asarray(acc.rdp, float)
         rho = st.client_rate
         if rho < 1.0:  # revealed participation: mixture with the no-op mechanism
             with np.errstate(over="ignore"):
@@ -609,10 +659,16 @@ def epsilon_pld(sigma: float, delta: float, settings: "DPSettings", *,
         ``b``), **add/remove-one** (sensitivity ``tau``) -- a *different* mechanism from the
         one PriRFed runs, kept for comparison (``privacy_report``).
     value_discretization_interval : float, > 0
+        The finest interval used; widened where ``sigma`` is so small that the PLD would hold
+        more than :data:`PLD_MAX_POINTS` values (:func:`pld_discretization`), so memory and
+        time stay bounded for every ``sigma``.
 
     Returns
     -------
     eps : float
+        An upper bound, within ``K T x`` the interval used of the exact value; ``inf`` when a
+        step publishes its data, ``0`` when the mechanism is ``(0, delta)``-DP (module
+        docstring).
     """
     _dp()
 
@@ -625,8 +681,9 @@ def epsilon_pld(sigma: float, delta: float, settings: "DPSettings", *,
                          "single-sample pick is sampling without replacement, which "
                          "dp-accounting's PLD does not support); use epsilon_rdp")
     _check_pld_batch(st, sampling)
-    if sigma == 0.0:
-        return math.inf
+    trivial = _trivial_epsilon(sigma, delta, st, sampling)
+    if trivial is not None:
+        return trivial
     rnd = _pld_round(sigma, st, vdi, sampling)
     with _quiet_absl():
         total = rnd.self_compose(st.rounds) if st.rounds > 1 else rnd
@@ -642,24 +699,99 @@ def _check_pld_batch(st, sampling):
             f"sampling without replacement, and Poisson sampling is another mechanism)")
 
 
+def _step_mu(sigma, settings, sampling="without_replacement"):
+    """The Gaussian-DP parameter of one noisy step without its sampling (an upper bound of the
+    sampled step's privacy loss): DP-RSGD ``2 tau / (b sigma)`` under replace-one (``tau / (b
+    sigma)`` under add/remove-one), DP-RSVRG the picked and snapshot parts together (module
+    docstring). ``sigma > 0``."""
+    st = settings
+    if st.trainer == "dp-rsgd":
+        return (2.0 if sampling == "without_replacement" else 1.0) * (st.tau / st.batch_size) \
+            / sigma
+    lam = st.rsvrg_split
+    return math.hypot(4.0 * st.tau / math.sqrt(lam), 2.0 * st.tau / (st.n_samples *
+                                                                     math.sqrt(1 - lam))) / sigma
+
+
+def _trivial_epsilon(sigma, delta, settings, sampling="without_replacement"):
+    """``inf`` without noise or when a step publishes its data (GDP parameter above
+    :data:`MU_REVEALING`), ``0.0`` when the whole mechanism, unsampled, is mu-GDP with
+    ``delta >= erf(mu / (2 sqrt 2))`` (then it is ``(0, delta)``-DP), else ``None``: the
+    accountant decides. Shared by the accountants and the ledger's curves."""
+    if sigma == 0.0:
+        return math.inf
+    mu_step = _step_mu(sigma, settings, sampling)
+    if not mu_step <= MU_REVEALING:
+        return math.inf
+    mu = mu_step * math.sqrt(settings.steps_per_round * settings.rounds)
+    if math.erf(mu / (2.0 * math.sqrt(2.0))) <= delta:
+        return 0.0
+    return None
+
+
+def pld_discretization(sigma, settings, value_discretization_interval=1e-4,
+                       sampling="without_replacement"):
+    """The discretization interval the PLD accountant uses: ``value_discretization_interval``,
+    widened so that no distribution it builds for the run holds more than
+    :data:`PLD_MAX_POINTS` values.
+
+    With a step's GDP parameter ``mu``, ``K`` steps a round, ``T`` rounds and the client rate
+    ``rho``, the privacy losses span about: one step ``mu^2 + 21 mu`` (dp-accounting cuts the
+    Gaussian at ``~10.5`` standard deviations); one round ``K mu^2 / 2 [rho < 1] + 17 sqrt(K)
+    mu`` (its mixture with the identity reaches down to 0); the run ``17 s`` with ``s^2 = T
+    (rho K mu^2 + rho (1 - rho) K^2 mu^4 / 4)`` the variance of the composed loss
+    (dp-accounting cuts the composition's ``1e-15`` tails at ~8.5 standard deviations). The
+    interval is the largest span over :data:`PLD_MAX_POINTS` where that exceeds the one asked
+    for. The accountant stays pessimistic: the epsilon stays an upper bound, within ``K T``
+    intervals of the exact value.
+
+    Parameters
+    ----------
+    sigma : float, > 0
+    settings : DPSettings
+    value_discretization_interval : float, > 0
+    sampling : {"without_replacement", "poisson"}
+
+    Returns
+    -------
+    float
+    """
+    st = settings
+    mu, k, rho = _step_mu(sigma, st, sampling), st.local_steps, st.client_rate
+    cut = 2 * _PLD_COMPOSED_SD
+    step = mu * mu + 2 * _PLD_TAIL_SD * mu
+    rnd = (k * mu * mu / 2 if rho < 1 else 0.0) + cut * math.sqrt(k) * mu
+    run = cut * math.sqrt(st.rounds * (rho * k * mu * mu + rho * (1 - rho) * (k * mu * mu) ** 2
+                                       / 4))
+    return max(float(value_discretization_interval), max(step, rnd, run) / PLD_MAX_POINTS)
+
+
 def _pld_round(sigma, settings, vdi, sampling="without_replacement"):
     """The privacy loss distribution of one DP-RSGD round, mixed with the identity at the
     client rate: full batch under replace-one (``without_replacement``), or Poisson-sampled
-    steps under add/remove-one (``poisson``). Shared by :func:`epsilon_pld` and PriRFed's
-    per-round privacy columns (unchecked arguments)."""
+    steps under add/remove-one (``poisson``), discretized at :func:`pld_discretization` of
+    ``vdi`` (``settings.rounds`` rounds will be composed). Shared by :func:`epsilon_pld` and
+    PriRFed's per-round privacy columns (unchecked arguments)."""
     dpa = _dp()
     from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
     st = settings
     b, n = st.batch_size, st.n_samples
+    if not 1e-100 <= _step_mu(sigma, st, sampling) <= MU_REVEALING:
+        raise ValueError(f"sigma = {sigma:g}: outside what the PLD accountant resolves (a step's "
+                         f"GDP parameter must lie in [1e-100, {MU_REVEALING:g}]); such noise "
+                         f"gives eps = 0 at any delta above 1e-100 and eps = inf below the "
+                         f"range (epsilon_pld answers those without this accountant)")
+    vdi = pld_discretization(sigma, st, vdi, sampling)
     with _quiet_absl():
-        if sampling == "poisson":
+        if sampling == "poisson":  # add/remove-one: the sum moves by <= tau
             step = pld_mod.from_gaussian_mechanism(
                 standard_deviation=b * sigma / st.tau, sampling_prob=b / n,
                 value_discretization_interval=vdi)
-        else:     # full batch, fixed denominator N: sum moves by <= 2 tau under replace-one
+        else:     # full batch, fixed denominator N, replace-one: dp-accounting places the
+            # neighbours at +-1 (module docstring), so the deviation is over tau, not 2 tau
             step = pld_mod.from_gaussian_mechanism(
-                standard_deviation=b * sigma / (2 * st.tau), value_discretization_interval=vdi,
+                standard_deviation=b * sigma / st.tau, value_discretization_interval=vdi,
                 neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
         rnd = step.self_compose(st.local_steps) if st.local_steps > 1 else step
         if st.client_rate < 1.0:

@@ -1,22 +1,27 @@
-"""The privacy ledger of a PriRFed run: what ``PriRFed.for_run`` fixes (per-client noise,
-batch sizes, ``delta``) and the cumulative privacy spent after every round under each
-accountant (:mod:`rfl_fast.privacy.accounting`).
+"""The privacy ledger of a PriRFed run: the run-level budget the round driver consults.
 
-The ``"pld"`` curve is exact at every round when ``rounds <= PLD_POINTS``, else at
-``PLD_POINTS`` rounds spread geometrically (and at the last), each other round holding the
-value of the next such round (an upper bound, since ``eps`` grows with ``t``).
+:meth:`PrivacyLedger.plan` fixes a run's noise (calibrated so that the whole run is ``(eps,
+delta)``-DP, or given and checked) and the privacy spent after every round, by each
+accountant the maximum over clients (the changed sample lives in one): the history's
+``eps_<accountant>`` and ``delta`` columns, each client's an
+:class:`~rfl_fast.privacy.Accountant` charged round by round; :meth:`~PrivacyLedger.resume`
+continues them within the budget. The ``"pld"`` column is exact at every round when ``rounds
+<= PLD_POINTS``, else at ``PLD_POINTS`` rounds spread geometrically (and the last), each other
+row holding the next such round's value (an upper bound: ``eps`` grows with ``t``). Noise
+publishing a step's data gives ``inf``, noise making the whole run ``(0, delta)``-DP 0
+(:mod:`rfl_fast.privacy.accounting`), no noise ``inf``.
 """
 
-import functools
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import accounting as _acc
+from .._validation import brief, check_int
+from ..errors import InvalidParameterError
+from .accountant import Accountant
+from .accounting import _trivial_epsilon
 
-__all__ = ["PrivacyLedger", "PLD_POINTS", "DEFAULT_DELTA", "ledger_columns", "calibrated_sigma",
-           "eps_total"]
+__all__ = ["PrivacyLedger", "PLD_POINTS", "DEFAULT_DELTA"]
 
 #: Rounds at which the PLD accountant is evaluated exactly (see the module docstring).
 PLD_POINTS = 32
@@ -24,137 +29,179 @@ PLD_POINTS = 32
 DEFAULT_DELTA = 1e-5
 
 
+def _curve(kind, sigma, delta, st, rounds):
+    """The epsilon after each round ``1..rounds`` of one client (``sigma > 0``)."""
+    grid = np.arange(1, rounds + 1)
+    if kind == "pld" and rounds > PLD_POINTS:
+        geo = np.unique(np.round(np.geomspace(1, rounds, PLD_POINTS)).astype(np.int64))
+        grid = np.union1d(geo, [rounds])
+    acc, prev, vals = Accountant(kind), 0, np.empty(grid.size)
+    for j, g in enumerate(grid.tolist()):
+        vals[j] = acc.charge(sigma, st, g - prev).epsilon(delta)
+        prev = g
+    return vals[np.searchsorted(grid, np.arange(1, rounds + 1))]
+
+
 @dataclass(frozen=True, eq=False)
 class PrivacyLedger:
-    """What ``PriRFed.for_run`` fixed for one run.
+    """The noise and the privacy spent of one PriRFed run (module docstring).
 
     Parameters
     ----------
     sigma : ndarray, shape (n,)
-        Noise standard deviation of every client (calibrated or as given).
-    batch : ndarray of int64, shape (n,)
-        DP-RSGD batch sizes ``b_i`` (``N_i`` for DP-RSVRG, unused).
+        Every client's noise (calibrated or as given).
+    settings : tuple of DPSettings, length n
+        Every client's accounting settings (``rounds``: the planned horizon).
     delta : float
-        The run's ``delta``.
     rounds : int
         Rounds the columns cover.
-    clients_per_round : int
-        Clients sampled each round (``s``).
     columns : dict of str to ndarray, shape (rounds + 1,)
-        Cumulative privacy spent after each round (``eps_<accountant>``, ``delta``).
-    settings : dict of int to DPSettings
-        The accounting settings of each client.
+        ``eps_<accountant>`` (row 0: 0) and ``delta``.
+    accountants : tuple of str
+        The first calibrates and checks the budget.
+    target : (float, float) or None
+        The run's budget ``(eps, delta)``.
     calibrated : bool
-        Whether ``sigma`` was calibrated from ``target``.
+        Whether ``sigma`` was calibrated to ``target``.
+    void : float or None
+        Every epsilon of a run without a guarantee: NaN (``uncertified``), inf (no clipping).
     """
 
     sigma: np.ndarray
-    batch: np.ndarray
+    settings: tuple
     delta: float
-    rounds: int
-    clients_per_round: int
-    columns: dict
-    settings: dict = field(repr=False)
+    rounds: int = 0
+    columns: dict = field(default_factory=dict, repr=False)
+    accountants: tuple = ("rdp",)
+    target: tuple | None = None
     calibrated: bool = False
+    void: float | None = None
+
+    @property
+    def batch(self):
+        """The clients' batch sizes ``b_i`` (int64, shape (n,))."""
+        return np.array([st.batch_size for st in self.settings], dtype=np.int64)
 
     @property
     def epsilon(self):
         """The spent epsilon of the whole run under each accountant (dict)."""
         return {k[4:]: float(v[-1]) for k, v in self.columns.items() if k.startswith("eps_")}
 
+    def row(self, t):
+        """Row ``t`` of the columns (dict of str to float), for the history.
 
-@functools.lru_cache(maxsize=256)
-def _rdp_round(sigma, settings):
-    """Orders and RDP of one round, as :func:`rfl_fast.privacy.epsilon_rdp` composes them (so
-    ``t * rdp`` reproduces it exactly); cached per ``(sigma, settings)``."""
-    return _acc._rdp_round(sigma, settings, "without_replacement")
+        Parameters
+        ----------
+        t : int
+            The row (0: before the first round; past ``rounds``: the last).
+        """
+        t = min(int(t), self.rounds)
+        return {name: float(col[t]) for name, col in self.columns.items()}
 
+    @property
+    def _key(self):         # what the ledger was planned from
+        return (self.settings, None if self.calibrated else tuple(self.sigma.tolist()),
+                self.delta, self.rounds, self.accountants, self.target, self.void)
 
-def _rdp_curve(sigma, delta, st, rounds):
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
+    @classmethod
+    def plan(cls, settings, sigma, *, delta, rounds, accountants, target=None, void=None,
+             previous=None):
+        """The ledger of a run; :class:`~rfl_fast.errors.InvalidParameterError` when the
+        ``target`` cannot be reached (``param`` "target") or a given sigma spends more
+        (``param`` "sigma").
 
-    orders, rdp_round = _rdp_round(sigma, replace(st, rounds=1))
-    out = np.empty(rounds)
-    with _acc._quiet_absl():
-        for t in range(1, rounds + 1):
-            out[t - 1] = rdp_mod.compute_epsilon(orders, t * rdp_round, delta)[0]
-    return out
-
-
-def _pld_grid(rounds, points):
-    """Every round up to ``points`` rounds, else ``points`` rounds spread geometrically."""
-    if rounds <= points:
-        return np.arange(1, rounds + 1, dtype=np.int64)
-    g = np.unique(np.round(np.geomspace(1, rounds, points)).astype(np.int64))
-    return np.union1d(g, [rounds])
-
-
-def _pld_curve(sigma, delta, st, rounds, vdi=1e-4):
-    if st.trainer != "dp-rsgd":
-        raise ValueError("accountant: the PLD accountant covers DP-RSGD only; use 'rdp'")
-    if st.batch_size != st.n_samples:
-        raise ValueError(f"accountant 'pld': covers the full batch only (batch_size=None, "
-                         f"fixed denominator N_i, replace-one); a client with batches of "
-                         f"{st.batch_size} of its {st.n_samples} samples drawn without "
-                         f"replacement needs accountant 'rdp' (dp-accounting's PLD has no "
-                         f"sampling without replacement)")
-    grid = _pld_grid(rounds, PLD_POINTS)
-    vals = np.empty(grid.size)
-    rnd = _acc._pld_round(sigma, st, vdi)
-    with _acc._quiet_absl():
-        total, prev = None, 0
-        for j, g in enumerate(grid):
-            inc = rnd.self_compose(int(g - prev)) if g - prev > 1 else rnd
-            total = inc if total is None else total.compose(inc)
-            vals[j] = total.get_epsilon_for_delta(delta)
-            prev = g
-    # row t holds eps at the first grid round >= t (exact on the grid, an upper bound between)
-    return vals[np.searchsorted(grid, np.arange(1, rounds + 1))]
-
-
-def _seed_curve(sigma, delta, st, rounds):
-    return np.array([_acc.epsilon_seed(sigma, delta, replace(st, rounds=t))
-                     for t in range(1, rounds + 1)])
-
-
-_CURVES = {"rdp": _rdp_curve, "pld": _pld_curve, "seed": _seed_curve}
-
-
-@functools.lru_cache(maxsize=256)
-def calibrated_sigma(eps, delta, settings, accountant):
-    """:func:`rfl_fast.privacy.calibrate_sigma`, cached per arguments."""
-    return _acc.calibrate_sigma(eps, delta, settings, accountant=accountant)
-
-
-def eps_total(accountant, sigma, delta, st):
-    """The epsilon ``accountant`` gives a client with settings ``st`` after ``st.rounds``."""
-    if accountant == "rdp":
-        return float(_rdp_curve(sigma, delta, st, st.rounds)[-1])
-    return float(_acc._epsilon(accountant, sigma, delta, st))
-
-
-def ledger_columns(accountants, clip, sigma, settings, delta, rounds, uncertified):
-    """The cumulative privacy columns (``eps_<accountant>`` for each of ``accountants``,
-    ``delta``) of ``rounds`` rounds of clients with noise ``sigma`` (n,), clipping ``clip`` and
-    accounting ``settings`` (client -> DPSettings): the maximum over clients of each
-    accountant's curve (NaN when ``uncertified``, inf without noise or clipping), each column
-    of shape (rounds + 1,)."""
-    groups = {}
-    for i, st in settings.items():
-        groups.setdefault(st, []).append(i)
-    cols = {}
-    for acc in accountants:
-        curve = np.zeros(rounds + 1)
-        if rounds:
+        Parameters
+        ----------
+        settings : sequence of DPSettings
+            Every client's.
+        sigma : float, ndarray (n,) or None
+            The noise; None: calibrated to ``target`` by the first of ``accountants``.
+        delta, rounds, accountants, target, void
+            See the class.
+        previous : PrivacyLedger, optional
+            Returned as it is when planned from the same arguments (no second calibration).
+        """
+        n = len(settings)
+        given = None if sigma is None else np.broadcast_to(sigma, (n,)).astype(np.float64)
+        led = cls(given, tuple(settings), float(delta), rounds, {}, tuple(accountants), target,
+                  sigma is None, void)
+        if previous is not None and previous._key == led._key:
+            return previous
+        if given is None:
+            given, groups = np.empty(n), {}
+            for i, st in enumerate(settings):
+                groups.setdefault(st, []).append(i)
             for st, members in groups.items():
-                for sig in np.unique(sigma[members]):
-                    if uncertified:
-                        c = np.full(rounds, math.nan)   # no guarantee (uncertified)
-                    elif sig == 0.0 or not math.isfinite(clip):
-                        c = np.full(rounds, math.inf)
-                    else:
-                        c = _CURVES[acc](float(sig), delta, st, rounds)
-                    curve[1:] = np.maximum(curve[1:], c)
-        cols[f"eps_{acc}"] = curve
-    cols["delta"] = np.full(rounds + 1, delta)
-    return cols
+                try:
+                    given[members] = Accountant.calibrate(target[0], delta, st, accountants[0])
+                except ValueError as exc:
+                    raise InvalidParameterError(
+                        "target", f"{target} cannot be reached for client {members[0]} (N_i "
+                        f"= {st.n_samples}): {exc}") from None
+        given.setflags(write=False)
+        led = replace(led, sigma=given)
+        return replace(led, columns=led._columns(rounds, None if led.calibrated else target))
+
+    def _columns(self, rounds, target=None):
+        """The columns of ``rounds`` rounds; a ``target`` the first accountant's spend must
+        not pass."""
+        first, cols = {}, {}
+        for i, key in enumerate(zip(self.settings, self.sigma.tolist())):
+            first.setdefault(key, i)
+        for kind in self.accountants:
+            curve = np.zeros(rounds + 1)
+            for (st, sig), i in first.items() if rounds else ():
+                st = replace(st, rounds=rounds)
+                trivial = None if kind == "seed" else _trivial_epsilon(sig, self.delta, st)
+                c = (self.void if self.void is not None else trivial if trivial is not None
+                     else _curve(kind, sig, self.delta, st, rounds))
+                curve[1:] = np.maximum(curve[1:], c)
+                spent = float(np.broadcast_to(c, (rounds,))[-1])
+                if target is not None and kind == self.accountants[0] and \
+                        not spent <= target[0] * (1 + 1e-9):
+                    raise InvalidParameterError(
+                        "sigma", f"{sig:.6g} cannot reach the privacy target {target}: over "
+                        f"{rounds} rounds client {i} spends eps = {spent:.4g} ({kind} "
+                        f"accountant); use sigma >= "
+                        f"{Accountant.calibrate(target[0], self.delta, st, kind):.6g} or "
+                        f"sigma=None to calibrate")
+            cols[f"eps_{kind}"] = curve
+        cols["delta"] = np.full(rounds + 1, self.delta)
+        return cols
+
+    def resume(self, sizes, rounds, budget=None):
+        """The ledger continued to ``rounds`` rounds, the noise kept (``self`` within its
+        columns); :class:`~rfl_fast.errors.InvalidParameterError` for other ``N_i``
+        (``param`` "problem") or a spend past the budget (``param`` "rounds").
+
+        Parameters
+        ----------
+        sizes : array_like of int, shape (n,)
+            The clients' ``N_i`` (the ledger's).
+        rounds : int
+            The new total.
+        budget : float, optional
+            Default: the target's eps, else what the plan spends.
+        """
+        planned = [st.n_samples for st in self.settings]
+        sizes = [int(v) for v in np.asarray(sizes)]
+        if sizes != planned:
+            raise InvalidParameterError(
+                "problem", f"the privacy ledger was accounted for clients with N_i = "
+                f"{brief(planned)} samples, the problem has {brief(sizes)}; resuming on other "
+                f"data would keep the wrong eps columns")
+        rounds = check_int(rounds, "rounds", min_value=0)
+        if rounds <= self.rounds:
+            return self
+        first = self.accountants[0]
+        if budget is None:
+            budget = self.target[0] if self.target else float(self.columns[f"eps_{first}"][-1])
+        cols = self._columns(rounds)
+        spent = float(cols[f"eps_{first}"][-1])
+        if spent > budget * (1 + 1e-9):
+            raise InvalidParameterError(
+                "rounds", f"resuming to {rounds} rounds would spend eps = {spent:.4g} ({first} "
+                f"accountant, delta = {self.delta:g}), past this run's budget eps = "
+                f"{budget:.4g} (planned for {self.rounds} rounds); raise it explicitly: "
+                f"resume(..., algorithm=result.algorithm.raise_budget(eps))")
+        return replace(self, rounds=rounds, columns=cols)

@@ -3,6 +3,7 @@
 import numpy as np
 
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
+from ..errors import InvalidParameterError
 from ..manifolds import Stiefel
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
@@ -68,7 +69,8 @@ class Brockett(Problem):
         if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, np.integer)):
             raise TypeError(f"p: expected an int, got {type(p).__name__}")
         if not 1 <= p <= d:
-            raise ValueError(f"p: expected 1 <= p <= d = {d} (the matrix size), got p = {p}")
+            raise InvalidParameterError("p", expected=f"1 <= p <= d = {d} (the matrix size)",
+                                        got=f"p = {p}")
         p = int(p)
         if h is None:
             h = np.arange(p, 0, -1, dtype=np.float64)

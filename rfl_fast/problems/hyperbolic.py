@@ -2,12 +2,10 @@
 
 import numbers
 
-from typing import Self
-
 import numpy as np
 import scipy.linalg
 
-from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
+from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Self, Weighting
 from ..manifolds import Lorentz
 from ._clients import pack_clients
 from ._numerics import riemannian_descent

@@ -1,10 +1,8 @@
 """PCA on the sphere: the leading eigenvector of the clients' pooled covariance."""
 
-from typing import Self
-
 import numpy as np
 
-from .._typing import ArrayLike, ClientSamples, Weighting
+from .._typing import ArrayLike, ClientSamples, Self, Weighting
 from ..manifolds import Sphere
 from ._quadratic import QuadraticProblem
 

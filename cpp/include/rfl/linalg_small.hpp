@@ -13,7 +13,7 @@
 //   jacobi_lanes  cyclic Jacobi eigensolver run in lockstep on L matrices stored as structure
 //               of arrays (batched kernels: vectorizes across the batch)
 //   tred2_lanes, tql2_lanes  the Householder + QL pair in lockstep on 4 matrices (same layout,
-//               GNU vector extensions; RFL_HAVE_QL_LANES when available)
+//               GNU vector extensions: RFL_SIMD_VECTOR_EXT, see simd.hpp)
 //
 // Conventions: "lower" means only the lower triangle (i >= j) of an input is read, as LAPACK's
 // UPLO='L' (numpy.linalg.eigh's default). Functions return false when they cannot produce an
@@ -26,34 +26,10 @@
 #include <cstddef>
 #include <limits>
 
+#include "simd.hpp"  // RFL_INLINE, RFL_COLD, RFL_IVDEP, simd::v4d
+
 namespace rfl {
 namespace linalg {
-
-// no loop-carried dependence / aliasing in the lane loops of the batched kernels
-#if defined(__GNUC__) && !defined(__clang__)
-#define RFL_IVDEP _Pragma("GCC ivdep")
-#elif defined(__clang__)
-#define RFL_IVDEP _Pragma("clang loop vectorize(assume_safety)")
-#else
-#define RFL_IVDEP
-#endif
-
-// Hot batch functions are forced inline so that they take the instruction set of the caller
-// (the binding compiles its batch loops once per ISA; an out-of-line copy would be baseline).
-#if defined(__GNUC__) || defined(__clang__)
-#define RFL_INLINE inline __attribute__((always_inline))
-#else
-#define RFL_INLINE inline
-#endif
-
-// Rare paths (rescaling of extreme inputs) kept out of line and out of the hot loops' way.
-#if defined(__GNUC__) || defined(__clang__)
-#define RFL_COLD __attribute__((noinline, cold))
-#define RFL_UNLIKELY(c) __builtin_expect(!!(c), 0)
-#else
-#define RFL_COLD
-#define RFL_UNLIKELY(c) (c)
-#endif
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -62,6 +38,24 @@ inline bool all_finite(const double* a, std::size_t len) {
     double acc = 0.0;
     for (std::size_t i = 0; i < len; ++i) acc += a[i] * 0.0;  // NaN/inf poison the sum
     return acc == 0.0;
+}
+
+// max(m, v) for a running maximum m that is not NaN: a NaN v leaves m as it is, as std::fmax
+// does. Written as a comparison because GCC 12 for aarch64 stops with an internal compiler
+// error (vect_transform_reduction, tree-vect-loop.cc:7457) when it vectorizes std::fmax
+// reductions at -O3 (Stiefel's off_identity, lyapunov_sign, scale_to_unit); the comparison
+// vectorizes as a max on x86-64 and aarch64 alike.
+RFL_INLINE double max_skip_nan(double m, double v) { return v > m ? v : m; }
+
+// Scale invariance of the eigensolvers: they work on 2^-k a with k = unit_exponent(max |a|),
+// so that max |2^-k a| is in [1, 2), and return the eigenvalues times 2^k. Powers of two scale
+// exactly, and every step of the solvers is homogeneous in a, so for a whose squares neither
+// overflow nor underflow the answer is the same bits as without the scaling; for a near 1e200
+// or 1e-200 (where squares and the solvers' absolute thresholds leave the range) it is then
+// the same answer scaled, as LAPACK's. k is clamped to [-1000, 1000] (2^-k a normal double);
+// 0 for a zero matrix.
+inline int unit_exponent(double amax) {
+    return amax > 0.0 ? std::max(-1000, std::min(1000, std::ilogb(amax))) : 0;
 }
 
 inline void fill_nan(double* a, std::size_t len) { std::fill(a, a + len, kNaN); }
@@ -225,7 +219,8 @@ inline bool tql2(double* d, double* e, double* Vt, int n) {
 inline std::size_t eigh_work(int n) { return static_cast<std::size_t>(n) * n + n; }
 
 // Eigendecomposition of the symmetric matrix a (lower triangle read, n x n row-major):
-// a = Vt' diag(w) Vt, eigenvectors as the ROWS of Vt (n x n), eigenvalues unsorted.
+// a = Vt' diag(w) Vt, eigenvectors as the ROWS of Vt (n x n), eigenvalues unsorted; at every
+// scale of a (unit_exponent).
 // Pass Vt = nullptr for eigenvalues only. work: eigh_work(n) doubles. a may alias Vt.
 inline bool eigh(const double* a, double* w, double* Vt, int n, double* work) {
     const std::size_t nn = static_cast<std::size_t>(n) * n;
@@ -234,12 +229,19 @@ inline bool eigh(const double* a, double* w, double* Vt, int n, double* work) {
     for (int i = 0; i < n; ++i)  // copy lower triangle, mirror (tred2 reads the lower part)
         for (int j = 0; j <= i; ++j) V[i * n + j] = V[j * n + i] = a[i * n + j];
     if (!all_finite(V, nn)) return false;
+    double amax = 0.0;  // scaled to max |a| in [1, 2) (see unit_exponent)
+    for (std::size_t i = 0; i < nn; ++i) amax = max_skip_nan(amax, std::fabs(V[i]));
+    const int k = unit_exponent(amax);
+    const double down = std::ldexp(1.0, -k), up = std::ldexp(1.0, k);
+    for (std::size_t i = 0; i < nn; ++i) V[i] *= down;
     const bool vectors = Vt != nullptr;
     tred2(V, w, e, n, vectors);
     if (vectors)
         for (int i = 0; i < n; ++i)
             for (int j = 0; j < n; ++j) Vt[i * n + j] = V[j * n + i];
-    return tql2(w, e, Vt, n);
+    if (!tql2(w, e, Vt, n)) return false;
+    for (int i = 0; i < n; ++i) w[i] *= up;
+    return true;
 }
 
 // A <- (A + A')/2 in place (n x n row-major): a symmetric matrix whose two triangles were
@@ -347,50 +349,36 @@ RFL_INLINE bool jacobi_lanes(double* A, double* V, int n, int max_sweeps = 40) {
 
 // ------------------------------------------------------------------ lockstep Householder + QL
 
-#if defined(__GNUC__) || defined(__clang__)
-#define RFL_HAVE_QL_LANES 1
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vectors only cross always_inline calls
-#endif
-
-// Four lanes (one AVX2 register, two SSE2 registers in the baseline clone); aligned(8): the
-// lane arrays live in caller scratch with no alignment promise.
-typedef double lanes4 __attribute__((vector_size(32), aligned(8)));
-typedef long long mask4 __attribute__((vector_size(32), aligned(8)));
+#if RFL_SIMD_VECTOR_EXT
+// Four lanes: one simd::v4d (one AVX2 register, two SSE2 registers in the baseline clone).
+using simd::m4;
+using simd::v4d;
 constexpr int kQlLanes = 4;
-
-RFL_INLINE lanes4 lanes_sqrt(lanes4 x) {
-    for (int l = 0; l < kQlLanes; ++l) x[l] = std::sqrt(x[l]);
-    return x;
-}
-RFL_INLINE lanes4 lanes_abs(lanes4 x) { return x < 0.0 ? -x : x; }
 
 // tred2 on 4 symmetric n x n matrices in lockstep: A[i * n + j][l] is entry (i, j) of matrix l
 // (lower triangle read), d and e n lanes each. tred2's branch for an all-zero row is replaced
 // by safe divisors (1 instead of 0), which give exactly what the branch gives. On return A
 // holds the orthogonal transformations (columns), d the diagonal, e[1..n-1] the subdiagonal.
 // ug: n lanes of scratch.
-RFL_INLINE void tred2_lanes(lanes4* A, lanes4* d, lanes4* e, int n, lanes4* ug) {
-    auto at = [A, n](int i, int j) -> lanes4& { return A[static_cast<std::size_t>(i) * n + j]; };
-    const lanes4 zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
+RFL_INLINE void tred2_lanes(v4d* A, v4d* d, v4d* e, int n, v4d* ug) {
+    auto at = [A, n](int i, int j) -> v4d& { return A[static_cast<std::size_t>(i) * n + j]; };
+    const v4d zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
     for (int j = 0; j < n; ++j) d[j] = at(n - 1, j);
     for (int i = n - 1; i > 0; --i) {
-        lanes4 scale = zero, h = zero;
-        for (int k = 0; k < i; ++k) scale += lanes_abs(d[k]);
-        const lanes4 inv_scale = one / (scale == 0.0 ? one : scale);
+        v4d scale = zero, h = zero;
+        for (int k = 0; k < i; ++k) scale += simd::abs(d[k]);
+        const v4d inv_scale = one / (scale == 0.0 ? one : scale);
         for (int k = 0; k < i; ++k) {
             d[k] *= inv_scale;
             h += d[k] * d[k];
         }
-        lanes4 f = d[i - 1];
-        lanes4 g = lanes_sqrt(h);
+        v4d f = d[i - 1];
+        v4d g = simd::sqrt(h);
         g = f > 0.0 ? -g : g;
         e[i] = scale * g;
         h -= f * g;
         d[i - 1] = f - g;
-        const lanes4 inv_h = one / (h == 0.0 ? one : h);
+        const v4d inv_h = one / (h == 0.0 ? one : h);
         for (int j = 0; j < i; ++j) e[j] = zero;
         for (int j = 0; j < i; ++j) {  // e = A u (u in d), the Householder vector stored in A
             f = d[j];
@@ -407,7 +395,7 @@ RFL_INLINE void tred2_lanes(lanes4* A, lanes4* d, lanes4* e, int n, lanes4* ug) 
             e[j] *= inv_h;
             f += e[j] * d[j];
         }
-        const lanes4 hh = f * (0.5 * inv_h);
+        const v4d hh = f * (0.5 * inv_h);
         for (int j = 0; j < i; ++j) e[j] -= hh * d[j];
         for (int j = 0; j < i; ++j) {  // rank-2 update of the leading block
             f = d[j];
@@ -421,12 +409,12 @@ RFL_INLINE void tred2_lanes(lanes4* A, lanes4* d, lanes4* e, int n, lanes4* ug) 
     for (int i = 0; i < n - 1; ++i) {  // accumulate the transformations
         at(n - 1, i) = at(i, i);
         at(i, i) = one;
-        const lanes4 h = d[i + 1];
-        const lanes4 inv_h = one / (h == 0.0 ? one : h);
+        const v4d h = d[i + 1];
+        const v4d inv_h = one / (h == 0.0 ? one : h);
         // A[0..i][0..i] -= (u / h) (u' A[0..i][0..i]), u = A[0..i][i+1], by rows
         for (int j = 0; j <= i; ++j) ug[j] = zero;
         for (int k = 0; k <= i; ++k) {
-            const lanes4 uk = at(k, i + 1);
+            const v4d uk = at(k, i + 1);
             d[k] = uk * inv_h;
             for (int j = 0; j <= i; ++j) ug[j] += uk * at(k, j);
         }
@@ -446,14 +434,14 @@ RFL_INLINE void tred2_lanes(lanes4* A, lanes4* d, lanes4* e, int n, lanes4* ug) 
 // columns (i, i+1) <- (c x - s y, s x + c y) for i = last-1 down to first, the moving column
 // kept in registers (R independent rows hide the latency of the chain).
 template <int R>
-RFL_INLINE void ql_rotate_rows(lanes4* V, int n, int first, int last, const lanes4* c,
-                               const lanes4* s) {
-    lanes4 y[R];
+RFL_INLINE void ql_rotate_rows(v4d* V, int n, int first, int last, const v4d* c,
+                               const v4d* s) {
+    v4d y[R];
     for (int r = 0; r < R; ++r) y[r] = V[static_cast<std::size_t>(r) * n + last];
     for (int i = last - 1; i >= first; --i)
         for (int r = 0; r < R; ++r) {
-            lanes4* vr = V + static_cast<std::size_t>(r) * n;
-            const lanes4 x = vr[i];
+            v4d* vr = V + static_cast<std::size_t>(r) * n;
+            const v4d x = vr[i];
             vr[i + 1] = s[i] * x + c[i] * y[r];
             y[r] = c[i] * x - s[i] * y[r];
         }
@@ -468,9 +456,9 @@ RFL_INLINE void ql_rotate_rows(lanes4* V, int n, int first, int last, const lane
 // V, four rows at a time (ql_rotate_rows). cs: 2n lanes. False if a lane needs
 // more than 60 steps for one eigenvalue or a hypot leaves the range where it needs no
 // scaling (|x| ~ 1e-145 or 1e145; the caller then falls back to eigh per matrix).
-RFL_INLINE bool tql2_lanes(lanes4* d, lanes4* e, lanes4* V, int n, lanes4* cs) {
+RFL_INLINE bool tql2_lanes(v4d* d, v4d* e, v4d* V, int n, v4d* cs) {
     constexpr int L = kQlLanes;
-    const lanes4 zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
+    const v4d zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
     for (int i = 1; i < n; ++i) e[i - 1] = e[i];
     e[n - 1] = zero;
     int lo[L], hi[L], iter[L];  // per lane: current l, its m, steps for this l
@@ -496,12 +484,12 @@ RFL_INLINE bool tql2_lanes(lanes4* d, lanes4* e, lanes4* V, int n, lanes4* cs) {
         shift[k] = tst1[k] = 0.0;
         seek(k);
     }
-    lanes4* c_of = cs;      // rotation (c, s) at chain index i
-    lanes4* s_of = cs + n;
+    v4d* c_of = cs;      // rotation (c, s) at chain index i
+    v4d* s_of = cs + n;
     for (;;) {
         int first = n, last = 0;  // union of the ranges
-        mask4 lv, mv;
-        lanes4 h = zero, el1 = zero, dl1 = one, p = zero;
+        m4 lv, mv;
+        v4d h = zero, el1 = zero, dl1 = one, p = zero;
         for (int k = 0; k < L; ++k) {
             lv[k] = lo[k];
             mv[k] = lo[k] < n ? hi[k] : 0;
@@ -522,22 +510,22 @@ RFL_INLINE bool tql2_lanes(lanes4* d, lanes4* e, lanes4* V, int n, lanes4* cs) {
         }
         if (first == n) return true;
         for (int i = first + 2; i < n; ++i) {
-            const mask4 iv = {i, i, i, i};
+            const m4 iv = {i, i, i, i};
             d[i] -= iv >= lv + 2 ? h : zero;
         }
         for (int k = 0; k < L; ++k) p[k] = lo[k] < n ? d[hi[k]][k] : 0.0;
-        lanes4 c = one, c2 = one, c3 = one, s = zero, s2 = zero;
-        mask4 bad = {0, 0, 0, 0};
+        v4d c = one, c2 = one, c3 = one, s = zero, s2 = zero;
+        m4 bad = {0, 0, 0, 0};
         for (int i = last - 1; i >= first; --i) {
-            const mask4 iv = {i, i, i, i};
-            const mask4 act = (iv >= lv) & (iv < mv);
-            const lanes4 ei = e[i], di = d[i];
-            const lanes4 g = c * ei, hp = c * p;
-            const lanes4 rr = p * p + ei * ei;
+            const m4 iv = {i, i, i, i};
+            const m4 act = (iv >= lv) & (iv < mv);
+            const v4d ei = e[i], di = d[i];
+            const v4d g = c * ei, hp = c * p;
+            const v4d rr = p * p + ei * ei;
             bad |= act & ~((rr > 1e-290) & (rr < 1e290));
-            const lanes4 r = lanes_sqrt(rr);
+            const v4d r = simd::sqrt(rr);
             e[i + 1] = act ? s * r : e[i + 1];
-            const lanes4 sn = ei / r, cn = p / r;
+            const v4d sn = ei / r, cn = p / r;
             d[i + 1] = act ? hp + sn * (cn * g + sn * di) : d[i + 1];
             c3 = act ? c2 : c3;
             c2 = act ? c : c2;
@@ -570,10 +558,7 @@ RFL_INLINE bool tql2_lanes(lanes4* d, lanes4* e, lanes4* V, int n, lanes4* cs) {
     }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif  // GNU vector extensions
+#endif  // RFL_SIMD_VECTOR_EXT
 
 // ------------------------------------------------------------------ factorizations, solves
 

@@ -16,7 +16,7 @@
 // So Z is read from memory once; Xt and St (r d doubles each) stay in L1/L2. The caller
 // finishes with -c (S - X (X'S)) or the Euclidean scaling (plain), -sign(c) S (clipped).
 //
-// Vectorization: the length-d loops work on 4-wide vectors (GCC/Clang vector extensions; the
+// Vectorization: the length-d loops work on 4-wide vectors (simd::v4d; the
 // binding compiles the loops once for x86-64-v3, where they become AVX2 FMAs, and once for the
 // baseline, where each vector op becomes two SSE2 ops), with a scalar tail for d % 4. Rows are
 // taken in blocks of kRows(R): their dot products share each load of Xt, and their updates run
@@ -34,41 +34,12 @@
 #include <cstring>
 #include <vector>
 
-#include "linalg_small.hpp"  // RFL_INLINE
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vectors only cross always_inline calls
-#endif
+#include "simd.hpp"  // RFL_INLINE, simd::v4d
 
 namespace rfl {
 namespace pca {
 
-#if defined(__GNUC__) || defined(__clang__)
-typedef double v4d __attribute__((vector_size(32)));
-
-RFL_INLINE v4d load4(const double* p) {
-    v4d v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-RFL_INLINE void store4(double* p, v4d v) { std::memcpy(p, &v, sizeof v); }
-RFL_INLINE v4d splat4(double a) { return v4d{a, a, a, a}; }
-RFL_INLINE double hsum4(v4d v) { return (v[0] + v[1]) + (v[2] + v[3]); }
-#else  // portable fallback: a struct of four doubles with the same lane semantics
-struct v4d {
-    double v[4];
-    double operator[](int i) const { return v[i]; }
-};
-inline v4d operator+(v4d a, v4d b) { return {{a.v[0] + b.v[0], a.v[1] + b.v[1], a.v[2] + b.v[2], a.v[3] + b.v[3]}}; }
-inline v4d operator-(v4d a, v4d b) { return {{a.v[0] - b.v[0], a.v[1] - b.v[1], a.v[2] - b.v[2], a.v[3] - b.v[3]}}; }
-inline v4d operator*(v4d a, v4d b) { return {{a.v[0] * b.v[0], a.v[1] * b.v[1], a.v[2] * b.v[2], a.v[3] * b.v[3]}}; }
-inline v4d& operator+=(v4d& a, v4d b) { return a = a + b; }
-inline v4d load4(const double* p) { return {{p[0], p[1], p[2], p[3]}}; }
-inline void store4(double* p, v4d v) { std::memcpy(p, v.v, sizeof v.v); }
-inline v4d splat4(double a) { return {{a, a, a, a}}; }
-inline double hsum4(v4d v) { return (v.v[0] + v.v[1]) + (v.v[2] + v.v[3]); }
-#endif
+using simd::v4d;
 
 #if defined(__GNUC__) || defined(__clang__)
 // into L2 only (locality 1): an L1 prefetch evicts the rows of Xt and St the loops reuse
@@ -109,16 +80,16 @@ RFL_INLINE void dots(const double* Z, const double* Xt, std::size_t d, int r_, d
             const double* z = Z + b * d;
             for (int l = 0; l < r_; ++l) {
                 const double* x = Xt + l * d;
-                v4d s = splat4(0.0);
-                for (std::size_t k = 0; k < d4; k += 4) s += load4(z + k) * load4(x + k);
-                double t = hsum4(s);
+                v4d s = simd::splat(0.0);
+                for (std::size_t k = 0; k < d4; k += 4) s += simd::load(z + k) * simd::load(x + k);
+                double t = simd::hsum(s);
                 for (std::size_t k = d4; k < d; ++k) t += z[k] * x[k];
                 y[b * r_ + l] = t;
             }
             if constexpr (CLIP) {
-                v4d s = splat4(0.0);
-                for (std::size_t k = 0; k < d4; k += 4) s += load4(z + k) * load4(z + k);
-                double t = hsum4(s);
+                v4d s = simd::splat(0.0);
+                for (std::size_t k = 0; k < d4; k += 4) s += simd::load(z + k) * simd::load(z + k);
+                double t = simd::hsum(s);
                 for (std::size_t k = d4; k < d; ++k) t += z[k] * z[k];
                 z2[b] = t;
             }
@@ -127,16 +98,16 @@ RFL_INLINE void dots(const double* Z, const double* Xt, std::size_t d, int r_, d
         v4d s[B][R];
         v4d q[B];
         for (int b = 0; b < B; ++b) {
-            q[b] = splat4(0.0);
-            for (int l = 0; l < R; ++l) s[b][l] = splat4(0.0);
+            q[b] = simd::splat(0.0);
+            for (int l = 0; l < R; ++l) s[b][l] = simd::splat(0.0);
         }
         for (std::size_t k = 0; k < d4; k += 4) {
             if ((k & 7) == 0)  // one prefetch per 64-byte line of each row, kPrefetchRows ahead
                 for (int b = 0; b < B; ++b) RFL_PREFETCH(Z + (b + kPrefetchRows) * d + k);
             v4d zk[B];
-            for (int b = 0; b < B; ++b) zk[b] = load4(Z + b * d + k);
+            for (int b = 0; b < B; ++b) zk[b] = simd::load(Z + b * d + k);
             for (int l = 0; l < R; ++l) {
-                const v4d xk = load4(Xt + l * d + k);
+                const v4d xk = simd::load(Xt + l * d + k);
                 for (int b = 0; b < B; ++b) s[b][l] += zk[b] * xk;
             }
             if constexpr (CLIP)
@@ -145,13 +116,13 @@ RFL_INLINE void dots(const double* Z, const double* Xt, std::size_t d, int r_, d
         for (int b = 0; b < B; ++b) {
             const double* z = Z + b * d;
             for (int l = 0; l < R; ++l) {
-                double t = hsum4(s[b][l]);
+                double t = simd::hsum(s[b][l]);
                 const double* x = Xt + l * d;
                 for (std::size_t k = d4; k < d; ++k) t += z[k] * x[k];
                 y[b * R + l] = t;
             }
             if constexpr (CLIP) {
-                double t = hsum4(q[b]);
+                double t = simd::hsum(q[b]);
                 for (std::size_t k = d4; k < d; ++k) t += z[k] * z[k];
                 z2[b] = t;
             }
@@ -180,17 +151,17 @@ RFL_INLINE void axpys(const double* Z, const double* coef, std::size_t d, int r_
         for (std::size_t k = 0; k < dt; k += KT) {
             v4d a[R][KV];
             for (int l = 0; l < R; ++l)
-                for (int v = 0; v < KV; ++v) a[l][v] = load4(St + l * d + k + 4 * v);
+                for (int v = 0; v < KV; ++v) a[l][v] = simd::load(St + l * d + k + 4 * v);
             for (int b = 0; b < B; ++b) {
                 v4d zb[KV];
-                for (int v = 0; v < KV; ++v) zb[v] = load4(Z + b * d + k + 4 * v);
+                for (int v = 0; v < KV; ++v) zb[v] = simd::load(Z + b * d + k + 4 * v);
                 for (int l = 0; l < R; ++l) {
-                    const v4d cb = splat4(coef[b * R + l]);
+                    const v4d cb = simd::splat(coef[b * R + l]);
                     for (int v = 0; v < KV; ++v) a[l][v] += cb * zb[v];
                 }
             }
             for (int l = 0; l < R; ++l)
-                for (int v = 0; v < KV; ++v) store4(St + l * d + k + 4 * v, a[l][v]);
+                for (int v = 0; v < KV; ++v) simd::store(St + l * d + k + 4 * v, a[l][v]);
         }
         for (std::size_t k = dt; k < d; ++k)
             for (int l = 0; l < R; ++l) {
@@ -256,14 +227,14 @@ RFL_INLINE double rows_clipped(const double* Z, std::size_t m, std::size_t d, co
         // res = z - X y and |res|^2 in one vectorized pass (a sum of squares: no
         // cancellation); the scaled norm only where the squares may over/underflow
         const std::size_t d4 = d & ~static_cast<std::size_t>(3);
-        v4d ss = splat4(0.0);
+        v4d ss = simd::splat(0.0);
         for (std::size_t k = 0; k < d4; k += 4) {
-            v4d rk = load4(z + k);
-            for (int l = 0; l < r; ++l) rk = rk - splat4(coef[l]) * load4(Xt + l * d + k);
-            store4(res.data() + k, rk);
+            v4d rk = simd::load(z + k);
+            for (int l = 0; l < r; ++l) rk = rk - simd::splat(coef[l]) * simd::load(Xt + l * d + k);
+            simd::store(res.data() + k, rk);
             ss += rk * rk;
         }
-        double nr2 = hsum4(ss);
+        double nr2 = simd::hsum(ss);
         for (std::size_t k = d4; k < d; ++k) {
             double rk = z[k];
             for (int l = 0; l < r; ++l) rk -= coef[l] * Xt[l * d + k];
@@ -326,7 +297,3 @@ RFL_INLINE double client(const double* Z, std::size_t m, std::size_t d, const do
 
 }  // namespace pca
 }  // namespace rfl
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

@@ -10,6 +10,8 @@
 #include "blas.hpp"
 #include "linalg_small.hpp"
 #include "lorentz.hpp"
+#include "pca.hpp"
+#include "simd.hpp"
 #include "sphere.hpp"
 #include "spd.hpp"
 #include "stiefel.hpp"

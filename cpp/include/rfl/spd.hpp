@@ -16,6 +16,9 @@
 //       when AVX2 is available; per item it is ~1.5x faster than Householder + QL there).
 //   sym_fun_ql_lanes  the same through Householder + QL in lockstep over 4 items (the binding
 //       uses it for n > 12 when AVX2 is available: ~2x faster than per item at n = 20).
+//   Every eigensolver here (linalg::eigh, the lockstep ones, LAPACK's) works on its matrix
+//   scaled to max |entry| in [1, 2) by a power of two (linalg::unit_exponent), so a matrix
+//   near 1e200 or 1e-200 gets the answer of the same matrix at scale 1, scaled.
 //   For n >= 128 (spd_exp, spd_log) or 256 (sym_fun, spd_dist), when the application set
 //   BLAS / LAPACK (blas.hpp), the kernels decompose by LAPACK dsyevd and form V f V' and L V
 //   by GEMM; the Cholesky factor and the triangular solves stay the kernels' own.
@@ -149,18 +152,26 @@ RFL_INLINE void sym_fun_lanes(const double* s, double* out, std::ptrdiff_t N, in
     for (std::ptrdiff_t g = 0; g < N; g += L) {
         const int m = static_cast<int>(N - g < L ? N - g : L);  // items in this group
         bool bad[L];
+        double up[L];  // each lane scaled to max |s| in [1, 2) (linalg::unit_exponent)
         for (int l = 0; l < L; ++l) {
             bad[l] = l >= m;
             const double* si = s + static_cast<std::size_t>(g + l) * nn;
+            double amax = 0.0;
             if (!bad[l]) {
                 double acc = 0.0;
                 for (int i = 0; i < n; ++i)
-                    for (int j = 0; j <= i; ++j) acc += si[i * n + j] * 0.0;
+                    for (int j = 0; j <= i; ++j) {
+                        acc += si[i * n + j] * 0.0;
+                        amax = linalg::max_skip_nan(amax, std::fabs(si[i * n + j]));
+                    }
                 bad[l] = !(acc == 0.0);
             }
+            const int k = linalg::unit_exponent(amax);
+            const double down = std::ldexp(1.0, -k);
+            up[l] = std::ldexp(1.0, k);
             for (int i = 0; i < n; ++i)
                 for (int j = 0; j <= i; ++j) {
-                    const double v = bad[l] ? 0.0 : si[i * n + j];
+                    const double v = bad[l] ? 0.0 : si[i * n + j] * down;
                     A[(static_cast<std::size_t>(i) * n + j) * L + l] = v;
                     A[(static_cast<std::size_t>(j) * n + i) * L + l] = v;
                 }
@@ -171,7 +182,7 @@ RFL_INLINE void sym_fun_lanes(const double* s, double* out, std::ptrdiff_t N, in
         }
         for (int k = 0; k < n; ++k)
             for (int l = 0; l < L; ++l) {
-                const double v = f(A[(static_cast<std::size_t>(k) * n + k) * L + l]);
+                const double v = f(A[(static_cast<std::size_t>(k) * n + k) * L + l] * up[l]);
                 fw[k * L + l] = v;
                 if (std::isnan(v)) bad[l] = true;
             }
@@ -209,7 +220,7 @@ RFL_INLINE void sym_fun_lanes(const double* s, double* out, std::ptrdiff_t N, in
 
 // ---- batched f(S) for larger n: Householder + QL in lockstep over 4 matrices
 
-#ifdef RFL_HAVE_QL_LANES
+#if RFL_SIMD_VECTOR_EXT
 inline std::size_t sym_ql_lanes_work(int n) {
     const std::size_t nn = static_cast<std::size_t>(n) * n;
     return (2 * nn + 4 * static_cast<std::size_t>(n)) * linalg::kQlLanes + sym_work(n);
@@ -220,32 +231,39 @@ inline std::size_t sym_ql_lanes_work(int n) {
 template <class F>
 RFL_INLINE void sym_fun_ql_lanes(const double* s, double* out, std::ptrdiff_t N, int n, F f,
                                  double* work) {
-    using linalg::lanes4;
+    using simd::v4d;
     constexpr int L = linalg::kQlLanes;
     const std::size_t nn = static_cast<std::size_t>(n) * n;
-    lanes4* V = reinterpret_cast<lanes4*>(work);  // the matrices, then their eigenvectors
-    lanes4* W = V + nn;                           // V diag(f(w))
-    lanes4* d = W + nn;
-    lanes4* e = d + n;
-    lanes4* cs = e + n;  // 2n
+    v4d* V = reinterpret_cast<v4d*>(work);  // the matrices, then their eigenvectors
+    v4d* W = V + nn;                           // V diag(f(w))
+    v4d* d = W + nn;
+    v4d* e = d + n;
+    v4d* cs = e + n;  // 2n
     double* single = reinterpret_cast<double*>(cs + 2 * n);  // sym_work(n) for the fallback
     for (std::ptrdiff_t g = 0; g < N; g += L) {
         const int m = static_cast<int>(N - g < L ? N - g : L);  // items in this group
         bool bad[L];
-        lanes4 poison = {0.0, 0.0, 0.0, 0.0};  // NaN/inf in a lane's lower triangle poisons it
+        v4d poison = {0.0, 0.0, 0.0, 0.0};  // NaN/inf in a lane's lower triangle poisons it
+        v4d amax = {0.0, 0.0, 0.0, 0.0};
         for (int i = 0; i < n; ++i)
             for (int j = 0; j <= i; ++j) {
-                lanes4 v;
+                v4d v;
                 for (int l = 0; l < L; ++l)
                     v[l] = l < m ? s[(static_cast<std::size_t>(g + l) * n + i) * n + j] : 0.0;
                 V[i * n + j] = v;
                 poison += v * 0.0;
+                const v4d a = simd::abs(v);
+                amax = a > amax ? a : amax;
             }
+        v4d down, up;  // each lane scaled to max |s| in [1, 2) (linalg::unit_exponent)
         for (int l = 0; l < L; ++l) {  // lanes past the batch or not finite: zero matrices
             bad[l] = l >= m || !(poison[l] == 0.0);
-            if (bad[l])
-                for (int i = 0; i < n; ++i)
-                    for (int j = 0; j <= i; ++j) V[i * n + j][l] = 0.0;
+            const int k = bad[l] ? 0 : linalg::unit_exponent(amax[l]);
+            down[l] = std::ldexp(1.0, -k);
+            up[l] = std::ldexp(1.0, k);
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j <= i; ++j)
+                    V[i * n + j][l] = bad[l] ? 0.0 : V[i * n + j][l] * down[l];
         }
         linalg::tred2_lanes(V, d, e, n, cs);
         if (!linalg::tql2_lanes(d, e, V, n, cs)) {  // fallback: one item at a time
@@ -254,7 +272,7 @@ RFL_INLINE void sym_fun_ql_lanes(const double* s, double* out, std::ptrdiff_t N,
         }
         for (int k = 0; k < n; ++k)
             for (int l = 0; l < L; ++l) {
-                d[k][l] = f(d[k][l]);
+                d[k][l] = f(d[k][l] * up[l]);
                 if (std::isnan(d[k][l])) bad[l] = true;
             }
         for (int i = 0; i < n; ++i)
@@ -263,11 +281,11 @@ RFL_INLINE void sym_fun_ql_lanes(const double* s, double* out, std::ptrdiff_t N,
         // repeats column n-1), mirrored
         for (int i = 0; i < n; ++i)
             for (int j0 = i; j0 < n; j0 += 4) {
-                const lanes4* v[4];
+                const v4d* v[4];
                 for (int b = 0; b < 4; ++b) v[b] = V + std::min(j0 + b, n - 1) * n;
-                lanes4 acc[4] = {};
+                v4d acc[4] = {};
                 for (int k = 0; k < n; ++k) {
-                    const lanes4 wik = W[i * n + k];
+                    const v4d wik = W[i * n + k];
                     for (int b = 0; b < 4; ++b) acc[b] += wik * v[b][k];
                 }
                 for (int l = 0; l < m; ++l) {

@@ -48,8 +48,10 @@ RFL_INLINE void log(const double* x, const double* y, double* out, std::size_t d
     }
     const double nv = std::sqrt(vv);
     const double theta = std::atan2(nv, c);
-    const double scale = nv > 0.0 ? theta / nv
-                                  : (c > 0.0 ? 1.0 : std::numeric_limits<double>::quiet_NaN());
+    // antipodal within the rounding of v (the reference's test): no unique logarithm
+    const bool antipodal = c < 0.0 && nv <= 2.0 * (d + 3) * linalg::kEps * -c;
+    const double scale = antipodal ? std::numeric_limits<double>::quiet_NaN()
+                                   : (nv > 0.0 ? theta / nv : 1.0);
     for (std::size_t k = 0; k < d; ++k) out[k] *= scale;
 }
 

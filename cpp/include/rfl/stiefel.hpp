@@ -9,7 +9,7 @@
 //                       Lyapunov operator is singular (two eigenvalues of x'y sum to ~0)
 //   retr_qr(x, u)       qf(x + u), R with positive diagonal
 //   inv_retr_qr(x, y)   y R - x with R upper triangular, (x'y) R + R'(y'x) = 2I; NaN if a
-//                       leading minor of x'y vanishes
+//                       leading block of x'y is singular within the rounding of x'y
 //
 // Algorithms. Polar: the p x p Gram route G = a'a = W diag(l) W', Q0 = a W diag(l^-½) W',
 // whose error (eps cond(a)^2) is only in the symmetric part of Q0'Q0 - I: when that is not
@@ -90,20 +90,11 @@ inline std::size_t work_size(int n, int p) {
 
 namespace detail {
 
-// 4-lane vectors (GCC vector extensions: AVX2/FMA in the x86-64-v3 clone, pairs of SSE2 ops in
-// the baseline one), for the p = 5 fast path and the rows of mul_small.
-#if defined(__GNUC__)
-#define RFL_HAVE_V4 1
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
-
-RFL_INLINE v4d v4_load(const double* a) { return *reinterpret_cast<const v4d*>(a); }
-RFL_INLINE void v4_store(double* a, v4d v) { *reinterpret_cast<v4d*>(a) = v; }
-RFL_INLINE v4d v4_bcast(double s) { return v4d{s, s, s, s}; }
-// a[0 .. m) in the first m lanes, zeros after (m = 1..4)
-RFL_INLINE v4d v4_load_first(const double* a, int m) {
-    return m >= 4 ? v4_load(a) : v4d{a[0], m > 1 ? a[1] : 0.0, m > 2 ? a[2] : 0.0, 0.0};
-}
+// 4-lane vectors (simd::v4d: AVX2/FMA in the x86-64-v3 clone, pairs of SSE2 ops in the
+// baseline one), for the p = 5 fast path and the rows of mul_small; without GNU vector
+// extensions (RFL_SIMD_VECTOR_EXT 0) both take their scalar loops.
+#if RFL_SIMD_VECTOR_EXT
+using simd::v4d;
 #endif
 
 // Whether the products of a compile-time P go through cross_small and mul_small: the plain loops
@@ -139,30 +130,30 @@ RFL_INLINE void cross_small(const double* x, const double* y, double* M, int n) 
 template <int P, bool ADD>
 RFL_INLINE void mul_small(const double* x, const double* u, const double* C, double alpha,
                           double beta, const double* z, double* out, int n, double* H = nullptr) {
-#ifdef RFL_HAVE_V4
+#if RFL_SIMD_VECTOR_EXT
     constexpr int L = (P + 3) / 4;
     v4d Hv[P][L] = {};
     v4d Cv[P][L] = {};  // (zeroed: GCC 12 warns otherwise)
     for (int r = 0; r < P; ++r)
-        for (int l = 0; l < L; ++l) Cv[r][l] = v4_load_first(C + r * P + 4 * l, P - 4 * l);
+        for (int l = 0; l < L; ++l) Cv[r][l] = simd::load_first(C + r * P + 4 * l, P - 4 * l);
     for (int i = 0; i < n; ++i) {
         const std::size_t at = static_cast<std::size_t>(i) * P;
         v4d o[L];
         for (int l = 0; l < L; ++l)
-            o[l] = z ? v4_bcast(beta) * v4_load_first(z + at + 4 * l, P - 4 * l) : v4_bcast(0.0);
+            o[l] = z ? simd::splat(beta) * simd::load_first(z + at + 4 * l, P - 4 * l) : simd::splat(0.0);
         for (int r = 0; r < P; ++r) {
-            const v4d ar = v4_bcast(alpha * (ADD ? x[at + r] + u[at + r] : x[at + r]));
+            const v4d ar = simd::splat(alpha * (ADD ? x[at + r] + u[at + r] : x[at + r]));
             for (int l = 0; l < L; ++l) o[l] += ar * Cv[r][l];
         }
         for (int l = 0; l < L; ++l) {
             if (4 * l + 4 <= P) {
-                v4_store(out + at + 4 * l, o[l]);
+                simd::store(out + at + 4 * l, o[l]);
             } else {
                 for (int k = 0; 4 * l + k < P; ++k) out[at + 4 * l + k] = o[l][k];
             }
         }
         if (H && P <= 4)
-            for (int r = 0; r < P; ++r) Hv[r][0] += v4_bcast(o[0][r]) * o[0];
+            for (int r = 0; r < P; ++r) Hv[r][0] += simd::splat(o[0][r]) * o[0];
     }
     if (H && P <= 4)
         for (int r = 0; r < P; ++r)
@@ -256,7 +247,8 @@ RFL_INLINE void right_mul(const double* x, const double* u, const double* C, dou
 inline double off_identity(const double* H, int p) {
     double m = 0.0;
     for (int r = 0; r < p; ++r)
-        for (int c = 0; c <= r; ++c) m = std::fmax(m, std::fabs(H[r * p + c] - (r == c ? 1.0 : 0.0)));
+        for (int c = 0; c <= r; ++c)
+            m = linalg::max_skip_nan(m, std::fabs(H[r * p + c] - (r == c ? 1.0 : 0.0)));
     return m;
 }
 
@@ -295,10 +287,10 @@ inline void polar_svd(const double* x, const double* u, double* out, int n, int 
     }
 }
 
-// ---- p = 5 fast path: rows vectorized with 4-lane vectors (GCC vector extensions: AVX2/FMA in
-// the x86-64-v3 clone, pairs of SSE2 ops in the baseline one). A row a_i = x_i (+ u_i) is held
+// ---- p = 5 fast path: rows vectorized with 4-lane vectors (simd::v4d: AVX2/FMA in the
+// x86-64-v3 clone, pairs of SSE2 ops in the baseline one). A row a_i = x_i (+ u_i) is held
 // as a 4-vector (columns 0..3) plus a scalar (column 4).
-#if defined(RFL_HAVE_V4)
+#if RFL_SIMD_VECTOR_EXT
 
 // G (full 5 x 5, row-major) = a'a: column d of G's rows 0..3 accumulates A_i * a_id (two rows
 // summed before the accumulator, which halves the latency chain; the broadcasts are register
@@ -313,14 +305,14 @@ RFL_INLINE void gram5(const double* __restrict x, const double* __restrict u,
     // GCC's inlining choice for it changed with unrelated edits elsewhere: 8 -> 14 us per item)
     auto row = [&](int i, v4d& A, double& a4) __attribute__((always_inline)) {
         const double* xi = x + static_cast<std::size_t>(i) * 5;
-        A = v4_load(xi);
+        A = simd::load(xi);
         a4 = xi[4];
         if (ADD) {
             const double* ui = u + static_cast<std::size_t>(i) * 5;
-            A += v4_load(ui);
+            A += simd::load(ui);
             a4 += ui[4];
             double* oi = out + static_cast<std::size_t>(i) * 5;
-            v4_store(oi, A);
+            simd::store(oi, A);
             oi[4] = a4;
         }
     };
@@ -330,8 +322,8 @@ RFL_INLINE void gram5(const double* __restrict x, const double* __restrict u,
         double a04, a14;
         row(i, A0, a04);
         row(i + 1, A1, a14);
-        for (int d = 0; d < 4; ++d) c0[d] += A0 * v4_bcast(A0[d]) + A1 * v4_bcast(A1[d]);
-        c0[4] += A0 * v4_bcast(a04) + A1 * v4_bcast(a14);
+        for (int d = 0; d < 4; ++d) c0[d] += A0 * simd::splat(A0[d]) + A1 * simd::splat(A1[d]);
+        c0[4] += A0 * simd::splat(a04) + A1 * simd::splat(a14);
         g0 += a04 * a04;
         g1 += a14 * a14;
     }
@@ -339,8 +331,8 @@ RFL_INLINE void gram5(const double* __restrict x, const double* __restrict u,
         v4d A0;
         double a04;
         row(i, A0, a04);
-        for (int d = 0; d < 4; ++d) c0[d] += A0 * v4_bcast(A0[d]);
-        c0[4] += A0 * v4_bcast(a04);
+        for (int d = 0; d < 4; ++d) c0[d] += A0 * simd::splat(A0[d]);
+        c0[4] += A0 * simd::splat(a04);
         g0 += a04 * a04;
     }
     for (int d = 0; d < 5; ++d) {
@@ -359,20 +351,20 @@ RFL_INLINE void cross5(const double* __restrict x, const double* __restrict y, d
     for (; i + 2 <= n; i += 2) {
         const double* xi = x + static_cast<std::size_t>(i) * 5;
         const double* yi = y + static_cast<std::size_t>(i) * 5;
-        const v4d X0 = v4_load(xi), X1 = v4_load(xi + 5), Y0 = v4_load(yi), Y1 = v4_load(yi + 5);
-        for (int d = 0; d < 4; ++d) m[d] += X0 * v4_bcast(Y0[d]) + X1 * v4_bcast(Y1[d]);
-        m[4] += X0 * v4_bcast(yi[4]) + X1 * v4_bcast(yi[9]);
-        m4 += Y0 * v4_bcast(xi[4]) + Y1 * v4_bcast(xi[9]);
+        const v4d X0 = simd::load(xi), X1 = simd::load(xi + 5), Y0 = simd::load(yi), Y1 = simd::load(yi + 5);
+        for (int d = 0; d < 4; ++d) m[d] += X0 * simd::splat(Y0[d]) + X1 * simd::splat(Y1[d]);
+        m[4] += X0 * simd::splat(yi[4]) + X1 * simd::splat(yi[9]);
+        m4 += Y0 * simd::splat(xi[4]) + Y1 * simd::splat(xi[9]);
         m44 += xi[4] * yi[4];
         m44b += xi[9] * yi[9];
     }
     if (i < n) {
         const double* xi = x + static_cast<std::size_t>(i) * 5;
         const double* yi = y + static_cast<std::size_t>(i) * 5;
-        const v4d X0 = v4_load(xi), Y0 = v4_load(yi);
-        for (int d = 0; d < 4; ++d) m[d] += X0 * v4_bcast(Y0[d]);
-        m[4] += X0 * v4_bcast(yi[4]);
-        m4 += Y0 * v4_bcast(xi[4]);
+        const v4d X0 = simd::load(xi), Y0 = simd::load(yi);
+        for (int d = 0; d < 4; ++d) m[d] += X0 * simd::splat(Y0[d]);
+        m[4] += X0 * simd::splat(yi[4]);
+        m4 += Y0 * simd::splat(xi[4]);
         m44 += xi[4] * yi[4];
     }
     for (int r = 0; r < 4; ++r) {
@@ -388,27 +380,27 @@ RFL_INLINE void cross5(const double* __restrict x, const double* __restrict y, d
 // out may alias a (each row is read before it is written).
 template <int SIGN>
 RFL_INLINE void mul5(const double* a, const double* C, const double* b, double* out, int n) {
-    const v4d C0 = v4_load(C), C1 = v4_load(C + 5), C2 = v4_load(C + 10), C3 = v4_load(C + 15),
-              C4 = v4_load(C + 20);
+    const v4d C0 = simd::load(C), C1 = simd::load(C + 5), C2 = simd::load(C + 10), C3 = simd::load(C + 15),
+              C4 = simd::load(C + 20);
     const double k0 = C[4], k1 = C[9], k2 = C[14], k3 = C[19], k4 = C[24];
     for (int i = 0; i < n; ++i) {
         const double* ai = a + static_cast<std::size_t>(i) * 5;
         double* oi = out + static_cast<std::size_t>(i) * 5;
         const double a0 = ai[0], a1 = ai[1], a2 = ai[2], a3 = ai[3], a4 = ai[4];
-        v4d o = (C0 * v4_bcast(a0) + C1 * v4_bcast(a1)) +
-                (C2 * v4_bcast(a2) + C3 * v4_bcast(a3)) + C4 * v4_bcast(a4);
+        v4d o = (C0 * simd::splat(a0) + C1 * simd::splat(a1)) +
+                (C2 * simd::splat(a2) + C3 * simd::splat(a3)) + C4 * simd::splat(a4);
         double o4 = (a0 * k0 + a1 * k1) + (a2 * k2 + a3 * k3) + a4 * k4;
         if constexpr (SIGN != 0) {
             const double* bi = b + static_cast<std::size_t>(i) * 5;
             if constexpr (SIGN > 0) {
-                o += v4_load(bi);
+                o += simd::load(bi);
                 o4 += bi[4];
             } else {
-                o -= v4_load(bi);
+                o -= simd::load(bi);
                 o4 -= bi[4];
             }
         }
-        v4_store(oi, o);
+        simd::store(oi, o);
         oi[4] = o4;
     }
 }
@@ -541,7 +533,7 @@ inline bool scale_to_unit(const double* x, const double* u, double* out, int n, 
     double m = 0.0;
     for (std::size_t i = 0; i < np; ++i) {
         out[i] = ADD ? x[i] + u[i] : x[i];
-        m = std::fmax(m, std::fabs(out[i]));
+        m = linalg::max_skip_nan(m, std::fabs(out[i]));
     }
     if (!(m > 0.0) || !std::isfinite(m) || !linalg::all_finite(out, np)) {
         linalg::fill_nan(out, np);
@@ -564,7 +556,7 @@ RFL_COLD void polar_rescaled(const double* x, const double* u, double* out, int 
         polar_impl<0, false>(out, nullptr, out, n, p, work);  // in place: a row read, then written
 }
 
-#ifdef RFL_HAVE_V4
+#if RFL_SIMD_VECTOR_EXT
 // ---- p = 5 in groups of L items: their 5 x 5 Gram eigendecompositions run in lockstep
 // (linalg::jacobi_lanes, ~3x cheaper per item than Householder + QL at L = 8). A lane's result
 // does not depend on the other lanes, so an item gets the same answer in any batch.
@@ -635,7 +627,7 @@ RFL_INLINE void polar_items(const double* x, const double* u, double* out, std::
                             int n, int p, double* work) {
     const std::size_t item = static_cast<std::size_t>(n) * p;
     std::ptrdiff_t i = 0;
-#ifdef RFL_HAVE_V4
+#if RFL_SIMD_VECTOR_EXT
     if constexpr (P == 5) {
         // every group, the last one padded (even a single item), through one call site: one
         // inlined copy for every item, so an item's answer cannot depend on its batch (a 1-lane
@@ -670,7 +662,7 @@ RFL_INLINE void retr_polar(const double* x, const double* u, double* out, std::p
 // M = x'y (full p x p)
 template <int P>
 RFL_INLINE void cross(const double* x, const double* y, double* M, int n, int p_) {
-#ifdef RFL_HAVE_V4
+#if RFL_SIMD_VECTOR_EXT
     if constexpr (P == 5) return detail::cross5(x, y, M, n);
 #endif
     const int p = P > 0 ? P : p_;
@@ -694,7 +686,7 @@ RFL_INLINE void cross(const double* x, const double* y, double* M, int n, int p_
 
 template <int P = 0>
 RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p_, double* work) {
-#ifdef RFL_HAVE_V4
+#if RFL_SIMD_VECTOR_EXT
     if constexpr (P == 5) return detail::proj5(x, u, out, n);
 #endif
     const int p = P > 0 ? P : p_;
@@ -734,7 +726,7 @@ RFL_INLINE void proj(const double* x, const double* u, double* out, int n, int p
 template <int P>
 RFL_INLINE void y_times_minus_x(const double* x, const double* y, const double* S, double* out, int n,
                             int p_) {
-#ifdef RFL_HAVE_V4
+#if RFL_SIMD_VECTOR_EXT
     if constexpr (P == 5) return detail::mul5<-1>(y, S, x, out, n);
 #endif
     const int p = P > 0 ? P : p_;
@@ -878,8 +870,8 @@ inline bool lyapunov_sign(const double* M, double* S, int p, double* work, Inver
         for (int i = 0; i < p; ++i)
             for (int j = 0; j < p; ++j) {
                 const double nb = 0.5 * (B[i * p + j] / c + c * Bi[i * p + j]);
-                change = std::fmax(change, std::fabs(nb - B[i * p + j]));
-                size = std::fmax(size, std::fabs(nb));
+                change = linalg::max_skip_nan(change, std::fabs(nb - B[i * p + j]));
+                size = linalg::max_skip_nan(size, std::fabs(nb));
                 B[i * p + j] = nb;
                 if (j >= i) {
                     const double nq = 0.5 * (Q[i * p + j] / c + c * S[i * p + j]);
@@ -892,7 +884,8 @@ inline bool lyapunov_sign(const double* M, double* S, int p, double* work, Inver
     }
     double off = 0.0;  // B must be the identity: sign(M) = I
     for (int i = 0; i < p; ++i)
-        for (int j = 0; j < p; ++j) off = std::fmax(off, std::fabs(B[i * p + j] - (i == j)));
+        for (int j = 0; j < p; ++j)
+            off = linalg::max_skip_nan(off, std::fabs(B[i * p + j] - (i == j)));
     if (!(off <= 1e-8)) return false;
     // Refuse where the reference does: it answers only if |l_i + l_j| > 1e-12 max(1, max |l|)
     // for all eigenvalues l of M. For the positive stable M here, v*(M S + S M')v = 2|v|^2 at
@@ -1202,6 +1195,12 @@ RFL_INLINE void inv_retr_qr(const double* x, const double* y, double* out, int n
         }
     }
     for (std::size_t i = 0; i < pp; ++i) R[i] = 0.0;
+    // Each entry of M = x'y (unit columns of length n) is within gamma of its exact value. The
+    // solve r = M_j^-1 b of a leading block with |r| (j+1) gamma >= |b| proves
+    // sigma_min(M_j) <= (j+1) gamma, the 2-norm of that rounding: M_j is singular within the
+    // data and the inverse has no answer (NaN; the reference's test, the same in every backend).
+    const double gamma = n * kEps / (1.0 - n * kEps);
+    bool vanishing = false;
     for (int j = 0; j < p; ++j) {
         // b_i = -(M R)_{j,i} for i < j, b_j = 1; solve M[:j+1,:j+1] r = b
         for (int i = 0; i < j; ++i) {
@@ -1210,6 +1209,8 @@ RFL_INLINE void inv_retr_qr(const double* x, const double* y, double* out, int n
             b[i] = -acc;
         }
         b[j] = 1.0;
+        double bb = 0.0;
+        for (int i = 0; i <= j; ++i) bb += b[i] * b[i];
         if (stable) {
             for (int i = 0; i <= j; ++i) {  // forward: L z = b
                 double acc = b[i];
@@ -1228,9 +1229,15 @@ RFL_INLINE void inv_retr_qr(const double* x, const double* y, double* out, int n
             if (!linalg::lu_solve(A, b, m))
                 return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
         }
-        for (int i = 0; i <= j; ++i) R[i * p + j] = b[i];
+        double rn = 0.0;
+        for (int i = 0; i <= j; ++i) {
+            R[i * p + j] = b[i];
+            rn += b[i] * b[i];
+        }
+        vanishing |= !(std::sqrt(rn) * ((j + 1) * gamma) < std::sqrt(bb));
     }
-    if (!linalg::all_finite(R, pp)) return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
+    if (vanishing || !linalg::all_finite(R, pp))
+        return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
     y_times_minus_x<P>(x, y, R, out, n, p);
 }
 

@@ -253,9 +253,26 @@ LANES = 16  # default lane count; the kernels take it from their buffers
 def jacobi_eigh_lanes(a, w, v, vectors, c, s, t):
     """Cyclic Jacobi on LANES symmetric matrices ``a`` (n, n, LANES) at once (same thresholds
     as ``jacobi_eigh``); eigenvalues to ``w`` (n, LANES), eigenvectors to ``v`` (n, n, LANES).
-    ``c``, ``s``, ``t`` are (LANES,) workspace. Lanes must hold finite numbers."""
+    ``c``, ``s``, ``t`` are (LANES,) workspace. Lanes must hold finite numbers.
+
+    Any scale: each lane works on its matrix times the power of two that brings its largest
+    entry into [0.5, 1) and its eigenvalues are scaled back (exact), so a matrix near 1e200 or
+    1e-200, whose squares leave the range, gets the answer of the same matrix at scale 1,
+    scaled (as the C++ solvers, rfl/linalg_small.hpp ``unit_exponent``, and LAPACK)."""
     nl = c.shape[0]
     n = a.shape[0]
+    up = np.empty(nl)
+    for l in range(nl):
+        amax = 0.0
+        for i in range(n):
+            for j in range(n):
+                amax = max(amax, abs(a[i, j, l]))
+        e = max(-1000, min(1000, math.frexp(amax)[1])) if amax > 0.0 else 0
+        down = math.ldexp(1.0, -e)
+        up[l] = math.ldexp(1.0, e)
+        for i in range(n):
+            for j in range(n):
+                a[i, j, l] *= down
     if vectors:
         for i in range(n):
             for j in range(n):
@@ -318,7 +335,7 @@ def jacobi_eigh_lanes(a, w, v, vectors, c, s, t):
             break
     for i in range(n):
         for l in range(nl):
-            w[i, l] = a[i, i, l]
+            w[i, l] = a[i, i, l] * up[l]
 
 
 @njit(**_JIT)

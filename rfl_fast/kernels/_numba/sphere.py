@@ -13,6 +13,7 @@ from ._runtime import run
 
 __all__ = ["sphere_exp", "sphere_log", "sphere_dist", "sphere_transport"]
 
+_EPS = float(np.finfo(np.float64).eps)
 _JIT = dict(cache=True, error_model="numpy")
 
 
@@ -49,12 +50,12 @@ def _log_row(x, y, out):
         r = y[k] - c * x[k]
         nv += r * r
     nv = math.sqrt(nv)
-    if nv > 0.0:
+    if c < 0.0 and nv <= 2.0 * (d + 3) * _EPS * -c:
+        scale = np.nan  # antipodal within rounding (reference.sphere_log): no unique logarithm
+    elif nv > 0.0:
         scale = math.atan2(nv, c) / nv
-    elif c > 0.0:
+    else:
         scale = 1.0
-    else:  # antipodal: no unique logarithm
-        scale = np.nan
     for k in range(d):
         out[k] = scale * (y[k] - c * x[k])
 

@@ -28,6 +28,7 @@ __all__ = ["stiefel_proj", "stiefel_retr_polar", "stiefel_inv_retr_polar", "stie
 _JIT = dict(cache=True, error_model="numpy")
 CHUNK = 8
 GRAM_MAX_COND2 = 1e4
+_EPS = float(np.finfo(np.float64).eps)
 
 
 # ---------------------------------------------------------------- items
@@ -208,6 +209,7 @@ def _retr_qr_item(x, u, out, r):
 def _inv_qr_item(x, y, out, m, lu, rr, b):
     n, p = x.shape
     cross(x, y, m)
+    gamma = n * _EPS / (1.0 - n * _EPS)  # rounding of x'y (reference._qr_minor_gamma)
     for i in range(p):
         for j in range(p):
             rr[i, j] = 0.0
@@ -218,14 +220,23 @@ def _inv_qr_item(x, y, out, m, lu, rr, b):
                 acc += m[j, l] * rr[l, i]
             b[i] = -acc
         b[j] = 1.0
+        bb = 0.0
+        for i in range(j + 1):
+            bb += b[i] * b[i]
         for i in range(j + 1):
             for l in range(j + 1):
                 lu[i, l] = m[i, l]
         if not lu_solve(lu[: j + 1, : j + 1], b[: j + 1], True, 0.0):
             out[:, :] = np.nan
             return
+        rn = 0.0
         for i in range(j + 1):
             rr[i, j] = b[i]
+            rn += b[i] * b[i]
+        # the leading block is singular within the rounding of x'y (reference._qr_minor_vanishes)
+        if not (math.sqrt(rn) * ((j + 1) * gamma) < math.sqrt(bb)):
+            out[:, :] = np.nan
+            return
     for k in range(n):
         for j in range(p):
             acc = -x[k, j]
