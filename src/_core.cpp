@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <utility>
@@ -100,7 +101,8 @@ RFL_CLONES bool all_finite(const double* a, std::size_t n) {
 
 template <int CORE, bool SCALAR_OUT>
 py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
-                          bool (*core_ok)(const py::ssize_t*), BlasThreaded blas_threaded) {
+                          bool (*core_ok)(const py::ssize_t*), BlasWork blas_work,
+                          Parallel parallel, std::size_t min_bytes, Grouping group) {
     namespace pd = py::detail;
     static PyObject* const f64 = py::dtype::of<double>().release().ptr();  // the builtin descr
     constexpr int kFlags = pd::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | pd::npy_api::NPY_ARRAY_ALIGNED_;
@@ -148,7 +150,8 @@ py::object checked_binary(py::handle a, py::handle b, py::handle core, Run2 run,
             if (!all_finite(xa + at, count) || !all_finite(xb + at, count)) return false;
             run(xa + at, xb + at, o, i1 - i0, c);
             return all_finite(o, static_cast<std::size_t>(i1 - i0) * out_item);
-        }, blas_threaded != nullptr && blas_threaded(c));
+        }, blas_work != nullptr ? blas_work(c) : 0, parallel, min_bytes,
+           group != nullptr ? group(c) : 8);
     }
     return good ? py::object(std::move(out)) : py::object(py::none());
 }
@@ -187,23 +190,29 @@ py::dict build_info() {
 
 template <int CORE, bool SCALAR_OUT>
 void def_checked(py::module_& m, const char* kernel, Run2 run,
-                 bool (*core_ok)(const py::ssize_t*), BlasThreaded blas_threaded) {
-    m.def((std::string(kernel) + "_checked").c_str(),
-          [run, core_ok, blas_threaded](py::handle a, py::handle b, py::handle core) {
-              return checked_binary<CORE, SCALAR_OUT>(a, b, core, run, core_ok, blas_threaded);
+                 bool (*core_ok)(const py::ssize_t*), BlasWork blas_work,
+                 std::size_t min_bytes, Grouping group) {
+    const std::string name = kernel;
+    m.def((name + "_checked").c_str(),
+          [run, core_ok, blas_work, min_bytes, group, name](py::handle a, py::handle b,
+                                                                py::handle core,
+                                                                const std::string& parallel) {
+              return checked_binary<CORE, SCALAR_OUT>(a, b, core, run, core_ok, blas_work,
+                                                      parallel_arg(parallel, name.c_str()),
+                                                      min_bytes, group);
           },
-          py::arg("a"), py::arg("b"), py::arg("core"),
+          py::arg("a"), py::arg("b"), py::arg("core"), py::arg("parallel") = "auto",
           (std::string("Fast lane of ") + kernel +
            ": the result for ready, finite float64 arrays of shape (..., *core) with a finite "
-           "answer, else None (see src/_core.cpp).").c_str());
+           "answer, else None (see src/_core.cpp); parallel as in the kernel.").c_str());
 }
 
 template void def_checked<1, false>(py::module_&, const char*, Run2,
-                                   bool (*)(const py::ssize_t*), BlasThreaded);
+                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t, Grouping);
 template void def_checked<2, false>(py::module_&, const char*, Run2,
-                                   bool (*)(const py::ssize_t*), BlasThreaded);
+                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t, Grouping);
 template void def_checked<2, true>(py::module_&, const char*, Run2,
-                                   bool (*)(const py::ssize_t*), BlasThreaded);
+                                   bool (*)(const py::ssize_t*), BlasWork, std::size_t, Grouping);
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = R"pbdoc(
@@ -253,6 +262,22 @@ cython_lapack export them), or None to stop using them. The large-size paths (rf
 Stiefel p >= 9, SPD n >= 128) run on them; set once, at import, before any kernel runs.)pbdoc");
     m.def("has_blas", [] { return rfl::blas::available(); },
         R"pbdoc(Whether set_blas gave the kernels BLAS / LAPACK.)pbdoc");
+    m.def("set_blas_threads", [](std::uintptr_t get, std::uintptr_t set) {
+        rfl::blas::set_thread_routines(reinterpret_cast<rfl::blas::get_threads_fn>(get),
+                                       reinterpret_cast<rfl::blas::set_threads_fn>(set)); },
+        py::arg("get"), py::arg("set"),
+        R"pbdoc(Hand the kernels the addresses of the BLAS's ``int get_num_threads(void)`` and
+``void set_num_threads(int)`` (OpenBLAS's openblas_get_num_threads / openblas_set_num_threads of
+the library set_blas's routines come from; 0, 0 to stop using them): with them a batch of items
+on BLAS runs on the loop's threads with BLAS held to one thread (the kernels' ``parallel``
+argument). Set once, at import, before any kernel runs.)pbdoc");
+    m.def("can_hold_blas_threads", [] { return rfl::blas::can_hold_threads(); },
+        R"pbdoc(Whether set_blas_threads gave the kernels BLAS's thread setting.)pbdoc");
+    m.def("_refuse_thread_starts", &rfl::batch::refuse_thread_starts, py::arg("n"),
+        py::arg("after") = 0,
+        R"pbdoc(Test hook: after the next `after` thread starts of the batch loops, the n following
+ones fail as if the system refused them (the loops then run on the threads they have); returns
+the refusals that were still pending.)pbdoc");
     m.def("build_info", &build_info,
         R"pbdoc(How the core was built and which code path runs: simd ('gnu-vector' or 'scalar',
 rfl/simd.hpp), clones (the instruction-set clones of the batch loops, empty for none), baseline

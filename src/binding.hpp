@@ -131,16 +131,51 @@ void check_same(const Arr& a, const Arr& b, const char* kernel, const char* an, 
 // Threads of the batch loops: _core.set_threads (rfl_fast.set_threads, RFL_FAST_THREADS).
 inline std::atomic<int> g_threads{1};
 
+// How a batch whose items call BLAS that threads each call runs (the `parallel` argument of the
+// kernels with BLAS routes): "items", on the loop's threads with BLAS held to one thread
+// (rfl::blas::OneThread), whatever the batch; "blas", one item at a time in the calling thread,
+// each call on BLAS's threads (their count can change the last bits); "auto", items below
+// kItemsMaxWork multiply-adds per BLAS call of an item, else blas. The mode is a function of the
+// core shape alone, never of the batch or the thread count, so neither changes an item's bits.
+// Without BLAS's thread setting (_core.set_blas_threads) every such batch runs as "blas".
+enum class Parallel { automatic, items, blas };
+
+// Multiply-adds (n p^2, n^3) of an item's BLAS call from which "auto" leaves the item to BLAS's
+// threads: the calls of smaller items thread poorly (St(784, 32) x 500 polar retraction, 2
+// cores, medians of 5: 1 thread 98 ms; items on 2 threads 51 ms, blas on 2 threads 79 ms;
+// rfl-fast tune on 2 cores found items faster by 1.1-1.9x at every core shape it timed), a
+// call of 16 M multiply-adds gives every one of 16 threads 1 M.
+constexpr std::size_t kItemsMaxWork = std::size_t(1) << 24;
+
+inline Parallel parallel_arg(const std::string& value, const char* kernel) {
+    if (value == "auto") return Parallel::automatic;
+    if (value == "items") return Parallel::items;
+    if (value == "blas") return Parallel::blas;
+    throw py::value_error(std::string(kernel) + ": parallel: expected 'auto', 'items' or 'blas', "
+                          "got '" + value + "'");
+}
+
 // The batch loop of the headers (rfl/batch.hpp: fixed chunks, so results never depend on the
-// thread count) on up to g_threads threads, or in the calling thread only (see below).
-// thread count. A loop whose items call BLAS that threads each call itself (`blas_threaded`)
-// runs in the calling thread: two loop threads each driving BLAS's threads on the same cores
-// took 1.7-2x as long (stiefel_inv_retr_polar (16, 784, 128), (200, 784, 32)).
+// thread count) on up to g_threads threads. Items that call BLAS which threads each call
+// (`blas_work`: the multiply-adds of such a call, 0 if none) run as `parallel` says (see
+// Parallel): two loop threads each driving BLAS's threads on the same cores took 1.7-2x as long
+// (stiefel_inv_retr_polar (16, 784, 128), (200, 784, 32)), so the loop's threads run only with
+// BLAS held to one thread. `min_bytes`: the least input per thread
+// (rfl::batch::kMinBytesPerThread unless the items are costly); `group`: items per lockstep
+// group (rfl::batch::chunk_items; 1 where items are computed one by one).
 template <class Body>
 bool for_chunks(py::ssize_t N, std::size_t item_bytes, std::size_t inputs, Body&& body,
-                bool blas_threaded = false) {
-    return rfl::batch::for_chunks(N, item_bytes, inputs, blas_threaded ? 1 : g_threads.load(),
-                                  std::forward<Body>(body));
+                std::size_t blas_work = 0, Parallel parallel = Parallel::automatic,
+                std::size_t min_bytes = rfl::batch::kMinBytesPerThread, py::ssize_t group = 8) {
+    const int threads = g_threads.load();
+    if (blas_work == 0)
+        return rfl::batch::for_chunks(N, item_bytes, inputs, threads, body, min_bytes, group);
+    const bool items = parallel == Parallel::items ||
+                       (parallel == Parallel::automatic && blas_work < kItemsMaxWork);
+    if (!items || !rfl::blas::can_hold_threads())
+        return rfl::batch::for_chunks(N, item_bytes, inputs, 1, body, min_bytes, group);
+    const rfl::blas::OneThread one_blas_thread;
+    return rfl::batch::for_chunks(N, item_bytes, inputs, threads, body, min_bytes, group);
 }
 
 // A batch loop on raw pointers: N items of core shape `core` from a and b into o.
@@ -149,16 +184,21 @@ using Run2 = void (*)(const double*, const double*, double*, py::ssize_t, const 
 // run over the batch in for_chunks' chunks: `item` doubles per item of a and b, `out_item` of o
 inline void run2_chunked(Run2 run, const double* a, const double* b, double* o, py::ssize_t N,
                          const py::ssize_t* core, std::size_t item, std::size_t out_item,
-                         bool blas_threaded = false) {
+                         std::size_t blas_work = 0, Parallel parallel = Parallel::automatic,
+                         std::size_t min_bytes = rfl::batch::kMinBytesPerThread,
+                         py::ssize_t group = 8) {
     for_chunks(N, item * sizeof(double), 2, [&](py::ssize_t i0, py::ssize_t i1) {
         run(a + i0 * item, b + i0 * item, o + i0 * out_item, i1 - i0, core);
         return true;
-    }, blas_threaded);
+    }, blas_work, parallel, min_bytes, group);
 }
 
-// Whether a kernel's items of core shape `core` call BLAS that threads each call (see
-// for_chunks); nullptr: never.
-using BlasThreaded = bool (*)(const py::ssize_t*);
+// Items per lockstep group of a kernel's items of core shape `core` (for_chunks); nullptr: 8.
+using Grouping = py::ssize_t (*)(const py::ssize_t*);
+
+// The multiply-adds of one BLAS call of an item of core shape `core` when BLAS threads such
+// calls (see for_chunks), else 0; nullptr: never.
+using BlasWork = std::size_t (*)(const py::ssize_t*);
 
 // ---------------------------------------------------------------- registration
 
@@ -166,7 +206,9 @@ using BlasThreaded = bool (*)(const py::ssize_t*);
 // core_ok says which core shapes the kernel takes.
 template <int CORE, bool SCALAR_OUT>
 void def_checked(py::module_& m, const char* kernel, Run2 run,
-                 bool (*core_ok)(const py::ssize_t*), BlasThreaded blas_threaded = nullptr);
+                 bool (*core_ok)(const py::ssize_t*), BlasWork blas_work = nullptr,
+                 std::size_t min_bytes = rfl::batch::kMinBytesPerThread,
+                 Grouping group = nullptr);
 
 // Each family's kernels and their fast lanes, defined in the file of the same name.
 void register_stiefel_polar(py::module_& m);

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "binding.hpp"
@@ -143,11 +142,8 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
         const int T = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(
             std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), nu), by_work)));
         std::atomic<std::size_t> next{0};
-        std::vector<std::thread> pool;
-        for (int t = 1; t < T; ++t)
-            pool.emplace_back(pca_units, units.data(), nu, &next, backward, pz, d, pxt, r, wt);
-        pca_units(units.data(), nu, &next, backward, pz, d, pxt, r, wt);
-        for (auto& th : pool) th.join();
+        rfl::batch::run_threads(  // a thread the system refuses is not started (batch.hpp)
+            T, [&] { pca_units(units.data(), nu, &next, backward, pz, d, pxt, r, wt); });
         // reduction in chunk order
         for (py::ssize_t j = 0; j < k; ++j) {
             double qj = 0.0;
@@ -259,12 +255,10 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
         py::gil_scoped_release release;
         const int T = std::max(1, std::min<int>(threads, static_cast<int>(k)));
         std::atomic<std::size_t> next{0};
-        std::vector<std::thread> pool;
-        for (int t = 1; t < T; ++t)
-            pool.emplace_back(pca_local_units, pz, po, pi, static_cast<std::size_t>(k), d, r, px,
-                              ps, -eta, steps, &next);
-        pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, -eta, steps, &next);
-        for (auto& th : pool) th.join();
+        rfl::batch::run_threads(T, [&] {
+            pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, -eta, steps,
+                            &next);
+        });
     }
     return x;
 }

@@ -1,6 +1,7 @@
 // Symmetric matrix functions (sym_expm, sym_logm, sym_sqrtm, sym_invsqrtm) and the SPD
 // kernels (spd_exp, spd_log, spd_dist).
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "binding.hpp"
@@ -28,6 +29,21 @@ bool wide_simd() {
 #endif
 }
 
+// The least input per loop thread: an SPD item of small n is a few microseconds of work in a
+// few hundred bytes (n = 9: ~4 us per 648 bytes), so the memory-bound kernels' 512 KB would keep
+// a batch of a thousand matrices (~4 ms) on one thread; 32 KB is ~200 us of work at n = 9.
+constexpr std::size_t kMinBytesPerThread = 32 * 1024;
+
+// the multiply-adds (n^3) of a BLAS call of an item of core shape (n, n) when the items run on
+// BLAS, which threads such calls (from n = FROM), else 0 (binding.hpp: for_chunks)
+template <int FROM>
+std::size_t on_blas_work(const py::ssize_t* c) {
+    const int n = static_cast<int>(c[0]);
+    return rfl::spd::uses_blas(n, FROM) ? static_cast<std::size_t>(n) * n * n : 0;
+}
+constexpr auto exp_log_on_blas = on_blas_work<rfl::spd::kBlasMinExpLog>;  // spd_exp, spd_log
+constexpr auto eig_on_blas = on_blas_work<rfl::spd::kBlasMinEig>;         // sym_*, spd_dist
+
 // lockstep Jacobi up to this n (measured against QL per matrix: 12x12 ~10% faster, 16x16 ~15%
 // slower), above it Householder + QL in lockstep over 4 matrices (n = 20: ~2x faster than QL
 // per matrix; with SSE2 only it is ~2x slower, so that case keeps QL per matrix)
@@ -54,7 +70,8 @@ RFL_CLONES void sym_loop(const double* ps, double* po, py::ssize_t N, int n) {
 }
 
 template <double (*F)(double)>
-Arr sym_unary(const Arr& s, const char* kernel) {
+Arr sym_unary(const Arr& s, const char* kernel, const std::string& parallel) {
+    const Parallel par = parallel_arg(parallel, kernel);
     check_ndim(s, 3, kernel, "s", "(N, n, n)");
     if (s.shape(1) != s.shape(2)) fail(kernel, "expected square matrices, got " + shape_str(s));
     const py::ssize_t N = s.shape(0);
@@ -65,10 +82,11 @@ Arr sym_unary(const Arr& s, const char* kernel) {
     {
         py::gil_scoped_release release;
         const std::size_t item = static_cast<std::size_t>(n) * n;
+        const py::ssize_t core[1] = {n};
         for_chunks(N, item * sizeof(double), 1, [&](py::ssize_t i0, py::ssize_t i1) {
             sym_loop<F>(ps + i0 * item, po + i0 * item, i1 - i0, n);
             return true;
-        }, rfl::spd::uses_blas(n, rfl::spd::kBlasMinEig));
+        }, eig_on_blas(core), par, kMinBytesPerThread);
     }
     return out;
 }
@@ -98,17 +116,11 @@ void spd_dist_run(const double* a, const double* b, double* o, py::ssize_t N,
     spd_dist_loop(a, b, o, N, static_cast<int>(c[0]));
 }
 
-// whether spd_exp / spd_log (spd_dist) items of core shape (n, n) run on BLAS, which threads
-// each call: then the batch runs in the calling thread (binding.hpp)
-bool exp_log_on_blas(const py::ssize_t* c) {
-    return rfl::spd::uses_blas(static_cast<int>(c[0]), rfl::spd::kBlasMinExpLog);
-}
-bool dist_on_blas(const py::ssize_t* c) {
-    return rfl::spd::uses_blas(static_cast<int>(c[0]), rfl::spd::kBlasMinEig);
-}
 
 template <void (*F)(const double*, const double*, double*, int, double*)>
-Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
+Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname,
+               const std::string& parallel) {
+    const Parallel par = parallel_arg(parallel, kernel);
     check_ndim(x, 3, kernel, "x", "(N, n, n)");
     check_ndim(b, 3, kernel, bname, "(N, n, n)");
     check_same(x, b, kernel, "x", bname);
@@ -123,13 +135,15 @@ Arr spd_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname
         py::gil_scoped_release release;
         const std::size_t item = static_cast<std::size_t>(n) * n;
         const py::ssize_t core[1] = {n};
-        run2_chunked(spd_run<F>, px, pb, po, N, core, item, item, exp_log_on_blas(core));
+        run2_chunked(spd_run<F>, px, pb, po, N, core, item, item, exp_log_on_blas(core), par,
+                     kMinBytesPerThread, 1);
     }
     return out;
 }
 
-Arr spd_dist(const Arr& x, const Arr& y) {
+Arr spd_dist(const Arr& x, const Arr& y, const std::string& parallel) {
     const char* kernel = "spd_dist";
+    const Parallel par = parallel_arg(parallel, kernel);
     check_ndim(x, 3, kernel, "x", "(N, n, n)");
     check_ndim(y, 3, kernel, "y", "(N, n, n)");
     check_same(x, y, kernel, "x", "y");
@@ -144,45 +158,60 @@ Arr spd_dist(const Arr& x, const Arr& y) {
         py::gil_scoped_release release;
         const py::ssize_t core[1] = {n};
         run2_chunked(spd_dist_run, px, py_, po, N, core, static_cast<std::size_t>(n) * n, 1,
-                     dist_on_blas(core));
+                     eig_on_blas(core), par, kMinBytesPerThread, 1);
     }
     return out;
 }
 
 bool square_core(const py::ssize_t* c) { return c[0] == c[1]; }
 
+// spd_exp, spd_log, spd_dist take their items one at a time (no lockstep group)
+py::ssize_t one_at_a_time(const py::ssize_t*) { return 1; }
+
 }  // namespace
 
 void register_spd(py::module_& m) {
     // symmetric matrix functions
-    m.def("sym_expm", [](py::handle s) { return sym_unary<rfl::spd::f_exp>(s, "sym_expm"); },
-        py::arg("s"), R"pbdoc(Matrix exponential of symmetric s (lower triangle read): (N, n, n).)pbdoc");
-    m.def("sym_logm", [](py::handle s) { return sym_unary<rfl::spd::f_log>(s, "sym_logm"); },
-        py::arg("s"), R"pbdoc(Matrix logarithm of SPD s: (N, n, n); NaN items where s is not positive definite.)pbdoc");
-    m.def("sym_sqrtm", [](py::handle s) { return sym_unary<rfl::spd::f_sqrt>(s, "sym_sqrtm"); },
-        py::arg("s"), R"pbdoc(Square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
-    m.def("sym_invsqrtm", [](py::handle s) {
-        return sym_unary<rfl::spd::f_invsqrt>(s, "sym_invsqrtm"); }, py::arg("s"),
+    m.def("sym_expm", [](py::handle s, const std::string& parallel) {
+        return sym_unary<rfl::spd::f_exp>(s, "sym_expm", parallel); }, py::arg("s"),
+        py::arg("parallel") = "auto",
+        R"pbdoc(Matrix exponential of symmetric s (lower triangle read): (N, n, n).)pbdoc");
+    m.def("sym_logm", [](py::handle s, const std::string& parallel) {
+        return sym_unary<rfl::spd::f_log>(s, "sym_logm", parallel); }, py::arg("s"),
+        py::arg("parallel") = "auto",
+        R"pbdoc(Matrix logarithm of SPD s: (N, n, n); NaN items where s is not positive definite.)pbdoc");
+    m.def("sym_sqrtm", [](py::handle s, const std::string& parallel) {
+        return sym_unary<rfl::spd::f_sqrt>(s, "sym_sqrtm", parallel); }, py::arg("s"),
+        py::arg("parallel") = "auto",
+        R"pbdoc(Square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
+    m.def("sym_invsqrtm", [](py::handle s, const std::string& parallel) {
+        return sym_unary<rfl::spd::f_invsqrt>(s, "sym_invsqrtm", parallel); }, py::arg("s"),
+        py::arg("parallel") = "auto",
         R"pbdoc(Inverse square root of SPD s: (N, n, n); NaN where s is not positive definite.)pbdoc");
 
     // SPD
-    m.def("spd_exp", [](py::handle x, py::handle u) {
-        return spd_binary<rfl::spd::spd_exp>(x, u, "spd_exp", "u"); }, py::arg("x"), py::arg("u"),
+    m.def("spd_exp", [](py::handle x, py::handle u, const std::string& parallel) {
+        return spd_binary<rfl::spd::spd_exp>(x, u, "spd_exp", "u", parallel); },
+        py::arg("x"), py::arg("u"), py::arg("parallel") = "auto",
         R"pbdoc(Affine-invariant Exp ``x^1/2 expm(x^-1/2 u x^-1/2) x^1/2``; (N, n, n).
 
 Computed as ``L expm(L^-1 sym(u) L^-T) L'`` with the Cholesky factor x = L L' (equal in exact
 arithmetic); NaN where x is not positive definite.)pbdoc");
-    m.def("spd_log", [](py::handle x, py::handle y) {
-        return spd_binary<rfl::spd::spd_log>(x, y, "spd_log", "y"); }, py::arg("x"), py::arg("y"),
+    m.def("spd_log", [](py::handle x, py::handle y, const std::string& parallel) {
+        return spd_binary<rfl::spd::spd_log>(x, y, "spd_log", "y", parallel); },
+        py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",
         R"pbdoc(Affine-invariant Log ``x^1/2 logm(x^-1/2 y x^-1/2) x^1/2``; (N, n, n).
 
 Computed through the Cholesky factor of x; NaN where x or y is not positive definite.)pbdoc");
-    m.def("spd_dist", [](py::handle x, py::handle y) { return spd_dist(x, y); },
-          py::arg("x"), py::arg("y"),
+    m.def("spd_dist", [](py::handle x, py::handle y, const std::string& parallel) {
+        return spd_dist(x, y, parallel); }, py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",
         R"pbdoc(Affine-invariant distance ``|logm(x^-1/2 y x^-1/2)|_F``; (N, n, n) -> (N,).)pbdoc");
 
     // fast lanes (see checked_binary in _core.cpp)
-    def_checked<2, false>(m, "spd_exp", spd_run<rfl::spd::spd_exp>, square_core, exp_log_on_blas);
-    def_checked<2, false>(m, "spd_log", spd_run<rfl::spd::spd_log>, square_core, exp_log_on_blas);
-    def_checked<2, true>(m, "spd_dist", spd_dist_run, square_core, dist_on_blas);
+    def_checked<2, false>(m, "spd_exp", spd_run<rfl::spd::spd_exp>, square_core, exp_log_on_blas,
+                          kMinBytesPerThread, one_at_a_time);
+    def_checked<2, false>(m, "spd_log", spd_run<rfl::spd::spd_log>, square_core, exp_log_on_blas,
+                          kMinBytesPerThread, one_at_a_time);
+    def_checked<2, true>(m, "spd_dist", spd_dist_run, square_core, eig_on_blas,
+                         kMinBytesPerThread, one_at_a_time);
 }

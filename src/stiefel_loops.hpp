@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "binding.hpp"
 #include "rfl/stiefel.hpp"
@@ -67,13 +68,24 @@ void stiefel_run(const double* a, const double* b, double* o, py::ssize_t N, con
 // the core shapes of the fast lanes: (n, p) with n >= p
 inline bool stiefel_core(const py::ssize_t* c) { return c[0] >= c[1]; }
 
-// whether the items of core shape (n, p) run on BLAS that threads each call (binding.hpp)
-inline bool stiefel_blas_threaded(const py::ssize_t* c) {
-    return rfl::stiefel::blas_threaded(static_cast<int>(c[0]), static_cast<int>(c[1]));
+// the multiply-adds of a BLAS call of an item of core shape (n, p) that BLAS threads, else 0
+// (binding.hpp: for_chunks)
+inline std::size_t stiefel_blas_work(const py::ssize_t* c) {
+    const int n = static_cast<int>(c[0]), p = static_cast<int>(c[1]);
+    return rfl::stiefel::blas_threaded(n, p) ? static_cast<std::size_t>(n) * p * p : 0;
+}
+
+// items per lockstep group: the polar kernels take p = 5 in groups of 8 (rfl/stiefel.hpp), the
+// others one item at a time (so a batch of large items splits into one-item chunks)
+template <StOp OP>
+py::ssize_t stiefel_group(const py::ssize_t* c) {
+    return (OP == StOp::retr_polar || OP == StOp::polar) && c[1] == 5 ? 8 : 1;
 }
 
 template <StOp OP>
-Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname) {
+Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* bname,
+                   const std::string& parallel) {
+    const Parallel par = parallel_arg(parallel, kernel);
     check_ndim(x, 3, kernel, "x", "(N, n, p)");
     check_ndim(b, 3, kernel, bname, "(N, n, p)");
     check_same(x, b, kernel, "x", bname);
@@ -89,7 +101,8 @@ Arr stiefel_binary(const Arr& x, const Arr& b, const char* kernel, const char* b
         const std::size_t item = static_cast<std::size_t>(n) * p;
         const py::ssize_t core[2] = {n, p};
         run2_chunked(stiefel_run<OP>, px, pb, po, N, core, item, item,
-                     stiefel_blas_threaded(core));
+                     stiefel_blas_work(core), par, rfl::batch::kMinBytesPerThread,
+                     stiefel_group<OP>(core));
     }
     return out;
 }

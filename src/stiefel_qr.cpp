@@ -6,24 +6,28 @@ void stiefel_proj_loop(const double* x, const double* u, double* o, py::ssize_t 
 }
 
 void register_stiefel_qr(py::module_& m) {
-    m.def("stiefel_proj", [](py::handle x, py::handle u) {
-        return stiefel_binary<StOp::proj>(x, u, "stiefel_proj", "u"); }, py::arg("x"), py::arg("u"),
+    m.def("stiefel_proj", [](py::handle x, py::handle u, const std::string& parallel) {
+        return stiefel_binary<StOp::proj>(x, u, "stiefel_proj", "u", parallel); },
+        py::arg("x"), py::arg("u"), py::arg("parallel") = "auto",
         R"pbdoc(Tangent projection ``u - x sym(x'u)``; x, u: (N, n, p) -> (N, n, p).)pbdoc");
-    m.def("stiefel_retr_qr", [](py::handle x, py::handle u) {
-        return stiefel_binary<StOp::retr_qr>(x, u, "stiefel_retr_qr", "u"); },
-        py::arg("x"), py::arg("u"),
+    m.def("stiefel_retr_qr", [](py::handle x, py::handle u, const std::string& parallel) {
+        return stiefel_binary<StOp::retr_qr>(x, u, "stiefel_retr_qr", "u", parallel); },
+        py::arg("x"), py::arg("u"), py::arg("parallel") = "auto",
         R"pbdoc(QR retraction ``qf(x + u)`` with a positive diagonal of R; (N, n, p) -> (N, n, p).
 
 CholeskyQR2 (Householder QR when (x+u)'(x+u) is not numerically positive definite).)pbdoc");
-    m.def("stiefel_inv_retr_qr", [](py::handle x, py::handle y) {
-        return stiefel_binary<StOp::inv_retr_qr>(x, y, "stiefel_inv_retr_qr", "y"); },
-        py::arg("x"), py::arg("y"),
+    m.def("stiefel_inv_retr_qr", [](py::handle x, py::handle y, const std::string& parallel) {
+        return stiefel_binary<StOp::inv_retr_qr>(x, y, "stiefel_inv_retr_qr", "y",
+                                                 parallel); },
+        py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",
         R"pbdoc(Inverse QR retraction ``y R - x``, R upper triangular, ``(x'y)R + R'(y'x) = 2I``.
 
 x, y: (N, n, p) -> (N, n, p); NaN where a leading minor of x'y vanishes.)pbdoc");
 
     def_checked<2, false>(m, "stiefel_proj", stiefel_run<StOp::proj>, stiefel_core,
-                          stiefel_blas_threaded);
+                          stiefel_blas_work, rfl::batch::kMinBytesPerThread,
+                          stiefel_group<StOp::proj>);
     def_checked<2, false>(m, "stiefel_inv_retr_qr", stiefel_run<StOp::inv_retr_qr>, stiefel_core,
-                          stiefel_blas_threaded);
+                          stiefel_blas_work, rfl::batch::kMinBytesPerThread,
+                          stiefel_group<StOp::inv_retr_qr>);
 }

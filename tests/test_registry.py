@@ -10,7 +10,7 @@ import rfl_fast
 from rfl_fast import kernels
 from rfl_fast.kernels import KERNELS, REGISTRY, _dispatch
 from rfl_fast.kernels import reference as ref
-from rfl_fast.kernels._auto_table import AUTO
+from rfl_fast.kernels import policy
 from rfl_fast.kernels.registry import FAMILIES, sweep_grid
 
 PACKAGE = pathlib.Path(rfl_fast.__file__).parent
@@ -41,18 +41,25 @@ def test_sweep_grid_is_the_issue_grid():
     assert set(FAMILIES) == {k.family for k in REGISTRY.values()}
 
 
-def test_auto_table_is_well_formed():
-    for name, points in AUTO.items():
-        assert name in REGISTRY, name
+def test_the_shipped_policy_is_well_formed_and_covers_every_kernel():
+    """The shipped policy parses strictly (``policy.parse``), is portable, and has points for
+    every registered kernel."""
+    shipped = policy.shipped()
+    assert shipped.portable and shipped.source == "shipped"
+    assert set(shipped.kernels) == set(REGISTRY)
+    for name, points in shipped.kernels.items():
         core = REGISTRY[name].args[0]
-        for shape, order in points:
-            assert len(shape) == 1 + core and min(shape) >= 1, (name, shape)
-            assert "numpy" in order and set(order) <= set(_dispatch.BACKENDS), order
+        for p in points:
+            assert len(p.at) == 1 + core and min(p.at) >= 1, (name, p.at)
+            assert "numpy" in p.order and set(p.order) <= set(_dispatch.BACKENDS), p.order
+
+
+AUTO = {k: tuple((e.at, e.order) for e in v) for k, v in policy.effective().items()}
 
 
 @pytest.mark.parametrize("name", sorted(AUTO))
 def test_auto_takes_the_order_of_the_nearest_point(name):
-    """At each table point, and at a shape a little off it, auto resolves to that point's first
+    """At each policy point, and at a shape a little off it, auto resolves to that point's first
     available backend (declared fit for the size), and the C++ fast lane is offered only where
     C++ is auto's choice."""
     from rfl_fast.kernels.registry import handles
@@ -69,9 +76,32 @@ def test_auto_takes_the_order_of_the_nearest_point(name):
 
 def test_auto_chooses_by_batch_as_well_as_by_size():
     """Two points that differ only in their number of items may take different backends."""
-    points = {shape: order for shape, order in AUTO["stiefel_proj"]}
-    near = {_dispatch.auto_order("stiefel_proj", (b, 784, 64)) for b in (1, 16)}
-    assert near == {points[(1, 784, 64)], points[(16, 784, 64)]}
+    points = dict(AUTO["lorentz_dist"])
+    near = {_dispatch.auto_order("lorentz_dist", (b, 785)) for b in (1, 200)}
+    assert near == {points[(1, 785)], points[(200, 785)]} and len(near) == 2
+
+
+def test_the_portable_rule_puts_the_reference_before_routes_that_make_its_blas_calls():
+    """Where the shipped policy's C++ route makes the reference's BLAS calls (``same_calls``:
+    Stiefel proj from p = 9, the SPD kernels on LAPACK), its measured lead over the reference is
+    overhead saved on the measuring machine (16 cores: 0.56x at Stiefel(1000, 12).proj, batch
+    40), so auto takes the reference there; elsewhere the measured order stands."""
+    shipped = policy.shipped()
+    assert shipped.same_calls["stiefel_proj"] == {"cpp": 9}
+    moved = 0
+    for name, points in shipped.kernels.items():
+        start = shipped.same_calls.get(name, {}).get("cpp")
+        for p in points:
+            got = shipped.order(name, p)
+            assert sorted(got) == sorted(p.order)
+            if start is not None and p.at[-1] >= start:
+                assert got.index("numpy") < got.index("cpp"), (name, p.at)
+                moved += p.order.index("cpp") < p.order.index("numpy")
+            else:
+                assert got == p.order
+    assert moved > 0  # the rule changed measured choices
+    near = _dispatch.resolve("stiefel_proj", "auto", (40, 1000, 12))[0]
+    assert near != "cpp"
 
 
 def test_call_dispatches_on_the_shape(monkeypatch):
@@ -130,9 +160,11 @@ def test_derive_auto_orders_backends_by_their_time_per_point():
 
     rows = [_sweep_row(1, 4, 0.1, 0.5), _sweep_row(1, 16, 2.0, 3.0),
             _sweep_row(16, 16, 0.8, 3.0), _sweep_row(1, 32, 2.0, 0.5, numba_ok=False)]
-    assert derive_auto(rows)["stiefel_proj"] == (
+    got = derive_auto(rows)["stiefel_proj"]
+    assert tuple((p.at, p.order) for p in got) == (
         ((1, 784, 4), ("cpp", "numba", "numpy")), ((1, 784, 16), ("numpy", "cpp", "numba")),
         ((16, 784, 16), ("cpp", "numpy", "numba")), ((1, 784, 32), ("numpy", "cpp", "numba")))
+    assert dict(got[0].speedup) == {"cpp": 10.0, "numba": 2.0}
 
 
 def test_derive_auto_keeps_the_reference_where_a_backend_wins_by_less_than_the_margin():
@@ -146,7 +178,7 @@ def test_derive_auto_keeps_the_reference_where_a_backend_wins_by_less_than_the_m
             _sweep_row(16, 64, 0.5, 0.8, rounds=[(1 / 0.9, 0.8), (0.5, 0.8)]),
             _sweep_row(16, 128, 0.5, 0.6, rounds=[(0.55, 0.7)]),
             _sweep_row(200, 64, 0.8, 2.0, rounds=[(1 / 1.05, 2.0), (0.8, 2.0)])]
-    assert derive_auto(rows)["stiefel_proj"] == (
+    assert tuple((p.at, p.order) for p in derive_auto(rows)["stiefel_proj"]) == (
         ((1, 784, 64), ("numpy", "cpp", "numba")), ((16, 784, 64), ("numba", "numpy", "cpp")),
         ((16, 784, 128), ("cpp", "numba", "numpy")), ((200, 784, 64), ("cpp", "numpy", "numba")))
 
@@ -156,7 +188,7 @@ def test_a_close_point_is_timed_again_and_a_clear_one_is_not(monkeypatch):
 
     calls = []
 
-    def fake_time_point(name, point, backends, repeats):
+    def fake_time_point(name, point, backends, repeats, fns=None):
         calls.append(point)
         cpp = {(1, 784, 5): 0.1, (1, 784, 64): 0.95}[tuple(point)]
         return {"kernel": name, "point": list(point), "times": {"numpy": 1.0, "cpp": cpp},
@@ -169,58 +201,67 @@ def test_a_close_point_is_timed_again_and_a_clear_one_is_not(monkeypatch):
     assert calls == [(1, 784, 5)] + [(1, 784, 64)] * 3
 
 
-def test_write_auto_merges_point_by_point(tmp_path):
-    """A sweep of some points replaces their orders and keeps every other point of the table."""
-    from rfl_fast.app.sweep import derive_auto, write_auto_table
-    from rfl_fast.kernels._auto_table import AUTO
+def _write(table, path, note="a test sweep.", portable=True):
+    from rfl_fast.app.sweep import write_policy
 
-    path = tmp_path / "table.py"
-    write_auto_table(derive_auto([_sweep_row(1, 784, 2.0, 3.0)]), path, "a test sweep.")
-    namespace = {}
-    exec(path.read_text(), namespace)
-    new = namespace["AUTO"]
-    assert set(new) == set(AUTO)
-    old = dict(AUTO["stiefel_proj"])
-    assert dict(new["stiefel_proj"]) == {**old, (1, 784, 784): ("numpy", "cpp", "numba")}
-    for name in AUTO:
+    return write_policy(table, path, note, policy.machine_key(), 2, portable=portable,
+                        command="test")
+
+
+def test_write_policy_merges_point_by_point(tmp_path):
+    """A sweep of some points replaces their orders and keeps every other point of the policy;
+    the file parses strictly."""
+    import shutil
+
+    from rfl_fast.app.sweep import derive_auto
+
+    path = tmp_path / "policy.json"
+    shutil.copy(PACKAGE / "kernels" / policy.SHIPPED, path)
+    new = _write(derive_auto([_sweep_row(1, 784, 2.0, 3.0)]), str(path))
+    again = policy.parse(path.read_bytes(), str(path))
+    assert again.kernels == new.kernels and again.portable
+    old = {p.at: p.order for p in policy.shipped().kernels["stiefel_proj"]}
+    assert {p.at: p.order for p in again.kernels["stiefel_proj"]} == {
+        **old, (1, 784, 784): ("numpy", "cpp", "numba")}
+    for name, points in policy.shipped().kernels.items():
         if name != "stiefel_proj":
-            assert dict(new[name]) == dict(AUTO[name])
-    assert "a test sweep." in namespace["__doc__"]
+            assert again.kernels[name] == points
+    notes = again.provenance["notes"]
+    assert notes[0] == "a test sweep." and notes[2:] == policy.shipped().provenance["notes"]
+    assert again.provenance["machine"] == policy.machine_key()
 
 
-def test_write_auto_drops_the_earlier_notes_once_every_point_is_replaced(tmp_path):
-    """A sweep that times every point of the table is the whole story: the notes of the sweeps
+def test_write_policy_drops_the_earlier_notes_once_every_point_is_replaced(tmp_path):
+    """A sweep that times every point of the policy is the whole story: the notes of the sweeps
     before it go; one that leaves a point keeps them, under a line saying so."""
-    from rfl_fast.app.sweep import write_auto_table
-    from rfl_fast.kernels import _auto_table
+    import shutil
 
-    path = tmp_path / "table.py"
-    everything = {name: tuple((shape, ("numpy",)) for shape, _ in points)
-                  for name, points in _auto_table.AUTO.items()}
-    write_auto_table(everything, path, "the whole grid.")
-    namespace = {}
-    exec(path.read_text(), namespace)
-    assert namespace["__doc__"].split("\n\n")[1:-1] == ["the whole grid."]
-    assert namespace["AUTO"] == everything
+    path = tmp_path / "policy.json"
+    shutil.copy(PACKAGE / "kernels" / policy.SHIPPED, path)
+    everything = {name: tuple(policy.Point(p.at, ("numpy",)) for p in points)
+                  for name, points in policy.shipped().kernels.items()}
+    new = _write(everything, str(path), "the whole grid.")
+    assert new.provenance["notes"] == ["the whole grid."] and new.kernels == everything
     one_short = {**everything, "stiefel_proj": everything["stiefel_proj"][1:]}
-    write_auto_table(one_short, path, "all but one point.")
-    doc = path.read_text()
-    assert "all but one point." in doc and "kept from the table before it" in doc
+    new = _write(one_short, str(path), "all but one point.")
+    assert new.provenance["notes"][:3] == ["all but one point.",
+                                           "Points this sweep did not time are kept from the "
+                                           "policy before it:", "the whole grid."]
 
 
-def test_bench_write_auto_writes_the_kernels_table(monkeypatch, capsys):
-    """``rfl-fast bench --sweep --write-auto`` writes ``rfl_fast/kernels/_auto_table.py``."""
-    import rfl_fast
+def test_bench_write_auto_writes_the_shipped_policy(monkeypatch, capsys):
+    """``rfl-fast bench --sweep --write-auto`` merges into ``rfl_fast/kernels/auto_policy.json``
+    (portable)."""
     from rfl_fast.app import bench, sweep
 
     written = []
-    monkeypatch.setattr(sweep, "write_auto_table", lambda table, path, note: written.append(
-        (table, path, note)))
+    monkeypatch.setattr(sweep, "write_policy", lambda table, path, note, machine, threads, **kw:
+                        written.append((table, path, note, kw)))
     assert bench.main(["--sweep", "--only", "stiefel_proj", "--min-size", "100000",
                        "--write-auto"]) == 0
-    (table, path, note), = written
-    assert table == {}
-    assert path == str(pathlib.Path(rfl_fast.__file__).parent / "kernels" / "_auto_table.py")
+    (table, path, note, kw), = written
+    assert table == {} and kw["portable"] is True
+    assert path == str(PACKAGE / "kernels" / "auto_policy.json")
     assert "--min-size 100000" in note
 
 

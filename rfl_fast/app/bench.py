@@ -11,6 +11,7 @@ writes JSON.
     rfl-fast bench --only sym_ --json out.json
     rfl-fast bench --only clipped       # the fused DP clipped sum (m = 6000, d = 784, r = 5)
     rfl-fast bench --sweep [--only stiefel_proj] [--write-auto]   # the shape sweep
+    rfl-fast bench --scaling            # the kernels on 1, 2, 4, ... threads, with the floor
 
 Never used for assertions on time; only ``--smoke`` fails (exit 1) when a backend disagrees
 with the reference.
@@ -22,7 +23,9 @@ import io
 import json
 import os
 import platform
+import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -61,12 +64,114 @@ SMOKE_CASES = [(k, (3, 6, 2) if k.startswith(("stiefel", "polar")) else (3, 4))
 MEMORY_BOUND = ("stiefel_", "polar", "sphere_", "lorentz_")
 
 
-def copy_bandwidth(n_bytes=256 * 2**20, repeats=5):
-    """Bytes moved (read + write) per second by a large ``np.copyto``."""
+def copy_bandwidth(n_bytes=256 * 2**20, repeats=5, threads=1):
+    """Bytes moved (read + write) per second by a large ``np.copyto``, split over ``threads``
+    threads (equal slices, copied at once: NumPy releases the GIL while it copies)."""
     a = np.ones(n_bytes // 8)
     b = np.empty_like(a)
-    t = median_time(np.copyto, (b, a), repeats)
-    return 2 * a.nbytes / t
+    if threads == 1:
+        return 2 * a.nbytes / median_time(np.copyto, (b, a), repeats)
+    from concurrent.futures import ThreadPoolExecutor
+
+    cuts = np.linspace(0, a.size, threads + 1).astype(int)
+    with ThreadPoolExecutor(threads) as pool:
+        def copy():
+            list(pool.map(lambda i: np.copyto(b[cuts[i]:cuts[i + 1]], a[cuts[i]:cuts[i + 1]]),
+                          range(threads)))
+        return 2 * a.nbytes / median_time(copy, (), repeats)
+
+
+#: ``--scaling``'s workloads (label, kernel, (N, *dims)): the papers' large batches
+SCALING_CASES = [
+    ("St(784,5) x 2e4 polar retr", "stiefel_retr_polar", (20_000, 784, 5)),
+    ("St(784,5) x 2e4 polar inv_retr", "stiefel_inv_retr_polar", (20_000, 784, 5)),
+    ("St(784,32) x 500 polar retr", "stiefel_retr_polar", (500, 784, 32)),
+    ("SPD(9) x 1e5 sym_logm", "sym_logm", (100_000, 9)),
+    ("Sphere(784) x 1e5 exp", "sphere_exp", (100_000, 784)),
+]
+#: ``--scaling --smoke``: the same kernels at tiny shapes (the test suite's run)
+SMOKE_SCALING = [
+    ("St(20,5) x 8 polar retr", "stiefel_retr_polar", (8, 20, 5)),
+    ("St(20,5) x 8 polar inv_retr", "stiefel_inv_retr_polar", (8, 20, 5)),
+    ("St(40,32) x 4 polar retr", "stiefel_retr_polar", (4, 40, 32)),
+    ("SPD(9) x 16 sym_logm", "sym_logm", (16, 9)),
+    ("Sphere(20) x 16 exp", "sphere_exp", (16, 20)),
+]
+
+
+def thread_counts(cores):
+    """1, 2, 4, ... below ``cores``, then ``cores``."""
+    counts, t = [], 1
+    while t < cores:
+        counts.append(t)
+        t *= 2
+    return counts + [cores]
+
+
+def scaling(cases, repeats=5, cores=None, bandwidth_bytes=256 * 2**20):
+    """Each case's ``auto`` route (raw kernel, as chosen at that thread count) at 1, 2, 4, ...
+    threads for C++, BLAS and Numba alike, the thread counts alternating within each repeat
+    (one untimed call first, then a timed one); medians. The floor: bytes read and written /
+    the copy bandwidth with every thread."""
+    from threadpoolctl import threadpool_limits
+
+    cores = cores or rf.get_threads()
+    counts = thread_counts(cores)
+    before = rf.get_threads()
+    numba = None
+    if kernels.is_available("numba"):
+        import numba
+    bandwidth = {t: copy_bandwidth(bandwidth_bytes, threads=t) for t in (1, cores)}
+    rows = []
+    try:
+        for label, name, shape in cases:
+            args = tuple(np.ascontiguousarray(a) for a in kernel_inputs(
+                name, np.random.default_rng(0), *shape))
+            times = {t: [] for t in counts}
+            route = {}
+            for _ in range(repeats):
+                for t in counts:
+                    with threadpool_limits(limits=t, user_api="blas"):
+                        rf.set_threads(t)
+                        if numba is not None:
+                            numba.set_num_threads(min(t, numba.config.NUMBA_NUM_THREADS))
+                        route[t], fn = kernels.resolve(name, "auto", args[0].shape)
+                        out = fn(*args)
+                        t0 = time.perf_counter()
+                        fn(*args)
+                        times[t].append(time.perf_counter() - t0)
+            med = {t: statistics.median(v) for t, v in times.items()}
+            moved = sum(a.nbytes for a in args) + out.nbytes
+            rows.append({"workload": label, "kernel": name, "shape": list(shape),
+                         "route": {str(t): r for t, r in route.items()},
+                         "seconds": {str(t): v for t, v in med.items()},
+                         "floor_s": moved / bandwidth[cores], "bytes": moved})
+            del args, out
+    finally:
+        rf.set_threads(before)
+        if numba is not None:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    return {"threads": counts, "copy_bandwidth_GBps": {str(t): b / 1e9 for t, b in
+                                                        bandwidth.items()}, "rows": rows}
+
+
+def print_scaling(result):
+    counts = result["threads"]
+    top = str(counts[-1])
+    bw = result["copy_bandwidth_GBps"]
+    print(f"copy bandwidth (read + write): {bw['1']:.1f} GB/s on 1 thread, {bw[top]:.1f} GB/s "
+          f"on {top}")
+    head = "".join(f"{c:>9d}" for c in counts)
+    print(f"\n{'workload (ms, median; auto route)':34s}{head}{'1 -> ' + top:>10s}"
+          f"{'floor ms':>10s}{'x floor':>9s}  route")
+    for r in result["rows"]:
+        s = r["seconds"]
+        cells = "".join(f"{s[str(c)] * 1e3:9.3g}" for c in counts)
+        routes = sorted(set(r["route"].values()))
+        print(f"{r['workload']:34s}{cells}{s['1'] / s[top]:9.2f}x{r['floor_s'] * 1e3:10.3g}"
+              f"{s[top] / r['floor_s']:8.1f}x  {'/'.join(routes)}")
+    print(f"floor: bytes read + written / the copy bandwidth on {top} threads; "
+          f"x floor: the time on {top} threads over it")
 
 
 def machine():
@@ -268,10 +373,14 @@ def main(argv=None):
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--sweep", action="store_true",
                         help="every kernel over the registry's shape grid (see rfl_fast.app.sweep)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="the large-batch workloads on 1, 2, 4, ... threads (up to the "
+                             "C++ thread setting), with the copy-bandwidth floor (--smoke: tiny)"),
     parser.add_argument("--quick", action="store_true",
                         help="with --sweep: the registry's sample of each grid (minutes)")
     parser.add_argument("--write-auto", action="store_true",
-                        help="with --sweep: regenerate auto's per-shape table from the sweep")
+                        help="with --sweep: merge the sweep into auto's shipped policy "
+                             "(rfl_fast/kernels/auto_policy.json)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="with --sweep: time a point whose choice is close up to this "
                              "many times (auto's table takes each backend's worst round)")
@@ -284,6 +393,10 @@ def main(argv=None):
         parser.error("--write-auto, --rounds and --min-size need --sweep")
     if args.rounds < 1:
         parser.error(f"--rounds: expected an integer >= 1, got {args.rounds}")
+    if args.scaling and args.sweep:
+        parser.error("--scaling and --sweep are two different runs")
+    if args.scaling:
+        return _scaling(args)
     if args.quiet:  # the tables go nowhere; the summary and errors are printed below
         with contextlib.redirect_stdout(io.StringIO()):
             rows, status = _sweep(args, argv) if args.sweep else _compare(args)
@@ -292,6 +405,24 @@ def main(argv=None):
     if not args.sweep:  # the sweep prints its own summary
         print(agreement_summary(rows, verbose=args.verbose))
     return status
+
+
+def _scaling(args):
+    """``--scaling``: the table of :func:`scaling`; never checks agreement (``--smoke`` does)."""
+    cases = [c for c in (SMOKE_SCALING if args.smoke else SCALING_CASES) if args.only in c[1]]
+    info = machine()
+    if not args.quiet:
+        for k, v in info.items():
+            print(f"{k}: {v}")
+    result = scaling(cases, repeats=args.repeats or (1 if args.smoke else 5),
+                     bandwidth_bytes=(4 if args.smoke else 256) * 2**20)
+    result["machine"] = info
+    if not args.quiet:
+        print_scaling(result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
 
 
 def _compare(args):
@@ -347,11 +478,15 @@ def _sweep(args, argv):
         with open(args.json, "w") as f:
             json.dump({"machine": info, "rows": rows}, f, indent=1)
     if args.write_auto:
+        from ..kernels import policy
+
         path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "kernels",
-                            "_auto_table.py")
-        note = (f"Measured by `rfl-fast bench {' '.join(argv)}` on {info['cpu']} "
-                f"({info['cpus']} CPUs), BLAS {info['blas']}.")
-        sweep.write_auto_table(sweep.derive_auto(rows), path, note)
+                            policy.SHIPPED)
+        command = f"rfl-fast bench {' '.join(argv)}"
+        note = (f"Measured by `{command}` on {info['cpu']} ({info['cpus']} CPUs), BLAS "
+                f"{info['blas']}, {info.get('cpp_threads', 1)} C++ threads.")
+        sweep.write_policy(sweep.derive_auto(rows), path, note, policy.machine_key(),
+                           rf.get_threads(), portable=True, command=command)
         print(f"wrote {path}")
     bad = [(r["kernel"], r["point"], b) for r in rows for b, ok in r["agree"].items() if not ok]
     if bad:

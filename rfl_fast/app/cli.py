@@ -1,6 +1,6 @@
 """The ``rfl-fast`` console command.
 
-Subcommands: ``demo``, ``run CONFIG``, ``reproduce E1..E8``, ``bench``, ``info``; each takes
+Subcommands: ``demo``, ``run CONFIG``, ``reproduce E1..E8``, ``bench``, ``tune``, ``info``; each takes
 ``-q/--quiet`` and ``-v/--verbose``; ``rfl-fast --version``. Exit codes:
 0 success, 1 a run failed, 2 bad input (command line or experiment file; nothing written),
 130 interrupted by Ctrl-C (results so far written and marked).
@@ -189,6 +189,15 @@ def _bench(argv):
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 
 
+def _tune(argv):
+    from .tune import main as tune_main
+
+    try:
+        return tune_main(argv)
+    except SystemExit as exc:  # its argparse: usage errors exit 2, --help 0
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+
+
 def _experiment_id(value):
     from .experiments import EXPERIMENTS
 
@@ -264,7 +273,10 @@ def build_parser():
                    help="versions, backends and thread settings (-q: one line; -v: also "
                         "Numba's compilation cache)").set_defaults(func=_info)
     # parsed by rfl_fast.app.bench itself (its own --help, -q and -v)
-    sub.add_parser("bench", help="kernel timings of every backend against NumPy", add_help=False)
+    sub.add_parser("bench", help="kernel timings of every backend against NumPy (--scaling: "
+                                 "the kernels on 1, 2, 4, ... threads)", add_help=False)
+    sub.add_parser("tune", help="measure this machine and write auto's per-machine policy "
+                                "(--quick: about 2 minutes)", add_help=False)
     return parser
 
 
@@ -272,6 +284,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
         return _bench(argv[1:])
+    if argv[:1] == ["tune"]:
+        return _tune(argv[1:])
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2 with a message, --help 0

@@ -2,7 +2,7 @@
 
     rfl-fast bench --sweep                          # print the table (and what auto chose)
     rfl-fast bench --sweep --only stiefel_proj --json sweep.json
-    rfl-fast bench --sweep --write-auto             # also regenerate kernels/_auto_table.py
+    rfl-fast bench --sweep --write-auto             # also update kernels/auto_policy.json
 
 At each grid point the backends are timed side by side in one process
 (``timing.block_medians``: blocks of back-to-back calls, the backends alternating, medians). A
@@ -11,26 +11,29 @@ is timed by that one call. ``auto`` is reported as the time of the backend it ch
 shape (raw kernels on both sides, so dispatch overhead is not in the ratio; ``bench`` measures
 that separately).
 
-``auto``'s table (``derive_auto``) is built to survive a busy machine: a compiled backend goes
-before the reference at a point only when it is at least :data:`MARGIN` times faster in the
-median of the rounds timed there (``--rounds``: a point whose choice is close is timed again) and
-no slower in any of them, so a shape where the routes are level, or where one round has the
-backend behind the reference, keeps the reference.
+``auto``'s policy points (``derive_auto``) are built to survive a busy machine: a compiled
+backend goes before the reference at a point only when it is at least :data:`MARGIN` times
+faster in the median of the rounds timed there (``--rounds``: a point whose choice is close is
+timed again) and no slower in any of them, so a shape where the routes are level, or where one
+round has the backend behind the reference, keeps the reference. ``write_policy`` merges them
+into a policy file (:mod:`rfl_fast.kernels.policy`): the shipped one, or a per-machine one
+(``rfl-fast tune``).
 """
 
 import math
+import os
 import statistics
-import textwrap
 import time
 
 import numpy as np
 
 from .. import kernels
+from ..kernels import policy
 from ..kernels.registry import REGISTRY, handles, sweep_grid
 from ..kernels.testing import kernel_inputs
 from .timing import agree, block_medians
 
-__all__ = ["run_sweep", "derive_auto", "write_auto_table", "print_summary"]
+__all__ = ["run_sweep", "derive_auto", "write_policy", "print_summary"]
 
 GIVE_UP = 20.0
 #: A compiled backend precedes the reference only when this much faster in the median round
@@ -62,12 +65,21 @@ def _first_call(fn, args):
     return time.perf_counter() - t0, out
 
 
-def time_point(name, point, backends, repeats):
+def backend_fns(name, point, backends):
+    """``{backend: raw kernel}`` of ``backends`` declared fit for ``point``
+    (``registry.handles``)."""
+    return {b: kernels.resolve(name, b)[1] for b in backends
+            if handles(name, b, _size(name, point))}
+
+
+def time_point(name, point, backends, repeats, fns=None):
     """``{"kernel", "point", "times": {backend: s}, "agree": {backend: bool}}`` at one point;
-    backends not declared fit for the shape (``registry.handles``) are not timed."""
-    backends = [b for b in backends if handles(name, b, _size(name, point))]
+    backends not declared fit for the shape (``registry.handles``) are not timed. ``fns``:
+    ``{backend: kernel function}`` to time instead of ``backend_fns`` (``"numpy"``, the
+    reference, among them)."""
     args = _inputs(name, point)
-    fns = {b: kernels.resolve(name, b)[1] for b in backends}
+    fns = backend_fns(name, point, backends) if fns is None else fns
+    backends = list(fns)
     first, outs = {}, {}
     for b, fn in fns.items():
         first[b], outs[b] = _first_call(fn, args)
@@ -115,15 +127,18 @@ def _close(row):
     return best is not None and MARGIN / CLOSE <= best <= MARGIN * CLOSE
 
 
-def time_rounds(name, point, backends, repeats, rounds):
-    """``time_point`` at ``point``, timed again while its choice is close, up to ``rounds``
-    rounds (a backend given up as too slow in the first is not timed again): ``times`` holds
-    each backend's median over the rounds, ``rounds`` every round's."""
-    row = time_point(name, point, backends, repeats)
+def time_rounds(name, point, backends, repeats, rounds, fns=None):
+    """``time_point`` at ``point`` (``fns``: as there), timed again while its choice is close, up
+    to ``rounds`` rounds (a backend given up as too slow in the first is not timed again, the
+    reference always is): ``times`` holds each backend's median over the rounds, ``rounds``
+    every round's."""
+    row = time_point(name, point, backends, repeats, fns=fns)
     row["rounds"] = [row["times"]]
     again = [b for b in row["times"] if b not in row["given_up"]]  # too slow: one round is plenty
+    again_fns = None if fns is None else {b: fns[b] for b in again}
     while len(row["rounds"]) < rounds and _close(row):
-        row["rounds"].append({**row["times"], **time_point(name, point, again, repeats)["times"]})
+        row["rounds"].append({**row["times"], **time_point(name, point, again, repeats,
+                                                           fns=again_fns)["times"]})
     row["times"] = {b: statistics.median(t[b] for t in row["rounds"]) for b in row["times"]}
     return row
 
@@ -174,12 +189,13 @@ def print_summary(rows, out=print):
 
 
 def derive_auto(rows, margin=MARGIN):
-    """``{kernel: ((shape, backend order), ...)}`` from sweep rows: at each point (the first
-    argument's shape ``(items, *core)``), the backends that agree with the reference, are at
-    least ``margin`` times faster than it in the median of the rounds (``rows[i]["rounds"]``,
-    else ``"times"``) and not slower in any round, fastest (median) first; then the reference;
-    then the other agreeing backends, fastest first; then those that disagree. ``auto`` uses
-    the order of the nearest point."""
+    """``{kernel: (policy.Point, ...)}`` from sweep rows: at each point (the first argument's
+    shape ``(items, *core)``) the order puts first the backends that agree with the reference,
+    are at least ``margin`` times faster than it in the median of the rounds
+    (``rows[i]["rounds"]``, else ``"times"``) and not slower in any round, fastest (median) first;
+    then the reference; then the other agreeing backends, fastest first; then those that
+    disagree. Each point records the backends' median speed-ups. ``auto`` uses the order of the
+    nearest point."""
     table = {}
     for r in rows:
         speed, worst = _speedups(r, statistics.median), _speedups(r)
@@ -189,37 +205,42 @@ def derive_auto(rows, margin=MARGIN):
                  and worst[b] >= 1.0]
         order = ahead + ["numpy"] + [b for b in fast if b not in ahead]
         order += [b for b in kernels.BACKENDS if b not in order]
-        table.setdefault(r["kernel"], []).append((_shape(r["kernel"], r["point"]), tuple(order)))
+        ratios = tuple((b, round(speed[b], 4)) for b in sorted(speed) if b != "numpy")
+        table.setdefault(r["kernel"], []).append(policy.Point(
+            _shape(r["kernel"], r["point"]), tuple(order), ratios, r.get("parallel")))
     return {k: tuple(v) for k, v in table.items()}
 
 
-def write_auto_table(table, path, note):
-    """Write ``table`` as the module ``kernels/_auto_table.py``, merged point by point over the
-    existing one: a point of ``table`` replaces the same shape's order, the other points stay,
-    and so do the earlier sweeps' notes, unless ``table`` replaces every point."""
-    from ..kernels import _auto_table
-
-    merged = {k: dict(points) for k, points in _auto_table.AUTO.items()}
-    earlier = _auto_table.__doc__.split("\n\n")[1:-1]   # the earlier sweeps' notes
-    kept = any(shape not in dict(table.get(name, ())) for name, points in merged.items()
-               for shape in points)
-    note = textwrap.fill(" ".join(note.split()), 95)
-    if kept:
-        note += ("\n\nPoints this sweep did not time are kept from the table before it:\n\n"
-                 + "\n\n".join(p.strip() for p in earlier))
+def write_policy(table, path, note, machine, threads, portable, command):
+    """Merge ``table`` (``derive_auto``'s points) into the policy file ``path`` point by point:
+    a point of ``table`` replaces the same shape's, the other points stay, and so do the earlier
+    notes unless ``table`` replaces every point. A file at ``path`` that is not a valid policy
+    of the same kind (portable or not) is replaced whole. ``machine``, ``threads`` and
+    ``command`` become the provenance; ``note`` is added to its notes."""
+    old = None
+    if os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                old = policy.parse(f.read(policy.MAX_BYTES + 1), path)
+        except (OSError, policy.PolicyError):
+            old = None
+    if old is not None and old.portable != portable:
+        old = None
+    merged = {k: {p.at: p for p in pts} for k, pts in (old.kernels if old else {}).items()}
+    kept = any(shape not in {p.at for p in table.get(name, ())}
+               for name, points in merged.items() for shape in points)
     for name, points in table.items():
-        merged.setdefault(name, {}).update(points)
-    lines = ['"""Per-shape backend order for ``auto``: generated by ``rfl-fast bench --sweep '
-             '--write-auto``.', "", note, "",
-             "kernel -> ((first argument's shape (items, *core), backend order), ...): a call "
-             "takes the",
-             "order of the point nearest to its first argument's shape (log scale, every axis).",
-             '"""', "", "AUTO = {"]
-    for name in sorted(merged):
-        lines.append(f"    {name!r}: (")
-        for shape, order in sorted(merged[name].items()):
-            lines.append(f"        ({tuple(shape)!r}, {tuple(order)!r}),")
-        lines.append("    ),")
-    lines.append("}")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        merged.setdefault(name, {}).update({p.at: p for p in points})
+    notes = [" ".join(note.split())]
+    if kept and old is not None:
+        notes += ["Points this sweep did not time are kept from the policy before it:"]
+        notes += old.provenance["notes"]
+    same_calls = old.same_calls if old is not None else (
+        policy.shipped().same_calls if portable else {})
+    new = policy.Policy(
+        {"machine": machine, "threads": threads, "date": policy.today(), "command": command,
+         "notes": notes[:64]}, MARGIN, 1.0, portable, same_calls,
+        {k: tuple(sorted(v.values(), key=lambda p: p.at)) for k, v in sorted(merged.items())},
+        source=path)
+    policy.write(new, path)
+    return new

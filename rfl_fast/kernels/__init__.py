@@ -4,7 +4,9 @@ Kernel contract (all backends): every array argument is C-contiguous float64 wit
 batch axis ``N`` followed by the core shape listed in ``KERNELS``; the result has the same
 leading axis. Kernels never validate: ``call`` (and the public API above it) does. An item for
 which a kernel has no answer (e.g. the log of a matrix that is not positive definite) comes back
-as NaN; the public function turns that into an error naming the argument.
+as NaN; the public function turns that into an error naming the argument. The C++ kernels with a
+BLAS route also take ``parallel=`` (``"auto"``, ``"items"``, ``"blas"``: how a batch whose items
+call BLAS uses the threads; :func:`batch_modes`), which auto's policy may fix per shape.
 """
 
 import math
@@ -22,7 +24,7 @@ from .registry import KERNELS, REGISTRY
 __all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "backend",
            "get_backend", "available_backends", "is_available", "describe_backends",
            "compiled_version", "set_threads", "get_threads", "limit_blas_threads",
-           "numba_cache_note"]
+           "numba_cache_note", "auto_order", "policy_notes", "reload_policy", "batch_modes"]
 
 
 def resolve(name: str, backend: str | None = None, shape: tuple[int, ...] | None = None
@@ -52,6 +54,47 @@ def resolve(name: str, backend: str | None = None, shape: tuple[int, ...] | None
         No backend of the choice provides ``name``.
     """
     return _dispatch.resolve(name, backend, shape)
+
+
+def auto_order(name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
+    """``auto``'s backend order for kernel ``name`` when its first argument has shape ``shape``
+    (the policy in force: :mod:`rfl_fast.kernels.policy`)."""
+    return _dispatch.auto_order(name, shape)
+
+
+def policy_notes() -> list[str]:
+    """Which policies ``auto`` follows and where they come from (one line each)."""
+    return _dispatch.policy_notes()
+
+
+def reload_policy() -> None:
+    """Read ``auto``'s policy files again (after ``rfl-fast tune`` wrote one)."""
+    _dispatch.reload_policy()
+
+
+def batch_modes(name: str, shape: tuple[int, ...]) -> dict[str, Callable[..., np.ndarray]] | None:
+    """The C++ kernel ``name`` in its two batch modes, ``{"items": fn, "blas": fn}``, when at
+    ``shape`` (``(items, *core)``) its items call BLAS that threads each call, so the modes
+    differ (the C++ rule: Stiefel p >= 16 with n p^2 >= 2^18, ``rfl/stiefel.hpp``
+    ``blas_threaded``; SPD exp / log from n = 128, the other SPD kernels from n = 256,
+    ``rfl/spd.hpp``); ``None`` elsewhere, or without C++ or BLAS's thread setting."""
+    core = _dispatch.load("cpp")
+    if core is None or not core.can_hold_blas_threads() or not core.has_blas():
+        return None
+    spec = REGISTRY[name]
+    last = shape[-1]
+    if spec.family == "stiefel":
+        on_blas = last >= 16 and shape[-2] * last * last >= 2**18
+    elif spec.family == "square":
+        on_blas = last >= (128 if name in ("spd_exp", "spd_log") else 256)
+    else:
+        on_blas = False
+    if not on_blas:
+        return None
+    import functools
+
+    fn = getattr(core, name)
+    return {mode: functools.partial(fn, parallel=mode) for mode in ("items", "blas")}
 
 
 def compiled_version() -> str | None:

@@ -7,26 +7,31 @@ attributes are kernels with the reference's names and calling convention. The ch
 strongest to weakest: the ``backend=`` argument of a call, the innermost
 ``with rfl_fast.backend(...)`` block (per thread/context), the environment variable
 ``RFL_FAST_BACKEND``, then ``"auto"``: the first installed backend of the kernel's order at the
-call's shape (``_auto_table.AUTO``, measured by the shape sweep): the order measured at the sweep
-point nearest to the first argument's shape (number of items and core dimensions, compared on a
-log scale).
+call's shape, from auto's policy (:mod:`rfl_fast.kernels.policy`: the shipped measurements made
+portable, and this machine's ``rfl-fast tune`` file for the C++ thread count in force): the order
+of the point nearest to the first argument's shape (number of items and core dimensions,
+compared on a log scale). The same point may fix the C++ batch mode (``parallel``) of the call.
 """
 
 import contextlib
 import contextvars
+import ctypes
+import functools
 import importlib
 import math
+import os
 from collections.abc import Iterator
 
 from .._validation import env_reader
 from ..errors import BackendUnavailableError
-from ._auto_table import AUTO
+from . import policy as _policy
 from ._threads import default_threads
 from .registry import KERNELS, REGISTRY, handles, size_limit
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends", "load",
-           "resolve", "resolve_checked", "auto_order", "shape_key", "backend_kernels",
-           "backend_error", "set_threads", "get_threads"]
+           "resolve", "resolve_checked", "auto_order", "auto_entry", "shape_key",
+           "backend_kernels", "backend_error", "set_threads", "get_threads", "policy_notes",
+           "reload_policy"]
 
 BACKENDS = ("cpp", "numba", "numpy")
 _CHOICES = BACKENDS + ("auto",)
@@ -36,19 +41,18 @@ _MODULES = {
     "numpy": "rfl_fast.kernels.reference",
 }
 _ENV = "RFL_FAST_BACKEND"
-#: Order for a kernel the auto table does not list.
+#: Order for a kernel the policy does not list.
 DEFAULT_ORDER = ("cpp", "numba", "numpy")
 #: Resolved choices kept per (kernel, choice, shape); cleared when it grows past this.
 _CACHE_MAX = 4096
-# AUTO's points on a log scale: kernel -> ((log point, order), ...)
-_LOG_POINTS = {k: tuple((tuple(map(math.log, pt)), order) for pt, order in points)
-               for k, points in AUTO.items()}
 
 _current = contextvars.ContextVar("rfl_fast_backend", default=None)
 _modules = {}
 _errors = {}
 _resolved = {}
 _checked = {}
+_threads = None  # the C++ kernels' thread count in force (set_threads)
+_table = None    # (threads, {kernel: ((log point, Entry), ...)}, notes, {kernel: modes})
 
 
 def load(name):
@@ -61,8 +65,9 @@ def load(name):
             _errors[name] = f"{type(exc).__name__}: {exc}"
         else:
             if name == "cpp":  # its threads: RFL_FAST_THREADS or all cores (see set_threads)
-                module.set_threads(default_threads())
+                module.set_threads(_threads_in_force())
                 _give_blas(module)
+                _give_blas_threads(module)
             _modules[name] = module
     return _modules[name]
 
@@ -80,6 +85,35 @@ def _give_blas(core):
     except (ImportError, AttributeError, KeyError):
         return
     core.set_blas(*routines)
+
+
+def _give_blas_threads(core):
+    """Hand ``_core`` the thread setting of the BLAS its routines come from (OpenBLAS with its
+    own pthreads pool: ``openblas_get_num_threads`` / ``openblas_set_num_threads``), so a batch
+    of items on BLAS can run on the loop's threads with BLAS held to one thread. Another BLAS
+    (or an OpenMP build, whose pools are per thread) leaves the kernels one item at a time on
+    BLAS's threads, as before."""
+    try:
+        import scipy
+        from threadpoolctl import ThreadpoolController
+
+        libs = [c for c in ThreadpoolController().lib_controllers
+                if c.user_api == "blas" and c.internal_api == "openblas"]
+        here = os.path.dirname(os.path.dirname(os.path.abspath(scipy.__file__)))
+        own = [c for c in libs if os.path.basename(os.path.dirname(c.filepath)).startswith(
+            ("scipy.libs", ".dylibs")) and c.filepath.startswith(here)]
+        lib = own[0] if len(own) == 1 else libs[0] if len(libs) == 1 else None
+        if lib is None or getattr(lib, "threading_layer", None) != "pthreads":
+            return
+        for prefix in ("", "scipy_"):
+            for suffix in ("", "64_", "_64"):
+                get = getattr(lib.dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+                put = getattr(lib.dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    address = [ctypes.cast(f, ctypes.c_void_p).value for f in (get, put)]
+                    return core.set_blas_threads(*address)
+    except (ImportError, AttributeError, OSError):
+        return
 
 
 def _check_choice(name, where):
@@ -176,17 +210,76 @@ def shape_key(kernel, shape):
     return (max(1, math.prod(shape[: len(shape) - k])),) + tuple(shape[len(shape) - k:])
 
 
-def auto_order(kernel, shape):
-    """``auto``'s backend order for ``kernel`` when its first argument has shape ``shape``: the
-    order measured at the nearest sweep point (``None``: the first point's order)."""
-    points = _LOG_POINTS.get(kernel)
-    if points is None:
-        return DEFAULT_ORDER
+def _threads_in_force():
+    global _threads
+    if _threads is None:
+        _threads = default_threads()
+    return _threads
+
+
+def _policy_table():
+    """``auto``'s table for the C++ thread count in force (built on first use: the shipped
+    policy and this machine's tuned file, see :mod:`rfl_fast.kernels.policy`)."""
+    global _table
+    threads = _threads_in_force()
+    if _table is None or _table[0] != threads:
+        base = _policy.shipped()
+        tuned, note = _policy.load_tuned(threads)
+        entries = _policy.effective(tuned)
+        logs = {k: tuple((tuple(map(math.log, e.at)), e) for e in v) for k, v in entries.items()}
+        modes = {k: tuple((tuple(map(math.log, core)), m)
+                          for core, m in _policy.modes(v).items()) for k, v in entries.items()}
+        notes = [f"shipped policy (rfl_fast/kernels/{_policy.SHIPPED}): {base.describe()}",
+                 note]
+        _table = (threads, logs, notes, {k: v for k, v in modes.items() if v})
+    return _table
+
+
+def reload_policy():
+    """Read auto's policy files again (after ``rfl-fast tune`` wrote one) and forget every
+    choice made from the old ones."""
+    global _table
+    _table = None
+    _resolved.clear()
+    _checked.clear()
+
+
+def policy_notes():
+    """Lines for ``show_config``: which policies ``auto`` follows and where they come from."""
+    return list(_policy_table()[2])
+
+
+def auto_entry(kernel, shape):
+    """The policy's entry (:class:`rfl_fast.kernels.policy.Entry`) nearest to ``shape`` for
+    ``kernel`` (``None``: the kernel has none)."""
+    points = _policy_table()[1].get(kernel)
+    if not points:
+        return None
     key = None if shape is None else shape_key(kernel, shape)
     if key is None or len(key) != len(points[0][0]) or min(key) < 1:
         return points[0][1]
     logs = tuple(map(math.log, key))
     return min(points, key=lambda p: sum((a - b) ** 2 for a, b in zip(p[0], logs)))[1]
+
+
+def auto_order(kernel, shape):
+    """``auto``'s backend order for ``kernel`` when its first argument has shape ``shape``: the
+    order at the nearest point of the policy (``None``: the first point's order)."""
+    entry = auto_entry(kernel, shape)
+    return DEFAULT_ORDER if entry is None else entry.order
+
+
+def _with_mode(kernel, fn, shape):
+    """``fn`` (a C++ kernel or fast lane) with the batch mode the policy fixes at the core shape
+    nearest to ``shape``'s (log scale; never by the batch, so an item's bits do not depend on
+    it); ``fn`` itself where none is fixed."""
+    modes = _policy_table()[3].get(kernel)
+    key = None if shape is None else shape_key(kernel, shape)
+    if not modes or key is None or min(key) < 1 or len(key) - 1 != len(modes[0][0]):
+        return fn
+    logs = tuple(map(math.log, key[1:]))
+    mode = min(modes, key=lambda m: sum((a - b) ** 2 for a, b in zip(m[0], logs)))[1]
+    return fn if mode is None else functools.partial(fn, parallel=mode)
 
 
 def _last_dim(shape):
@@ -214,6 +307,8 @@ def resolve(kernel, choice=None, shape=None):
     for name in order:
         fn = getattr(load(name), kernel, None) if load(name) is not None else None
         if callable(fn):
+            if name == "cpp" and kernel in REGISTRY:
+                fn = _with_mode(kernel, fn, shape)
             if len(_resolved) >= _CACHE_MAX:
                 _resolved.clear()
             _resolved[key] = (name, fn)
@@ -236,6 +331,8 @@ def resolve_checked(kernel, choice=None, shape=None):
         name, _ = resolve(kernel, choice, shape)
         declared = name == "cpp" and REGISTRY[kernel].fast_lane
         fn = getattr(_modules["cpp"], kernel + "_checked") if declared else None
+        if fn is not None:
+            fn = _with_mode(kernel, fn, shape)
         if len(_checked) >= _CACHE_MAX:
             _checked.clear()
         _checked[key] = fn
@@ -257,6 +354,7 @@ def set_threads(threads: int | None) -> None:
         At most this many threads (>= 1); ``None``: back to the default, ``RFL_FAST_THREADS``
         (read when the extension loads) or else all cores.
     """
+    global _threads
     if threads is None:
         threads = default_threads()
     elif isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -264,9 +362,13 @@ def set_threads(threads: int | None) -> None:
     core = load("cpp")
     if core is not None:
         core.set_threads(threads)
+    if threads != _threads:  # auto's choices depend on the thread count
+        _threads = threads
+        _resolved.clear()
+        _checked.clear()
 
 
 def get_threads() -> int:
     """Threads the compiled kernels use at most (see ``set_threads``)."""
     core = load("cpp")
-    return core.get_threads() if core is not None else default_threads()
+    return core.get_threads() if core is not None else _threads_in_force()

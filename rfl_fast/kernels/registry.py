@@ -5,8 +5,8 @@ shape key ``auto`` chooses by and the benchmark sweep's grid) and whether the C+
 checked fast lane (``_core.<name>_checked``) for the public API. Its NumPy reference is the
 function of the same name in :mod:`rfl_fast.kernels.reference`; its compiled routes are the
 functions of the same name in ``rfl_fast._core`` and :mod:`rfl_fast.kernels._numba`. The
-``auto`` choice per shape lives in :mod:`rfl_fast.kernels._auto_table` (generated from the
-sweep by ``rfl-fast bench --sweep --write-auto``).
+``auto`` choice per shape is data: :mod:`rfl_fast.kernels.policy` (``auto_policy.json``,
+measured by ``rfl-fast bench --sweep --write-auto``; per machine, ``rfl-fast tune``).
 
 Adding a kernel: its reference in ``reference.py``, its compiled code, and one entry below.
 Multi-client kernels (``FUSED``) read clients of different sizes from one row array; their

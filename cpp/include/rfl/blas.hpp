@@ -19,12 +19,18 @@
 //        symmetric S (p x p) with M S + S M' = 2I by Bartels-Stewart (real Schur form by dgees,
 //        the triangular equation by dtrsyl), for any M without two eigenvalues summing to 0;
 //        false otherwise (or if LAPACK fails)
+//   set_thread_routines(get, set), OneThread
+//        the BLAS's own thread setting (openblas_get_num_threads / openblas_set_num_threads),
+//        if the application hands it over: while a OneThread lives (on any thread), BLAS runs
+//        every call on the thread that makes it, so a batch loop can run items on threads of
+//        its own, one BLAS thread each, instead of one item at a time on BLAS's threads
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 
 #include "linalg_small.hpp"
 
@@ -68,6 +74,65 @@ inline void set_routines(dgemm_fn dgemm, dgesv_fn dgesv, dsyevd_fn dsyevd, dgees
                          dtrsyl_fn dtrsyl) {
     routines() = Routines{dgemm, dgesv, dsyevd, dgees, dtrsyl};
 }
+
+using get_threads_fn = int (*)();
+using set_threads_fn = void (*)(int);
+
+struct ThreadRoutines {
+    get_threads_fn get = nullptr;
+    set_threads_fn set = nullptr;
+    std::mutex lock;
+    int holders = 0;  // OneThread scopes alive
+    int saved = 0;    // BLAS's setting before the first of them
+};
+
+inline ThreadRoutines& thread_routines() {
+    static ThreadRoutines r;
+    return r;
+}
+
+// Set (or, with nullptr, clear) BLAS's thread-setting routines; not while a OneThread lives.
+inline void set_thread_routines(get_threads_fn get, set_threads_fn set) {
+    ThreadRoutines& r = thread_routines();
+    std::lock_guard<std::mutex> hold(r.lock);
+    r.get = get;
+    r.set = set;
+}
+
+// Whether OneThread can hold BLAS to one thread.
+inline bool can_hold_threads() {
+    ThreadRoutines& r = thread_routines();
+    std::lock_guard<std::mutex> hold(r.lock);
+    return r.get != nullptr && r.set != nullptr;
+}
+
+// BLAS runs on one thread while any OneThread lives: the first sets it, the last restores the
+// setting it found. The setting is process-wide (BLAS has no other), so a call made meanwhile
+// from another thread also runs on one thread: slower, never different.
+class OneThread {
+  public:
+    OneThread() {
+        ThreadRoutines& r = thread_routines();
+        std::lock_guard<std::mutex> hold(r.lock);
+        if (r.get == nullptr || r.set == nullptr) return;
+        held_ = true;
+        if (r.holders++ == 0) {
+            r.saved = r.get();
+            if (r.saved > 1) r.set(1);
+        }
+    }
+    ~OneThread() {
+        if (!held_) return;
+        ThreadRoutines& r = thread_routines();
+        std::lock_guard<std::mutex> hold(r.lock);
+        if (--r.holders == 0 && r.saved > 1) r.set(r.saved);
+    }
+    OneThread(const OneThread&) = delete;
+    OneThread& operator=(const OneThread&) = delete;
+
+  private:
+    bool held_ = false;
+};
 
 // Calls on this thread while a Suspend lives keep to the kernels' own loops: for a caller
 // that runs kernels on several threads of its own, which BLAS's threads would oversubscribe.
