@@ -584,37 +584,6 @@ class Manifold:
         """
         self._missing("transport")
 
-    def retr_transp(self, x: ArrayLike, u: ArrayLike, v: ArrayLike, method: str | None = None,
-                    transport: str | None = None, *,
-                    backend: str | None = None) -> tuple[FloatArray, FloatArray]:
-        """``(y, T_{x->y} v)`` with ``y = R_x(u)``; fast backends may fuse the two.
-
-        Parameters
-        ----------
-        x : array_like, shape ``(..., *shape)``
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape ``(..., *shape)``
-            Tangent vector(s) at ``x``.
-        v : array_like, shape ``(..., *shape)``
-            Tangent vector(s) at ``x`` to transport.
-        method : str, optional
-            A name the subclass accepts; default: its first.
-        transport : str, optional
-            A transport the subclass accepts; default: its first.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        y : ndarray, shape ``(..., *shape)``
-            The retracted point(s) ``R_x(u)``.
-        w : ndarray, shape ``(..., *shape)``
-            ``v`` transported to ``y``.
-        """
-        y = self.retr(x, u, method, backend=backend)
-        return y, self.transport(x, y, v, transport, backend=backend)
-
     def project(self, z: ArrayLike) -> FloatArray:
         """Nearest point ``P_M(z)`` on the manifold (embedded compact manifolds only).
 
