@@ -467,3 +467,17 @@ def test_quiet_also_silences_the_package_notices(monkeypatch, caplog):
     assert not caplog.records
     assert main(["info"]) == 0
     assert [r.getMessage() for r in caplog.records] == ["compiling the Numba kernels"]
+
+
+def test_demo_prints_the_runners_summary_table(tmp_path, capsys):
+    """``rfl-fast demo`` prints the table ``run`` prints (one ``summary_table``): a row per
+    algorithm with the rounds played."""
+    from rfl_fast.app.demo import demo_algorithms
+
+    assert main(["demo", "--rounds", "2", "--out", str(tmp_path / "demo")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("algorithm"))
+    assert lines[top].split()[:3] == ["algorithm", "rounds", "grad"]
+    names = [type(a).__name__ for a in demo_algorithms()]
+    rows = [line.split() for line in lines[top + 1:top + 1 + len(names)]]
+    assert [r[0] for r in rows] == names and all(r[1] == "2" for r in rows)

@@ -49,3 +49,24 @@ def test_the_tool_tells_a_documented_from_an_undocumented_function():
     assert not tool._SECTION.search(inspect.getdoc(undocumented))
     assert tool._SECTION.search(inspect.getdoc(documented))
     assert tool._takes_arguments(undocumented) and not tool._takes_arguments(lambda: None)
+
+
+def test_an_override_is_documented_by_its_base_class():
+    """Documentation is written once, in the base class: an override without a docstring
+    inherits it (``inspect.getdoc``), one whose docstring says only what differs gets the
+    base's numpydoc sections after its own text."""
+    from rfl_fast.manifolds import Sphere
+
+    class Quiet(Sphere):
+        def exp(self, x, u, *, backend=None):
+            return super().exp(x, u, backend=backend)
+
+        def log(self, x, y, *, backend=None):
+            """What differs."""
+            return super().log(x, y, backend=backend)
+
+    tool = _tool()
+    assert Quiet.exp.__doc__ is None    # inspect.getdoc misses it too: Quiet has no module path
+    assert tool._inherited_doc(Quiet, "exp") == inspect.getdoc(Sphere.exp)
+    assert inspect.getdoc(Quiet.log).startswith("What differs.\n\nParameters\n----------\n")
+    assert all(tool._SECTION.search(tool._inherited_doc(Quiet, f)) for f in ("exp", "log"))

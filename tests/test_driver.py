@@ -16,7 +16,7 @@ from rfl_fast.algorithms import RFedAvg, RFedProj, RFedSVRG
 from rfl_fast.federation import Full, Uniform, run
 from rfl_fast.federation.driver import InProcess, RoundDriver, initial_point, specialize
 from rfl_fast.algorithms.participation import Participation
-from rfl_fast.flower import FlowerTransport, InProcessLink, run_federation
+from rfl_fast.flower import InProcessLink, MessageLink, run_federation
 from rfl_fast.flower.tasks import synthetic_kpca
 
 TIMING = ("cpu_server", "cpu_clients_max", "wall", "wall_metrics")
@@ -61,14 +61,14 @@ def test_simulation_and_flower_play_their_rounds_with_the_same_driver(monkeypatc
     play = RoundDriver.play
 
     def spy(self, t):
-        seen.append(type(self.transport))
+        seen.append(type(self.link))
         return play(self, t)
 
     monkeypatch.setattr(RoundDriver, "play", spy)
     run(_problem(), RFedAvg(0.2, 2), 2)
     run(_problem(), RFedAvg(0.2, 2), 2, check_uploads=True)
     _flower("RFedAvg", rounds=2)
-    assert seen == [InProcess] * 4 + [FlowerTransport] * 2
+    assert seen == [InProcess] * 4 + [MessageLink] * 2
 
 
 @pytest.mark.parametrize("name", list(ALGS))

@@ -292,7 +292,6 @@ def _calls(M, x, y, u):
         yield f"inv_retr {m}", lambda m=m: M.inv_retr(x, y, m)
     for m in M.transports:
         yield f"transport {m}", lambda m=m: M.transport(x, y, u, m)
-    yield "retr_transp", lambda: M.retr_transp(x, u, u)
     if not isinstance(M, rf.Stiefel):
         yield "exp", lambda: M.exp(x, u)
         yield "log", lambda: M.log(x, y)

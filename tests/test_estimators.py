@@ -247,3 +247,18 @@ def test_frechet_mean_api_checks(name):
     if not hasattr(estimator_checks, name):  # added in scikit-learn 1.6 (the floor is 1.3)
         pytest.skip(f"scikit-learn {sklearn.__version__} has no {name}")
     getattr(estimator_checks, name)("FederatedFrechetMean", FederatedFrechetMean())
+
+
+def test_random_state_gives_the_engine_an_int_seed():
+    """None: fresh entropy (not numpy's global RandomState); an int >= 0 is the seed itself; a
+    RandomState (through sklearn's check_random_state) or a Generator draws one; anything else,
+    bool included, is refused naming ``random_state``."""
+    from rfl_fast.app.estimators import _seed
+
+    top = np.iinfo(np.int32).max
+    assert _seed(None) is None and _seed(7) == 7 and _seed(np.int64(7)) == 7
+    assert _seed(np.random.RandomState(3)) == np.random.RandomState(3).randint(top)
+    assert _seed(np.random.default_rng(3)) == np.random.default_rng(3).integers(top)
+    for bad in (-1, True, 1.5, "3", [3]):
+        with pytest.raises(ValueError, match="random_state: expected"):
+            _seed(bad)

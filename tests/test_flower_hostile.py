@@ -368,7 +368,7 @@ VARIANTS = ["truncated .npy", 'cpu="slow"', 'round="one"', 'shape "1x6xtwo"',
 def test_a_hostile_reply_leaves_its_client_out_and_the_run_goes_on(variant, flower_task):
     """Client 1 answers every update with a crafted reply, through Flower's records. Before
     issue 29 the first four variants raised out of FlowerLink.exchange /
-    FlowerTransport._send / codec.check_wire and ended the federation for everyone. Now the
+    MessageLink._send / codec.check_wire and ended the federation for everyone. Now the
     client is left out of each round with the reason (bounded) and the others' iterates are
     the simulation's with that client absent."""
     rc = _rc(rounds=2)

@@ -2,7 +2,9 @@
 
 Public: the names in ``__all__`` of the modules of PUBLIC_MODULES (functions, classes and the
 public methods those classes define or inherit from rfl_fast), counted once per object.
-A callable without arguments (besides ``self``) needs no Parameters section.
+A callable without arguments (besides ``self``) needs no Parameters section. A method without a
+docstring of its own is documented by the nearest class of its class's MRO that documents it
+(documentation is written once, in the base class; Sphinx shows the inherited text).
 
     python tools/doc_coverage.py            # summary: documented / total
     python tools/doc_coverage.py --list     # and every callable that lacks the section
@@ -39,14 +41,24 @@ def _takes_arguments(fn):
     return any(p.name not in ("self", "cls") for p in params)
 
 
+def _inherited_doc(cls, attr):
+    """The docstring of ``cls.attr`` from the first class of ``cls.__mro__`` that has one (what
+    ``inspect.getdoc`` finds only for classes reachable by their qualified name), or None."""
+    for klass in cls.__mro__:
+        member = vars(klass).get(attr)
+        if getattr(member, "__doc__", None):
+            return inspect.cleandoc(member.__doc__)
+    return None
+
+
 def _callables():
-    """``{qualified name: callable}`` of the public API, each object once."""
+    """``{qualified name: (callable, docstring)}`` of the public API, each object once."""
     seen, out = set(), {}
 
-    def add(name, obj):
+    def add(name, obj, doc):
         if id(obj) not in seen:
             seen.add(id(obj))
-            out[name] = obj
+            out[name] = (obj, doc)
 
     for modname in PUBLIC_MODULES:
         module = importlib.import_module(modname)
@@ -55,28 +67,28 @@ def _callables():
             if inspect.ismodule(obj) or name.startswith("__"):
                 continue
             if inspect.isclass(obj):
-                if not issubclass(obj, BaseException):
-                    add(f"{modname}.{name}", obj)       # the constructor's parameters
+                if not issubclass(obj, BaseException):    # the constructor's parameters
+                    add(f"{modname}.{name}", obj, inspect.getdoc(obj))
                 for attr, member in inspect.getmembers(obj):
                     owner = getattr(member, "__module__", "") or ""
                     if attr.startswith("_") or not owner.startswith("rfl_fast"):
                         continue
                     if inspect.isfunction(member) or inspect.ismethod(member):  # + classmethods
-                        add(f"{modname}.{name}.{attr}", member)
+                        add(f"{modname}.{name}.{attr}", member, _inherited_doc(obj, attr))
             elif callable(obj):
-                add(f"{modname}.{name}", obj)
+                add(f"{modname}.{name}", obj, inspect.getdoc(obj))
     return out
 
 
 def missing():
     """Sorted names of the public callables that take arguments but lack ``Parameters``."""
-    return sorted(name for name, obj in _callables().items()
-                  if _takes_arguments(obj) and not _SECTION.search(inspect.getdoc(obj) or ""))
+    return sorted(name for name, (obj, doc) in _callables().items()
+                  if _takes_arguments(obj) and not _SECTION.search(doc or ""))
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    total = sum(_takes_arguments(o) for o in _callables().values())
+    total = sum(_takes_arguments(obj) for obj, _ in _callables().values())
     lacking = missing()
     if "--list" in argv:
         print("\n".join(lacking))

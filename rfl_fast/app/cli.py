@@ -70,7 +70,8 @@ def _progress_bar(quiet):
 
 
 def _demo(args):
-    from .demo import run_demo, summary_table
+    from .demo import run_demo
+    from .runner import summary_table
 
     try:
         import matplotlib  # noqa: F401
@@ -82,7 +83,7 @@ def _demo(args):
                        progress=_progress_bar(args.quiet))
     if args.quiet:
         return EXIT_OK
-    print(summary_table(results))
+    print(summary_table({name: res.history for name, res in results.items()}))
     print(f"histories (CSV){' and plots (grad_norm.png, .pdf)' if plot else ''} in {args.out}/")
     if not plot:
         print("install matplotlib (pip install matplotlib, or '.[cli]' in the source folder) "

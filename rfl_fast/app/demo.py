@@ -8,15 +8,13 @@ histories (CSV) and a plot of the gradient norm against rounds and CPU time.
 
 import os
 
-import numpy as np
-
 from .. import algorithms as alg
 from ..data import load_wine, split_dirichlet
 from ..federation import Decaying, run
 from ..kernels import available_backends
 from ..problems import KPCA
 
-__all__ = ["demo_algorithms", "run_demo", "summary_table"]
+__all__ = ["demo_algorithms", "run_demo"]
 
 
 def demo_algorithms():
@@ -69,15 +67,3 @@ def run_demo(rounds=200, out="rfl_fast_demo", seed=0, plot=True, progress=None):
                            os.path.join(out, "grad_norm"), y="grad_norm",
                            title="federated kPCA on wine (d=13, r=3, 10 clients)")
     return results
-
-
-def summary_table(results):
-    """Final gradient norm, principal angle, f - f* and CPU time of each run, as text."""
-    lines = [f"{'algorithm':10s} {'grad norm':>10s} {'angle':>10s} {'f - f*':>10s} "
-             f"{'CPU s':>8s} {'MB up':>8s}"]
-    for name, res in results.items():
-        h = res.history
-        cpu = float(np.sum(h["cpu_server"]) + np.sum(h["cpu_clients_max"]))
-        lines.append(f"{name:10s} {h['grad_norm'][-1]:10.2e} {h['angle'][-1]:10.2e} "
-                     f"{h['f_gap'][-1]:10.2e} {cpu:8.3f} {np.sum(h['bytes_up']) / 1e6:8.3f}")
-    return "\n".join(lines)

@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import check_array
+from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 try:
@@ -26,6 +26,7 @@ except ImportError:  # scikit-learn < 1.6: the same check is the estimator's own
         return estimator._validate_data(X, **kwargs)
 
 from .._validation import check_int
+from ..linalg import sym_expm, sym_invsqrtm, sym_logm, sym_sqrtm
 from . import names
 
 __all__ = ["FederatedPCA", "FederatedFrechetMean", "ALGORITHMS"]
@@ -64,10 +65,13 @@ def _seed(random_state):
         if random_state < 0:
             raise ValueError(f"random_state: expected an int >= 0, got {random_state}")
         return int(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(np.iinfo(np.int32).max))
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(np.iinfo(np.int32).max))
+    if not isinstance(random_state, bool):   # check_random_state takes a bool for an int
+        try:  # a RandomState (scikit-learn 1.3's check_random_state takes no Generator)
+            return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+        except ValueError:
+            pass
     raise ValueError(f"random_state: expected None, an int, a RandomState or a Generator, "
                      f"got {random_state!r}")
 
@@ -358,11 +362,6 @@ def _spd_stack(x, name):
     return a
 
 
-def _sym_fun(s, fun):
-    lam, q = np.linalg.eigh(s)
-    return (q * fun(lam)[..., None, :]) @ np.swapaxes(q, -1, -2)
-
-
 class FederatedFrechetMean(BaseEstimator):
     """Frechet (Karcher) mean of SPD matrices spread over clients, under the affine-invariant
     metric, by a federated algorithm on ``S++(n)``.
@@ -462,8 +461,7 @@ class FederatedFrechetMean(BaseEstimator):
 
     def _whitener(self):
         check_is_fitted(self)
-        return (_sym_fun(self.mean_, lambda v: 1.0 / np.sqrt(v)),
-                _sym_fun(self.mean_, np.sqrt))
+        return sym_invsqrtm(self.mean_), sym_sqrtm(self.mean_)
 
     def transform(self, X):
         """Tangent coordinates at the mean: ``vec(logm(M^-1/2 X M^-1/2))``.
@@ -489,7 +487,7 @@ class FederatedFrechetMean(BaseEstimator):
         lam = np.linalg.eigvalsh(0.5 * (c + np.swapaxes(c, -1, -2)))
         if (lam[:, 0] <= 0).any():
             raise ValueError("X: matrices must be symmetric positive definite")
-        L = _sym_fun(0.5 * (c + np.swapaxes(c, -1, -2)), np.log)
+        L = sym_logm(0.5 * (c + np.swapaxes(c, -1, -2)))
         iu = np.triu_indices(n)
         w = np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
         return L[:, iu[0], iu[1]] * w
@@ -515,7 +513,7 @@ class FederatedFrechetMean(BaseEstimator):
         L = np.zeros((T.shape[0], n, n))
         L[:, iu[0], iu[1]] = T / w
         L[:, iu[1], iu[0]] = T / w
-        return sqrt @ _sym_fun(L, np.exp) @ sqrt
+        return sqrt @ sym_expm(L) @ sqrt
 
     def dist(self, X):
         """Affine-invariant distance of each matrix to the mean.

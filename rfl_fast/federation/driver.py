@@ -1,7 +1,7 @@
 """The one round driver of a federated run, for the simulation and for a deployment.
 
 :class:`RoundDriver` runs the rounds of :func:`rfl_fast.federation.run` and of the Flower
-server (:func:`rfl_fast.flower.server.run_federation`); only the :class:`Transport` that
+server (:func:`rfl_fast.flower.server.run_federation`); only the :class:`Link` that
 reaches the clients differs. Per round ``t`` it
 
 1. draws the participants ``S_t`` (participation stream);
@@ -20,9 +20,9 @@ reaches the clients differs. Per round ``t`` it
 4. records the round's row: accounting, metrics, the columns of the algorithm's ``ledger``
    (the run-level budget ``for_run`` fixed: PriRFed's privacy spent).
 
-Transports: :class:`InProcess` (the clients' hooks in this process, batched over all
+Links: :class:`InProcess` (the clients' hooks in this process, batched over all
 addressed clients -- the fast path -- or one client at a time, timed and screened) and
-:class:`rfl_fast.flower.server.FlowerTransport` (over the network).
+:class:`rfl_fast.flower.server.MessageLink` (over the network).
 
 Accounting (the history's columns):
 
@@ -48,7 +48,7 @@ from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientCo
                       ServerContext, stream)
 from .history import BASE_COLUMNS, History
 
-__all__ = ["RoundDriver", "Transport", "Replies", "InProcess", "Result", "specialize",
+__all__ = ["RoundDriver", "Link", "Replies", "InProcess", "Result", "specialize",
            "initial_point", "message_size", "upload_names"]
 
 
@@ -174,9 +174,9 @@ class Replies:
     cpu: dict = field(default_factory=dict)
 
 
-class Transport:
+class Link:
     """How the server reaches the clients, which hold their persistent states. A screening
-    transport (Flower, :class:`InProcess` per client) reports a client that fails in
+    link (Flower, :class:`InProcess` per client) reports a client that fails in
     :attr:`Replies.failed`; the unscreened batched :class:`InProcess` raises its error."""
 
     def exchange(self, phase, t, ids, msg, fresh):
@@ -233,7 +233,7 @@ def _rows(d, have, want):
     return {name: np.asarray(v)[pos] for name, v in d.items()}
 
 
-class InProcess(Transport):
+class InProcess(Link):
     """The clients' hooks run in this process on the problem's data.
 
     Batched (default, unscreened): one call of a hook for all the addressed clients (the fast
@@ -404,7 +404,7 @@ def upload_names(algorithm, phase):
 
 
 class RoundDriver:
-    """The rounds of one federated run over a :class:`Transport` (module docstring).
+    """The rounds of one federated run over a :class:`Link` (module docstring).
 
     Parameters
     ----------
@@ -413,7 +413,7 @@ class RoundDriver:
     algorithm : FederatedAlgorithm
         Specialized for the run (:func:`specialize`).
     participation : Participation
-    transport : Transport
+    link : Link
     seed : int
         The run's root seed (participation and server streams).
     rounds : int
@@ -432,10 +432,10 @@ class RoundDriver:
     (rounds played) are the run's state between rounds.
     """
 
-    def __init__(self, problem, algorithm, participation, transport, *, seed, rounds,
+    def __init__(self, problem, algorithm, participation, link, *, seed, rounds,
                  metrics=None, metrics_every=1, atol=1e-7, log=None):
         self.problem, self.algorithm = problem, algorithm
-        self.participation, self.transport = participation, transport
+        self.participation, self.link = participation, link
         self.seed, self.rounds, self.n = seed, rounds, int(problem.n_clients)
         self.measure = None if metrics is None else _Metrics(metrics)
         self.metrics_every, self.atol, self.log = metrics_every, atol, log
@@ -505,7 +505,7 @@ class RoundDriver:
 
     def _exchanges(self, t, idx, pidx, msg, sctx, tally):
         """The exchanges of round ``t`` with the participants ``idx`` (prepare: ``pidx``)."""
-        alg, P, clients = self.algorithm, self.problem, self.transport
+        alg, P, clients = self.algorithm, self.problem, self.link
         ids = idx
         if alg.has_prepare:
             got, upload = self._accept(clients.exchange("prepare", t, pidx, msg, True),

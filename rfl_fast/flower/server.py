@@ -2,7 +2,7 @@
 
 :func:`run_federation` is :func:`rfl_fast.federation.run` with the clients on other machines:
 the same round driver (:class:`~rfl_fast.federation.driver.RoundDriver`), with
-:class:`FlowerTransport` sending each exchange to the clients and collecting their replies.
+:class:`MessageLink` sending each exchange to the clients and collecting their replies.
 So the same seed draws the same participants, every client draws from its stream
 ``(seed, t, i)``, the server hooks see the same numbers, and a client that fails, does not
 answer within ``timeout`` or whose upload is refused on arrival is left out of the round with
@@ -16,7 +16,7 @@ upload exactly the arrays the algorithm declares for the exchange, float64, of t
 shapes); the driver then checks the arrays as the simulation does
 (:func:`~rfl_fast.federation.arrival.check_upload`, within the run config's ``atol``). A reply
 that fails -- undecodable, mislabelled, malformed, hostile -- leaves that client out of the
-round with the reason; no reply can raise out of the transport and stop the run.
+round with the reason; no reply can raise out of the link and stop the run.
 
 The server never sees data: it knows each client's id, sample count and manifold from a
 ``hello`` query at start, read through :data:`~rfl_fast.flower.schema.HELLO_REPLY`
@@ -41,7 +41,7 @@ from .._files import atomic_write
 from .._validation import brief
 from ..algorithms._checks import check_point_arg
 from ..federation.context import resolve_seed
-from ..federation.driver import (Replies, Result, RoundDriver, Transport, initial_point,
+from ..federation.driver import (Link, Replies, Result, RoundDriver, initial_point,
                                  specialize, upload_names)
 from ..problems.base import Problem
 from . import schema
@@ -50,7 +50,7 @@ from .codec import kinds_of, manifold_from_spec, pack
 from .spec import AppNames, FederationConfig
 
 __all__ = ["run_federation", "RemoteProblem", "Failure", "InProcessLink", "FlowerLink",
-           "FlowerTransport", "server_app", "save_result"]
+           "MessageLink", "server_app", "save_result"]
 
 logger = logging.getLogger("rfl_fast.flower")
 
@@ -177,10 +177,11 @@ class FlowerLink:
         return out
 
 
-# ---------------------------------------------------------------------------- transport
+# ---------------------------------------------------------------------------- driver link
 
-class FlowerTransport(Transport):
-    """The round driver's exchanges as messages over ``link`` to the clients' nodes.
+class MessageLink(Link):
+    """The round driver's :class:`~rfl_fast.federation.driver.Link` as messages over ``link``
+    (a message link) to the clients' nodes.
 
     Parameters
     ----------
@@ -347,9 +348,9 @@ def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, cal
     alg = specialize(stub, alg, participation, rounds)
     seed = resolve_seed(cfg.seed)
     x0 = check_point_arg(M, initial_point(M, x0, seed), "x0")
-    transport = FlowerTransport(link, clients, alg, x0, M, seed=seed, rounds=rounds,
-                                timeout=cfg.timeout)
-    driver = RoundDriver(stub, alg, participation, transport, seed=seed, rounds=rounds,
+    driver_link = MessageLink(link, clients, alg, x0, M, seed=seed, rounds=rounds,
+                              timeout=cfg.timeout)
+    driver = RoundDriver(stub, alg, participation, driver_link, seed=seed, rounds=rounds,
                          metrics=metrics_problem, atol=cfg.atol, log=log)
     driver.start(x0, meta={"clients": {str(i): node for i, node in clients.items()}})
     log(f"rfl_fast federation: {alg!r}, {n} clients on {M!r}, {rounds} rounds, "

@@ -16,7 +16,9 @@ Conventions (the same for every manifold):
   without a solution for the given input (``NaN`` from a kernel) raises ``NoSolutionError``.
 """
 
+import inspect
 import math
+import re
 
 import numpy as np
 
@@ -46,6 +48,26 @@ def _all_finite(a):
 
 def _default_atol(dtype):
     return 1e-4 if dtype == np.float32 else 1e-8
+
+
+#: The first numpydoc section header of a docstring (``Parameters`` and its underline, ...).
+_SECTIONS = re.compile(r"^(Parameters|Returns|Yields|Raises|Notes|Examples)\n-{3,}$", re.M)
+
+
+def _inherit_sections(cls):
+    """Give each method ``cls`` overrides with a summary of its own (what differs: a formula, a
+    domain, an error case) but no numpydoc sections the sections of the method it overrides, so
+    that ``help``, ``inspect.getdoc`` and Sphinx show both; the sections are written once, in
+    the base class. An override without a docstring inherits the whole one by itself."""
+    for name, fn in vars(cls).items():
+        own = inspect.getdoc(fn) if inspect.isfunction(fn) and fn.__doc__ else None
+        if own is None or _SECTIONS.search(own):
+            continue
+        base = next((inspect.getdoc(getattr(k, name)) for k in cls.__mro__[1:]
+                     if name in vars(k) and getattr(k, name).__doc__), None)
+        found = _SECTIONS.search(base or "")
+        if found:
+            fn.__doc__ = f"{own}\n\n{base[found.start():]}"
 
 
 class Manifold:
@@ -83,6 +105,10 @@ class Manifold:
     transports = ()
     has_project = False
     has_tangent_gaussian = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _inherit_sections(cls)
 
     def __init__(self, shape: tuple[int, ...], dim: int, *, validate: bool | None = None) -> None:
         self.shape = tuple(int(s) for s in shape)
@@ -557,37 +583,6 @@ class Manifold:
             ``v`` transported to the tangent space at ``y``.
         """
         self._missing("transport")
-
-    def retr_transp(self, x: ArrayLike, u: ArrayLike, v: ArrayLike, method: str | None = None,
-                    transport: str | None = None, *,
-                    backend: str | None = None) -> tuple[FloatArray, FloatArray]:
-        """``(y, T_{x->y} v)`` with ``y = R_x(u)``; fast backends may fuse the two.
-
-        Parameters
-        ----------
-        x : array_like, shape ``(..., *shape)``
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape ``(..., *shape)``
-            Tangent vector(s) at ``x``.
-        v : array_like, shape ``(..., *shape)``
-            Tangent vector(s) at ``x`` to transport.
-        method : str, optional
-            A name the subclass accepts; default: its first.
-        transport : str, optional
-            A transport the subclass accepts; default: its first.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        y : ndarray, shape ``(..., *shape)``
-            The retracted point(s) ``R_x(u)``.
-        w : ndarray, shape ``(..., *shape)``
-            ``v`` transported to ``y``.
-        """
-        y = self.retr(x, u, method, backend=backend)
-        return y, self.transport(x, y, v, transport, backend=backend)
 
     def project(self, z: ArrayLike) -> FloatArray:
         """Nearest point ``P_M(z)`` on the manifold (embedded compact manifolds only).

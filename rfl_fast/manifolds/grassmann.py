@@ -123,20 +123,7 @@ class Grassmann(Manifold):
                 f"{where if np.ndim(bad) else 'scalar'})")
 
     def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
-        r"""Horizontal projection :math:`U - X (X^\top U)`.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, p)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., n, p)
-            Ambient vector(s).
-
-        Returns
-        -------
-        ndarray, shape (..., n, p)
-            The horizontal part of ``u`` at ``x``.
-        """
+        r"""Horizontal projection :math:`U - X (X^\top U)`."""
         x, u = self._point_vector(x, u, tangent=False)
         return u - x @ (_t(x) @ u)
 

@@ -73,42 +73,14 @@ class Lorentz(Manifold):
         return gap <= atol, f"|<x,x>_L + 1| / x0^2 = {gap:.3g} > atol {atol:g}"
 
     def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
-        """Minkowski product ``<u, v>_L``; returns (...).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., d + 1)
-            Tangent vector(s) at ``x``.
-        v : array_like, shape (..., d + 1)
-            Tangent vector(s) at ``x``.
-
-        Returns
-        -------
-        float or ndarray, shape (...)
-            One value per item.
-        """
+        """Minkowski product ``<u, v>_L``; returns (...)."""
         self._point(x)
         return _ldot(self._array(u, "u"), self._array(v, "v"))[..., 0]
 
     def norm(self, x: ArrayLike, u: ArrayLike) -> Real:
         """``|u|_x`` for tangent ``u``, in a cancellation-free form: with ``<x,u>_L = 0``,
         ``|u|^2 = (|u_r|^2 + |x_r|^2 |u_r - (u_r.x^)x^|^2) / x0^2`` (``r``: spatial part,
-        ``x^ = x_r/|x_r|``), a sum of non-negative terms; returns (...).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., d + 1)
-            Tangent vector(s) at ``x``.
-
-        Returns
-        -------
-        float or ndarray, shape (...)
-            One value per item.
-        """
+        ``x^ = x_r/|x_r|``), a sum of non-negative terms; returns (...)."""
         x = self._point(x)
         u, e = self._unit_scaled(self._array(u, "u"))  # no overflow of the squares
         xr, ur = x[..., 1:], u[..., 1:]
@@ -120,88 +92,24 @@ class Lorentz(Manifold):
         return np.ldexp(np.sqrt(sq) / x[..., 0], e)
 
     def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
-        """``u + <x,u>_L x``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., d + 1)
-            Ambient vector(s).
-
-        Returns
-        -------
-        ndarray, shape (..., d + 1)
-            The tangent part of ``u`` at ``x``.
-        """
+        """``u + <x,u>_L x``."""
         x = self._point(x)
         u = self._array(u, "u")
         return u + _ldot(x, u) * x
 
     def egrad2rgrad(self, x: ArrayLike, g: ArrayLike) -> FloatArray:
-        """``proj(x, J g)`` with ``J = diag(-1, 1, ..., 1)``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        g : array_like, shape (..., d + 1)
-            Euclidean gradient(s) at ``x``.
-
-        Returns
-        -------
-        ndarray, shape (..., d + 1)
-            The Riemannian gradient(s).
-        """
+        """``proj(x, J g)`` with ``J = diag(-1, 1, ..., 1)``."""
         g = self._array(g, "g").copy()
         g[..., 0] = -g[..., 0]
         return self.proj(x, g)
 
     def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
              backend: str | None = None) -> FloatArray:
-        """Retraction ``R_x(u)``; ``method`` one of ``retractions``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., d + 1)
-            Tangent vector(s) at ``x``.
-        method : str, optional
-            One of ``'exp'``; default ``'exp'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d + 1)
-            The retracted point(s) ``R_x(u)``.
-        """
         self._option(method, self.retractions, "retraction")
         return self.exp(x, u, backend=backend)
 
     def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
                  backend: str | None = None) -> FloatArray:
-        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., d + 1)
-            Second point(s).
-        method : str, optional
-            One of ``'exp'``; default ``'exp'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d + 1)
-            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
-        """
         self._option(method, self.inverse_retractions, "inverse retraction")
         return self.log(x, y, backend=backend)
 
@@ -214,23 +122,7 @@ class Lorentz(Manifold):
         overflows). Where ``z0`` cancels it is recomputed as ``sqrt(1 + |z_r|^2)`` (on the
         hyperboloid). The rounding errors are ~ ``eps cosh|u| x0`` (a step back towards the
         origin from a far point cancels): where that exceeds ``1e8 eps z0`` (fewer than ~8
-        correct digits) it raises ``NoSolutionError`` too, instead of a silently wrong point.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., d + 1)
-            Tangent vector(s) at ``x``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d + 1)
-            The point(s) ``Exp_x(u)``.
-        """
+        correct digits) it raises ``NoSolutionError`` too, instead of a silently wrong point."""
         out = self._compiled("lorentz_exp", backend, x, u)
         if out is not None:
             return out
@@ -243,23 +135,7 @@ class Lorentz(Manifold):
 
     def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see
-        :meth:`dist`).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., d + 1)
-            Second point(s).
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d + 1)
-            The tangent vector(s) ``Log_x(y)``.
-        """
+        :meth:`dist`)."""
         x, y = self._point(x), self._point(y, "y")
         out = call("lorentz_log", x, y, backend=backend)
         near = self._near(x, y)
@@ -311,27 +187,6 @@ class Lorentz(Manifold):
 
     def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
                   backend: str | None = None) -> FloatArray:
-        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., d + 1)
-            Second point(s).
-        v : array_like, shape (..., d + 1)
-            Tangent vector(s) at ``x`` to transport.
-        method : str, optional
-            One of ``'parallel'``, ``'projection'``; default ``'parallel'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d + 1)
-            ``v`` transported to the tangent space at ``y``.
-        """
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             self._point(x)
@@ -340,42 +195,14 @@ class Lorentz(Manifold):
         return call("lorentz_transport", x, y, self._vector(x, v, "v"), backend=backend)
 
     def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
-        """``Exp_o(v)`` at the origin with v standard Gaussian in T_o: ``(*batch, d+1)``.
-
-        Parameters
-        ----------
-        *batch : int
-            Batch shape; none gives a single point.
-        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
-
-        Returns
-        -------
-        ndarray, shape ``(*batch, d + 1)``
-            The point(s).
-        """
+        """``Exp_o(v)`` at the origin with v standard Gaussian in T_o: ``(*batch, d+1)``."""
         v = np.zeros(tuple(batch) + self.shape)
         v[..., 1:] = as_rng(rng).standard_normal(tuple(batch) + (self.dim,))
         return call("lorentz_exp", np.broadcast_to(self.origin, v.shape), v)
 
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:
-        """Isotropic Gaussian at the origin, parallel-transported to ``x`` (an isometry).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d + 1)
-            Point(s); leading axes are a batch and broadcast.
-        sigma : float or array_like
-            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
-        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
-
-        Returns
-        -------
-        ndarray, shape (..., d + 1)
-            Tangent vector(s) at ``x``.
-        """
+        """Isotropic Gaussian at the origin, parallel-transported to ``x`` (an isometry)."""
         x = self._point(x)
         v = np.zeros(x.shape)
         v[..., 1:] = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape[:-1] + (self.dim,))

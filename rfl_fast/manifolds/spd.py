@@ -75,84 +75,24 @@ class SPD(Manifold):
                                        f"ill-conditioned for float64)")
 
     def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
-        """``tr(X^-1 U X^-1 V)``; returns (...).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., n, n)
-            Tangent vector(s) at ``x``.
-        v : array_like, shape (..., n, n)
-            Tangent vector(s) at ``x``.
-
-        Returns
-        -------
-        float or ndarray, shape (...)
-            One value per item.
-        """
+        """``tr(X^-1 U X^-1 V)``; returns (...)."""
         x = self._point(x)
         a = np.linalg.solve(x, self._array(u, "u"))
         b = a if v is u else np.linalg.solve(x, self._array(v, "v"))  # |u|^2: one solve
         return np.sum(a * _t(b), axis=(-2, -1))
 
     def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
-        """``sym(U)``; the tangent space is all symmetric matrices.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., n, n)
-            Ambient vector(s).
-
-        Returns
-        -------
-        ndarray, shape (..., n, n)
-            The tangent part of ``u`` at ``x``.
-        """
+        """``sym(U)``; the tangent space is all symmetric matrices."""
         self._point(x)
         return _sym(self._array(u, "u"))
 
     def egrad2rgrad(self, x: ArrayLike, g: ArrayLike) -> FloatArray:
-        """``X sym(G) X``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        g : array_like, shape (..., n, n)
-            Euclidean gradient(s) at ``x``.
-
-        Returns
-        -------
-        ndarray, shape (..., n, n)
-            The Riemannian gradient(s).
-        """
+        """``X sym(G) X``."""
         x = self._point(x)
         return x @ _sym(self._array(g, "g")) @ x
 
     def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
              backend: str | None = None) -> FloatArray:
-        """Retraction ``R_x(u)``; ``method`` one of ``retractions``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., n, n)
-            Tangent vector(s) at ``x``.
-        method : str, optional
-            One of ``'exp'``, ``'second_order'``; default ``'exp'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, n)
-            The retracted point(s) ``R_x(u)``.
-        """
         method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u, backend=backend)
@@ -162,46 +102,10 @@ class SPD(Manifold):
 
     def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
                  backend: str | None = None) -> FloatArray:
-        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., n, n)
-            Second point(s).
-        method : str, optional
-            One of ``'exp'``; default ``'exp'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, n)
-            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
-        """
         self._option(method, self.inverse_retractions, "inverse retraction")
         return self.log(x, y, backend=backend)
 
     def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
-        """Riemannian exponential ``Exp_x(u)``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., n, n)
-            Tangent vector(s) at ``x``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, n)
-            The point(s) ``Exp_x(u)``.
-        """
         out = self._compiled("spd_exp", backend, x, u)
         if out is not None:
             return out
@@ -210,23 +114,6 @@ class SPD(Manifold):
         return self._spd_solved(out, "exp", "x")
 
     def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
-        """Riemannian logarithm ``Log_x(y)`` (inverse of ``exp`` inside the injectivity radius).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., n, n)
-            Second point(s).
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, n)
-            The tangent vector(s) ``Log_x(y)``.
-        """
         out = self._compiled("spd_log", backend, x, y)
         if out is not None:
             return out
@@ -261,27 +148,6 @@ class SPD(Manifold):
 
     def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
                   backend: str | None = None) -> FloatArray:
-        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., n, n)
-            Second point(s).
-        v : array_like, shape (..., n, n)
-            Tangent vector(s) at ``x`` to transport.
-        method : str, optional
-            One of ``'parallel'``, ``'projection'``; default ``'parallel'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, n)
-            ``v`` transported to the tangent space at ``y``.
-        """
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             self._point(x)
@@ -303,41 +169,13 @@ class SPD(Manifold):
         ``E |G|_2 <= 2 sqrt(n)``, and ``|G|_2`` is 1-Lipschitz in the entries of G, so
         ``P(cond(X) >= exp(4 + 2t / sqrt(n))) <= exp(-t^2 / 2)``; with ``t = 6``,
         ``cond(X) < exp(4 + 12 / sqrt(n))`` (about 120 at n = 256) except with probability
-        below 2e-8. (Without the ``1/sqrt(n)`` the condition grew like ``e^(2 sqrt(2n))``.)
-
-        Parameters
-        ----------
-        *batch : int
-            Batch shape; none gives a single point.
-        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
-
-        Returns
-        -------
-        ndarray, shape ``(*batch, n, n)``
-            The point(s).
-        """
+        below 2e-8. (Without the ``1/sqrt(n)`` the condition grew like ``e^(2 sqrt(2n))``.)"""
         s = as_rng(rng).standard_normal(tuple(batch) + self.shape)
         return call("sym_expm", _sym(s) / math.sqrt(self.shape[-1]))
 
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:
-        """``X^½ S X^½``, S symmetric with ``S_kk ~ N(0, s^2)``, ``S_kl ~ N(0, s^2/2)``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, n)
-            Point(s); leading axes are a batch and broadcast.
-        sigma : float or array_like
-            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
-        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
-
-        Returns
-        -------
-        ndarray, shape (..., n, n)
-            Tangent vector(s) at ``x``.
-        """
+        """``X^½ S X^½``, S symmetric with ``S_kk ~ N(0, s^2)``, ``S_kl ~ N(0, s^2/2)``."""
         x = self._point(x)
         g = as_rng(rng).standard_normal(x.shape)
         s = self._sigma(sigma) * _sym(g)  # diagonal variance 1, off-diagonal 1/2

@@ -69,45 +69,13 @@ class Sphere(Manifold):
         return gap <= atol, f"| |x| - 1 | = {gap:.3g} > atol {atol:g}"
 
     def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
-        """``u - <x,u> x``; x, u: (..., d).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., d)
-            Ambient vector(s).
-
-        Returns
-        -------
-        ndarray, shape (..., d)
-            The tangent part of ``u`` at ``x``.
-        """
+        """``u - <x,u> x``; x, u: (..., d)."""
         x = self._point(x)
         u = self._array(u, "u")
         return u - _dot(x, u) * x
 
     def retr(self, x: ArrayLike, u: ArrayLike, method: str | None = None, *,
              backend: str | None = None) -> FloatArray:
-        """Retraction ``R_x(u)``; ``method`` one of ``retractions``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., d)
-            Tangent vector(s) at ``x``.
-        method : str, optional
-            One of ``'exp'``, ``'projection'``; default ``'exp'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d)
-            The retracted point(s) ``R_x(u)``.
-        """
         method = self._option(method, self.retractions, "retraction")
         if method == "exp":
             return self.exp(x, u, backend=backend)
@@ -115,25 +83,6 @@ class Sphere(Manifold):
 
     def inv_retr(self, x: ArrayLike, y: ArrayLike, method: str | None = None, *,
                  backend: str | None = None) -> FloatArray:
-        """Exact inverse of the retraction ``method``: the ``u`` with ``R_x(u) = y``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., d)
-            Second point(s).
-        method : str, optional
-            One of ``'exp'``, ``'projection'``; default ``'exp'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d)
-            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
-        """
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         if method == "exp":
             return self.log(x, y, backend=backend)
@@ -145,23 +94,7 @@ class Sphere(Manifold):
         return y / c - x
 
     def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
-        """``cos|u| x + sin|u| u/|u|``; any step size (huge steps wrap around the circle).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., d)
-            Tangent vector(s) at ``x``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d)
-            The point(s) ``Exp_x(u)``.
-        """
+        """``cos|u| x + sin|u| u/|u|``; any step size (huge steps wrap around the circle)."""
         out = self._compiled("sphere_exp", backend, x, u)
         if out is not None:
             return out
@@ -171,23 +104,7 @@ class Sphere(Manifold):
     def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``Log_x(y)``, of norm ``dist(x, y) <= pi``. Nearly antipodal ``y`` is answered (the
         direction is that of ``y - <x,y> x``, conditioned like ``1/|y - <x,y> x|``); exactly
-        antipodal ``y`` raises ``NoSolutionError`` (every direction is a minimizing geodesic).
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., d)
-            Second point(s).
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d)
-            The tangent vector(s) ``Log_x(y)``.
-        """
+        antipodal ``y`` raises ``NoSolutionError`` (every direction is a minimizing geodesic)."""
         out = self._compiled("sphere_log", backend, x, y)
         if out is not None:
             return out
@@ -216,27 +133,6 @@ class Sphere(Manifold):
 
     def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
                   backend: str | None = None) -> FloatArray:
-        """Vector transport of ``v`` (tangent at ``x``) to the tangent space at ``y``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., d)
-            Second point(s).
-        v : array_like, shape (..., d)
-            Tangent vector(s) at ``x`` to transport.
-        method : str, optional
-            One of ``'parallel'``, ``'projection'``; default ``'parallel'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., d)
-            ``v`` transported to the tangent space at ``y``.
-        """
         method = self._option(method, self.transports, "transport")
         if method == "projection":
             return self.proj(y, v)
@@ -255,18 +151,7 @@ class Sphere(Manifold):
         return self._solved(out, "transport", "y (antipodal to x: no unique geodesic)")
 
     def project(self, z: ArrayLike) -> FloatArray:
-        """``z / |z|``; z: (..., d) nonzero.
-
-        Parameters
-        ----------
-        z : array_like, shape (..., d)
-            Ambient point(s).
-
-        Returns
-        -------
-        ndarray, shape (..., d)
-            The nearest point(s) on the manifold.
-        """
+        """``z / |z|``; z: (..., d) nonzero."""
         z = self._array(z, "z")
         with np.errstate(over="ignore", under="ignore"):
             n = np.linalg.norm(z, axis=-1, keepdims=True)
@@ -281,41 +166,12 @@ class Sphere(Manifold):
         return z / n
 
     def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
-        """Uniform on the sphere: ``(*batch, d)``.
-
-        Parameters
-        ----------
-        *batch : int
-            Batch shape; none gives a single point.
-        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
-
-        Returns
-        -------
-        ndarray, shape ``(*batch, d)``
-            The point(s).
-        """
+        """Uniform on the sphere: ``(*batch, d)``."""
         z = as_rng(rng).standard_normal(tuple(batch) + self.shape)
         return z / np.linalg.norm(z, axis=-1, keepdims=True)
 
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:
-        """Gaussian ``N_x(0, sigma^2)`` on the tangent space at ``x``, isotropic in the metric.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., d)
-            Point(s); leading axes are a batch and broadcast.
-        sigma : float or array_like
-            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
-        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
-
-        Returns
-        -------
-        ndarray, shape (..., d)
-            Tangent vector(s) at ``x``.
-        """
         x = self._point(x)
         g = as_rng(rng).standard_normal(x.shape)
         return self.proj(x, (self._sigma(sigma) * g).astype(x.dtype, copy=False))

@@ -107,25 +107,7 @@ class Stiefel(Manifold):
         computed from an SVD-grade factorization, accurate for ``X + U`` of any condition).
         ``X + U`` numerically rank deficient (only for a non-tangent ``U``) raises
         ``NoSolutionError`` for both (the polar factor / the Q factor is then not unique),
-        whatever the backend.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, p)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., n, p)
-            Tangent vector(s) at ``x``.
-        method : str, optional
-            One of ``'polar'``, ``'qr'``, ``'cayley'``, ``'exp'``; default ``'polar'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, p)
-            The retracted point(s) ``R_x(u)``.
-        """
+        whatever the backend."""
         if method is None or method == "polar":
             out = self._compiled("stiefel_retr_polar", backend, x, u)
             if out is not None:
@@ -167,25 +149,7 @@ class Stiefel(Manifold):
         Near-singular ``X'Y`` (``Y`` almost 90 degrees from ``X`` in some direction) gives
         the exact, huge inverse (relative accuracy ~ ``cond(X'Y) eps``); numerically
         singular ``X'Y`` (no unique solution: a zero eigenvalue, or a vanishing leading
-        minor for QR) raises ``NoSolutionError``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, p)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., n, p)
-            Second point(s).
-        method : str, optional
-            One of ``'polar'``, ``'qr'``; default ``'polar'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, p)
-            The tangent vector(s) ``u`` at ``x`` with ``R_x(u) = y``.
-        """
+        minor for QR) raises ``NoSolutionError``."""
         method = self._option(method, self.inverse_retractions, "inverse retraction")
         out = self._compiled(f"stiefel_inv_retr_{method}", backend, x, y)
         if out is None:
@@ -220,23 +184,7 @@ class Stiefel(Manifold):
 
     def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """Edelman's geodesic ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
-        ``A = X'U``, ``S = U'U``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, p)
-            Point(s); leading axes are a batch and broadcast.
-        u : array_like, shape (..., n, p)
-            Tangent vector(s) at ``x``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, p)
-            The point(s) ``Exp_x(u)``.
-        """
+        ``A = X'U``, ``S = U'U``."""
         x = self._point(x)
         u = self._vector(x, u)
         p = self.shape[1]
@@ -250,27 +198,7 @@ class Stiefel(Manifold):
 
     def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
                   backend: str | None = None) -> FloatArray:
-        """Projection transport ``P_Y(V)``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, p)
-            Point(s); leading axes are a batch and broadcast.
-        y : array_like, shape (..., n, p)
-            Second point(s).
-        v : array_like, shape (..., n, p)
-            Tangent vector(s) at ``x`` to transport.
-        method : str, optional
-            One of ``'projection'``; default ``'projection'``.
-        backend : str, optional
-            ``'cpp'``, ``'numba'``, ``'numpy'`` or ``'auto'``; default: the active setting
-            (:func:`rfl_fast.backend`).
-
-        Returns
-        -------
-        ndarray, shape (..., n, p)
-            ``v`` transported to the tangent space at ``y``.
-        """
+        """Projection transport ``P_Y(V)``."""
         self._option(method, self.transports, "transport")
         self._point(x)
         return self.proj(y, v, backend=backend)
@@ -336,42 +264,13 @@ class Stiefel(Manifold):
         return np.linalg.norm(self.principal_angles(x, y), axis=-1)
 
     def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
-        """Haar-distributed points: ``(*batch, n, p)``.
-
-        Parameters
-        ----------
-        *batch : int
-            Batch shape; none gives a single point.
-        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
-
-        Returns
-        -------
-        ndarray, shape ``(*batch, n, p)``
-            The point(s).
-        """
+        """Haar-distributed points: ``(*batch, n, p)``."""
         q, r = np.linalg.qr(as_rng(rng).standard_normal(tuple(batch) + self.shape))
         d = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
         return q * np.where(d == 0, 1.0, d)[..., None, :]
 
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:
-        """Gaussian ``N_x(0, sigma^2)`` on the tangent space at ``x``, isotropic in the metric.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n, p)
-            Point(s); leading axes are a batch and broadcast.
-        sigma : float or array_like
-            Standard deviation (>= 0); broadcasts against the batch axes of ``x``.
-        rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-            Random source; ``None`` draws fresh entropy, an int seeds a new generator.
-
-        Returns
-        -------
-        ndarray, shape (..., n, p)
-            Tangent vector(s) at ``x``.
-        """
         x = self._point(x)
         g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
         return self.proj(x, g.astype(x.dtype, copy=False))
