@@ -13,6 +13,7 @@ Multi-client kernels (``FUSED``) read clients of different sizes from one row ar
 references are in :mod:`rfl_fast.kernels.fused`.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import product
 
@@ -74,6 +75,9 @@ class Kernel:
     #: backend -> largest size (see ``Family``) it handles in reasonable time and memory; the
     #: sweep does not time it beyond, and ``auto`` never picks it there
     max_size: tuple = ()
+    #: the NumPy reference where it is not ``reference.<name>`` (a kernel declared outside the
+    #: package, which has no compiled route)
+    reference: object = None
 
 
 REGISTRY = {k.name: k for k in (
@@ -114,8 +118,27 @@ REGISTRY = {k.name: k for k in (
     Kernel("lorentz_transport", (1, 1, 1), 1, "vector"),
 )}
 
+
+
+class _Conventions(Mapping):
+    """``REGISTRY`` read as name -> ``(args, out)``, on every use (nothing to keep in step)."""
+
+    def __getitem__(self, name):
+        k = REGISTRY[name]
+        return k.args, k.out
+
+    def __iter__(self):
+        return iter(REGISTRY)
+
+    def __len__(self):
+        return len(REGISTRY)
+
+    def __repr__(self):
+        return repr(dict(self))
+
+
 #: name -> (core ndims of each argument, core ndims of the result): the calling convention
-KERNELS = {k.name: (k.args, k.out) for k in REGISTRY.values()}
+KERNELS = _Conventions()
 
 
 @dataclass(frozen=True)
