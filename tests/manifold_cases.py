@@ -53,7 +53,7 @@ CASES = {
                      lacks=frozenset({"log", "parallel transport"})),
     rf.Grassmann: Case((rf.Grassmann(7, 3), rf.Grassmann(50, 1), rf.Grassmann(6, 5)),
                        canonical=lambda M, x: x @ np.swapaxes(x, -1, -2)),   # the projector
-    rf.SPD: Case((rf.SPD(1), rf.SPD(4)), project=False),
+    rf.SPD: Case((rf.SPD(4), rf.SPD(1)), project=False),
     rf.Lorentz: Case((rf.Lorentz(2), rf.Lorentz(5)), nearby_only=True, project=False),
     rf.Product: Case(
         (rf.Product(rf.Sphere(3), rf.Stiefel(5, 2)),
@@ -74,3 +74,9 @@ def instances(classes=None):
 
 
 MANIFOLDS = instances()
+
+
+def one_each(skip=()):
+    """The first instance of every registered class but those in ``skip``, in registry order:
+    "every manifold" for tests that need one of each."""
+    return [case.instances[0] for cls, case in CASES.items() if cls not in skip]
