@@ -165,6 +165,23 @@ def test_pack_names_the_manifold_and_checks_pass():
     assert check_arrays(arrays, meta, M, rows=1) == (True, "")
 
 
+@pytest.mark.parametrize("M", MANIFOLDS, ids=repr)    # every registered manifold class
+def test_every_manifold_crosses_the_wire_and_is_checked_on_arrival(M):
+    """A point and a tangent vector packed with their manifold's name arrive at a receiver that
+    rebuilds the manifold from that name; a point sent off the manifold (-2x) is refused."""
+    rng = np.random.default_rng(0)
+    x = M.random_point(rng=rng)
+    upload = {"x": M.random_point(1, rng=rng), "grad": M.random_tangent(x[None], rng=rng)}
+    arrays, meta = pack(upload, M, kinds={"x": "point", "grad": "tangent"})
+    R = manifold_from_spec(meta["manifold"])
+    assert R == M
+    assert check_arrays(arrays, meta, R, rows=1, base=x) == (True, "")
+    if not isinstance(M, Euclidean):                    # every array is a Euclidean point
+        off = {**arrays, "x": -2.0 * arrays["x"]}
+        ok, reason = check_arrays(off, meta, R, rows=1, base=x)
+        assert not ok and "not a point" in reason
+
+
 def test_pack_keeps_scalars_zero_dimensional():
     arrays, meta = pack({"B": np.float64(0.5).reshape(())}, Sphere(3))
     assert arrays["B"].shape == () and meta["B.shape"] == ""
