@@ -47,8 +47,9 @@ UNCHECKED = {
     "ledger": "PriRFed: set by for_run, never passed",
 }
 
-#: Values for the fields that need one besides their defaults (an algorithm's step and local
-#: steps are set for every algorithm).
+#: Values for the fields without a default, or whose default alone is not a valid construction
+#: (RFedSVRG2BBS's eta range, PriRFed's sigma or target); an algorithm's step and local steps,
+#: where it has them, are set for every algorithm.
 NEEDS = {
     "RFedProx": dict(mu=0.1),
     "RFedSVRG2BBS": dict(eta_min=0.01, eta_max=0.5),
@@ -61,7 +62,8 @@ NEEDS = {
 }
 
 #: A valid construction of every argument dataclass.
-VALID = {cls: {**(dict(step=0.1, local_steps=2) if cls in ALGORITHMS.values() else {}),
+VALID = {cls: {**{k: v for k, v in dict(step=0.1, local_steps=2).items()
+                  if cls in ALGORITHMS.values() and k in {f.name for f in dataclasses.fields(cls)}},
                **NEEDS.get(cls.__name__, {})} for cls in ARGUMENTS}
 
 
