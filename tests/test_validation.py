@@ -61,10 +61,15 @@ NEEDS = {
     "DPSettings": dict(n_samples=10),
 }
 
+
+def _valid(cls):
+    fields = {f.name for f in dataclasses.fields(cls)} if cls in ALGORITHMS.values() else ()
+    steps = {k: v for k, v in dict(step=0.1, local_steps=2).items() if k in fields}
+    return {**steps, **NEEDS.get(cls.__name__, {})}
+
+
 #: A valid construction of every argument dataclass.
-VALID = {cls: {**{k: v for k, v in dict(step=0.1, local_steps=2).items()
-                  if cls in ALGORITHMS.values() and k in {f.name for f in dataclasses.fields(cls)}},
-               **NEEDS.get(cls.__name__, {})} for cls in ARGUMENTS}
+VALID = {cls: _valid(cls) for cls in ARGUMENTS}
 
 
 def _argument_dataclasses():

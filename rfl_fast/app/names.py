@@ -6,7 +6,9 @@ names up here, and only here: no front end imports a ``module:attribute`` a user
 name added to a table is known to all of them, and a typo is a :class:`UnknownName` listing
 the known names. Names match case-insensitively; the spelling in
 the table is the canonical one. Each entry names its object as ``"module:attribute"``,
-imported on first use (the tables cost nothing to read).
+imported on first use (the tables cost nothing to read), except :data:`ALGORITHMS`: the
+algorithms are registered in :data:`rfl_fast.algorithms.ALGORITHMS`, which reading this table
+imports.
 
 A step size is read by :func:`build_step` alone: a number, a
 :class:`~rfl_fast.algorithms.schedules.Schedule`, an experiment file's
