@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import rfl_fast as rf
+from manifold_cases import one_each
 from fed_toy import ToyQuadratic, heterogeneous_pca
 from rfl_fast.algorithms import RFedAvg, RFedProj, RFedProx, RFedSVRG
 from rfl_fast.federation import Bernoulli, Uniform, run
@@ -186,8 +187,7 @@ def _quadratic_on(M, seed=0):
     return ToyQuadratic(a, manifold=M), x
 
 
-@pytest.mark.parametrize("M", [rf.Sphere(4), rf.Stiefel(5, 2), rf.SPD(3), rf.Lorentz(3),
-                               rf.Euclidean(3)], ids=repr)
+@pytest.mark.parametrize("M", one_each(), ids=repr)
 @pytest.mark.parametrize("alg", [RFedAvg(0.1, 2), RFedProx(0.1, 2, mu=0.3), RFedSVRG(0.1, 2),
                                  RFedAvg(0.1, 2, consensus="karcher"), RFedProj(0.1, 2)],
                          ids=lambda a: f"{a.name}-{getattr(a, 'consensus', '')}")

@@ -132,9 +132,11 @@ def test_every_problem_and_data_source_builds_through_config(tmp_path):
 
 
 def test_adding_an_algorithm_is_one_registry_line(monkeypatch):
-    """A new name in the table reaches the experiment files, the estimators and Flower."""
-    monkeypatch.setitem(names.ALGORITHMS, "RFedAvgAgain",
-                        names.Entry("rfl_fast.algorithms.fedavg_prox:RFedAvg"))
+    """A name registered in ``rfl_fast.algorithms.ALGORITHMS`` reaches the experiment files,
+    the estimators and Flower (``names.ALGORITHMS`` derives from it)."""
+    monkeypatch.setitem(rfl_fast.algorithms.ALGORITHMS, "RFedAvgAgain",
+                        rfl_fast.algorithms.RFedAvg)
+    assert "RFedAvgAgain" in names.ALGORITHMS
     kwargs = {"step": 0.1, "local_steps": 2}
     (_, from_config), = _plan([{"name": "RFedAvgAgain", **kwargs}]).algorithms
     assert repr(from_config) == repr(build_algorithm("RFedAvgAgain", kwargs)) \

@@ -19,17 +19,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from manifold_cases import MANIFOLDS
 from rfl_fast.algorithms import RFedAGS, RFedSVRG
 from rfl_fast.federation import Full, run
 from rfl_fast.algorithms.participation import Participation
 from rfl_fast.flower import (InProcessLink, check_arrays, manifold_from_spec, manifold_spec,
                              pack, run_federation)
 from rfl_fast.flower.client import handle
+from rfl_fast.flower.codec import MAX_MODEL_FLOATS
 from rfl_fast.flower.spec import (FederationConfig, build_algorithm, build_participation,
                                   parse_faults)
 from rfl_fast.flower.tasks import synthetic_kpca
-from rfl_fast.manifolds import SPD, Euclidean, Lorentz, Sphere, Stiefel
+from rfl_fast.manifolds import Euclidean, Sphere, Stiefel
 
 #: The loopback deployments run in one test process, one at a time (pytest-xdist's loadgroup):
 #: each starts a SuperLink and SuperNodes that want the cores for themselves.
@@ -110,17 +114,41 @@ def _left_out(history):
 
 # ---------------------------------------------------------------------------- wire format
 
-@pytest.mark.parametrize("M", [Stiefel(5, 2), Sphere(4), SPD(3), Lorentz(3), Euclidean(2, 3)])
+@pytest.mark.parametrize("M", MANIFOLDS, ids=repr)    # every registered manifold class
 def test_manifold_spec_round_trip(M):
     spec = manifold_spec(M)
     assert manifold_from_spec(spec) == M
     assert manifold_from_spec(spec).shape == M.shape
+    assert manifold_from_spec(f"  {spec.replace(', ', ',')} ") == M
 
 
-@pytest.mark.parametrize("bad", ["Grassmann(4, 2)", "Stiefel(4; 2)", "os.system(1)", ""])
-def test_manifold_spec_refuses_unknown(bad):
+@pytest.mark.parametrize("bad", [
+    "Stiefel(4; 2)", "os.system(1)", "", "Manifold(3)", "Sphere", "Sphere(3)x", "Sphere(3",
+    "Sphere(3,,4)", "Product(Sphere(3),)", "Product(Sphere(3) Sphere(4))", "Product()",
+    "Product(3)", "Stiefel(Sphere(3), 2)", "Sphere(-3)", "Product(" * 5 + "Sphere(3)" + ")" * 5,
+    "Product(" + ", ".join(["Sphere(3)"] * 30) + ")", None, 3])
+def test_manifold_spec_refuses_malformed(bad):
     with pytest.raises(ValueError, match="cannot rebuild"):
         manifold_from_spec(bad)
+
+
+def test_manifold_spec_refuses_a_point_too_large_at_any_depth():
+    for spec in ("Euclidean(67108865)", "Euclidean(8192, 8193)",
+                 "Product(Sphere(3), Euclidean(8192, 8193))",
+                 "Product(Euclidean(67108864), Sphere(3))"):
+        with pytest.raises(ValueError, match="larger than"):
+            manifold_from_spec(spec)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="PSERodlcpuxthiD(), 0123456789", max_size=80))
+def test_manifold_spec_fuzz_is_a_manifold_or_a_value_error(spec):
+    try:
+        M = manifold_from_spec(spec)
+    except ValueError:
+        return
+    assert manifold_from_spec(manifold_spec(M)) == M
+    assert int(np.prod(M.shape, dtype=object)) <= MAX_MODEL_FLOATS
 
 
 def _upload(M, rng, k=1):
@@ -135,6 +163,23 @@ def test_pack_names_the_manifold_and_checks_pass():
     assert meta["x.kind"] == "point" and meta["x.shape"] == "1x6x2"
     assert meta["x.dtype"] == "float64"
     assert check_arrays(arrays, meta, M, rows=1) == (True, "")
+
+
+@pytest.mark.parametrize("M", MANIFOLDS, ids=repr)    # every registered manifold class
+def test_every_manifold_crosses_the_wire_and_is_checked_on_arrival(M):
+    """A point and a tangent vector packed with their manifold's name arrive at a receiver that
+    rebuilds the manifold from that name; a point sent off the manifold (-2x) is refused."""
+    rng = np.random.default_rng(0)
+    x = M.random_point(rng=rng)
+    upload = {"x": M.random_point(1, rng=rng), "grad": M.random_tangent(x[None], rng=rng)}
+    arrays, meta = pack(upload, M, kinds={"x": "point", "grad": "tangent"})
+    R = manifold_from_spec(meta["manifold"])
+    assert R == M
+    assert check_arrays(arrays, meta, R, rows=1, base=x) == (True, "")
+    if not isinstance(M, Euclidean):                    # every array is a Euclidean point
+        off = {**arrays, "x": -2.0 * arrays["x"]}
+        ok, reason = check_arrays(off, meta, R, rows=1, base=x)
+        assert not ok and "not a point" in reason
 
 
 def test_pack_keeps_scalars_zero_dimensional():

@@ -1,84 +1,28 @@
 """One identity suite that every manifold passes, under every backend.
 
-The instances come from ``CASES``: one entry per manifold class of ``rfl_fast.manifolds``
-(``test_every_manifold_class_has_cases`` fails for a class without one), holding what the
-class's tests need -- its instances, the maps it has no closed form for (explicit expected
-failures, never skips), whether transports are tested between nearby points only, whether it
-has ``project``, and how two arrays that represent one point compare. A product's entry derives
-all of these from its factors' entries.
+The instances come from ``CASES`` of ``manifold_cases.py``: one entry per class of the manifold
+registry ``rfl_fast.manifolds.MANIFOLDS`` (``test_every_manifold_class_has_cases`` fails for a
+class without one).
 """
-
-from dataclasses import dataclass
-from typing import Any, Callable
 
 import numpy as np
 import pytest
 
 import rfl_fast as rf
+from manifold_cases import CASES, MANIFOLDS, trait
 from rfl_fast.errors import MethodNotAvailableError
 
-
-def _same(M, x):
-    return x
-
-
-@dataclass(frozen=True)
-class Case:
-    """What the suite needs to know of one manifold class (a value, or a function of the
-    instance)."""
-
-    instances: tuple
-    lacks: Any = frozenset()        # maps without a closed form: "log", "parallel transport"
-    nearby_only: Any = False        # transports only between nearby points (an antipode exists)
-    project: Any = True             # has ``project`` (the nearest point)
-    canonical: Callable = _same     # (M, x) -> one array per point (quotients: a normal form)
-
-
-def trait(M, name):
-    value = getattr(CASES[type(M)], name)
-    return value(M) if callable(value) and name != "canonical" else value
-
-
-def _of_factors(name, combine):
-    return lambda M: combine(trait(f, name) for f in M.factors)
-
-
-def _canonical_product(M, x):
-    batch = x.shape[:-1]
-    return np.concatenate([trait(f, "canonical")(f, part).reshape(batch + (-1,))
-                           for f, part in zip(M.factors, M.split(x))], axis=-1)
-
-
-CASES = {
-    rf.Euclidean: Case((rf.Euclidean(4, 3),)),
-    rf.Sphere: Case((rf.Sphere(5), rf.Sphere(784)), nearby_only=True),
-    rf.Stiefel: Case((rf.Stiefel(7, 3), rf.Stiefel(4, 4), rf.Stiefel(50, 1)),
-                     lacks=frozenset({"log", "parallel transport"})),
-    rf.Grassmann: Case((rf.Grassmann(7, 3), rf.Grassmann(50, 1), rf.Grassmann(6, 5)),
-                       canonical=lambda M, x: x @ np.swapaxes(x, -1, -2)),   # the projector
-    rf.SPD: Case((rf.SPD(1), rf.SPD(4)), project=False),
-    rf.Lorentz: Case((rf.Lorentz(2), rf.Lorentz(5)), nearby_only=True, project=False),
-    rf.Product: Case(
-        (rf.Product(rf.Sphere(3), rf.Stiefel(5, 2)),
-         rf.Product(rf.SPD(2), rf.Lorentz(2), rf.Euclidean(3)),
-         rf.Product(rf.Grassmann(5, 2), rf.Sphere(4)),
-         rf.Product(rf.Product(rf.Grassmann(4, 1), rf.SPD(2)), rf.Euclidean(2, 2))),
-        lacks=_of_factors("lacks", lambda s: frozenset().union(*s)),
-        nearby_only=_of_factors("nearby_only", any),
-        project=_of_factors("project", all),
-        canonical=_canonical_product),
-}
-MANIFOLDS = [M for case in CASES.values() for M in case.instances]
 BATCH = 3
 
 manifolds = pytest.mark.parametrize("M", MANIFOLDS, ids=repr)
 
 
 def test_every_manifold_class_has_cases():
-    classes = [getattr(rf.manifolds, name) for name in rf.manifolds.__all__]
-    missing = [c.__name__ for c in classes
-               if c is not rf.Manifold and issubclass(c, rf.Manifold) and c not in CASES]
-    assert missing == [], f"add instances of {missing} to CASES"
+    missing = [name for name, cls in rf.manifolds.MANIFOLDS.items() if cls not in CASES]
+    assert missing == [], f"add instances of {missing} to CASES of tests/manifold_cases.py"
+    exported = [getattr(rf.manifolds, n) for n in rf.manifolds.__all__]
+    assert [c for c in exported if isinstance(c, type) and issubclass(c, rf.Manifold)
+            and c is not rf.Manifold and c not in rf.manifolds.MANIFOLDS.values()] == []
 
 
 def absent_where_lacking(what):

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import rfl_fast as rf
+from manifold_cases import one_each
 from rfl_fast import kernels
 from rfl_fast.errors import NoSolutionError
 
@@ -166,11 +167,7 @@ def test_qr_inverse_refuses_a_vanishing_leading_minor(backend, p):
 
 # ----------------------------------------------------------------------------- norms
 
-def _manifolds():
-    return [rf.Sphere(5), rf.Stiefel(6, 3), rf.SPD(4), rf.Lorentz(3), rf.Euclidean(4)]
-
-
-@pytest.mark.parametrize("M", _manifolds(), ids=repr)
+@pytest.mark.parametrize("M", one_each(), ids=repr)
 @pytest.mark.parametrize("c", [1e160, 1e300, 1e-170, 1e-300])
 def test_norm_does_not_overflow_before_the_value(M, c):
     """|c u|_x = c |u|_x while the value is representable: each item is scaled by a power of two
@@ -179,7 +176,8 @@ def test_norm_does_not_overflow_before_the_value(M, c):
     u = M.random_tangent(x, rng=1)
     got = M.norm(x, c * u)
     np.testing.assert_allclose(got, c * M.norm(x, u), rtol=4 * EPS, atol=0)
-    np.testing.assert_array_equal(M.norm(x, u), np.sqrt(np.maximum(M.inner(x, u, u), 0)))
+    if type(M).norm is rf.Manifold.norm:    # the base's norm: sqrt(inner) of the scaled item
+        np.testing.assert_array_equal(M.norm(x, u), np.sqrt(np.maximum(M.inner(x, u, u), 0)))
 
 
 # ----------------------------------------------------------------------------- no C++ core

@@ -31,6 +31,19 @@ def test_fast_lanes_are_exactly_the_declared_ones():
     assert lanes == sorted(k for k, v in REGISTRY.items() if v.fast_lane)
 
 
+@pytest.mark.skipif(not kernels.is_available("cpp"), reason="C++ extension not built")
+def test_the_core_stub_declares_exactly_what_the_extension_exports():
+    """``_core.pyi`` is written by hand: it must name every function of the compiled module and
+    nothing else, and every registered kernel's C++ route and fast lane is among them."""
+    stub = ast.parse((PACKAGE / "_core.pyi").read_text())
+    declared = {n.name for n in stub.body if isinstance(n, ast.FunctionDef)}
+    core = _dispatch.load("cpp")
+    exported = {n for n in dir(core) if not n.startswith("__") and callable(getattr(core, n))}
+    assert declared == exported, (sorted(exported - declared), sorted(declared - exported))
+    assert set(REGISTRY) <= declared
+    assert {k + "_checked" for k, v in REGISTRY.items() if v.fast_lane} <= declared
+
+
 def test_sweep_grid_is_the_issue_grid():
     st = sweep_grid("stiefel_proj")
     assert {p for _, _, p in st} == {1, 2, 3, 4, 5, 8, 10, 16, 32, 64, 128}

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import rfl_fast as rf
+from manifold_cases import one_each
 from rfl_fast.kernels import _dispatch
 from rfl_fast.kernels import KERNELS, call
 from rfl_fast.kernels.testing import kernel_inputs
@@ -46,7 +47,7 @@ def test_every_kernel_from_eight_threads(backend_name):
 @pytest.mark.parametrize("backend_name", _dispatch.available_backends())
 def test_manifold_methods_and_backend_contexts_per_thread(backend_name):
     """Each thread sets its own backend block; results equal the single-threaded ones."""
-    Ms = [rf.Sphere(6), rf.Stiefel(6, 2), rf.SPD(3), rf.Lorentz(4)]
+    Ms = one_each()
 
     def work(seed):
         M = Ms[seed % len(Ms)]

@@ -10,6 +10,7 @@ import inspect
 import math
 import pathlib
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -17,15 +18,19 @@ import pytest
 import rfl_fast
 from rfl_fast import _validation as V
 from rfl_fast import errors as E
-from rfl_fast.algorithms import (PriRFed, RFedAGS, RFedAvg, RFedProj, RFedProx, RFedSVRG,
-                                 RFedSVRG2BB, RFedSVRG2BBS, ags, base, consensus, fedavg_prox,
-                                 participation, pri, proj, schedules, svrg, svrg_bb)
-from rfl_fast.algorithms.participation import Bernoulli, Full, Uniform
-from rfl_fast.algorithms.schedules import Constant, Decaying, as_schedule
+from rfl_fast.algorithms import ALGORITHMS, PriRFed, RFedAvg, ags, base, consensus
+from rfl_fast.algorithms.schedules import as_schedule
+from rfl_fast.app import names
 from rfl_fast.privacy import accounting, clipping, ledger, noise
 
-MODULES = (ags, base, consensus, fedavg_prox, participation, pri, proj, schedules, svrg, svrg_bb,
-           accounting, clipping, ledger, noise)
+#: The argument dataclasses of the registries (every algorithm, participation and schedule) and
+#: the privacy settings.
+ARGUMENTS = (*ALGORITHMS.values(),
+             *(names.get("participation", n) for n in names.PARTICIPATIONS),
+             *(names.get("schedule", n) for n in names.SCHEDULES), accounting.DPSettings)
+#: Their modules and the other modules of the floors that hold argument dataclasses.
+MODULES = tuple(dict.fromkeys([*(sys.modules[c.__module__] for c in ARGUMENTS), base,
+                               consensus, accounting, clipping, ledger, noise]))
 
 #: Dataclasses that are states or results, not arguments (nothing to check).
 STATES = {"PointState", "SVRGState", "BBState", "AGSState", "ProjState", "PriState",
@@ -42,23 +47,29 @@ UNCHECKED = {
     "ledger": "PriRFed: set by for_run, never passed",
 }
 
-#: A valid construction of every argument dataclass.
-VALID = {
-    RFedAvg: dict(step=0.1, local_steps=2),
-    RFedProx: dict(step=0.1, local_steps=2, mu=0.1),
-    RFedSVRG: dict(step=0.1, local_steps=2),
-    RFedSVRG2BB: dict(step=0.1, local_steps=2),
-    RFedSVRG2BBS: dict(step=0.1, local_steps=2, eta_min=0.01, eta_max=0.5),
-    RFedAGS: dict(step=0.1, local_steps=2),
-    RFedProj: dict(step=0.1, local_steps=2),
-    PriRFed: dict(step=0.1, local_steps=2, sigma=0.1),
-    Full: {},
-    Uniform: dict(k=2),
-    Bernoulli: dict(p=0.5),
-    Constant: dict(value=0.1),
-    Decaying: dict(a0=0.1),
-    accounting.DPSettings: dict(n_samples=10),
+#: Values for the fields without a default, or whose default alone is not a valid construction
+#: (RFedSVRG2BBS's eta range, PriRFed's sigma or target); an algorithm's step and local steps,
+#: where it has them, are set for every algorithm.
+NEEDS = {
+    "RFedProx": dict(mu=0.1),
+    "RFedSVRG2BBS": dict(eta_min=0.01, eta_max=0.5),
+    "PriRFed": dict(sigma=0.1),
+    "Uniform": dict(k=2),
+    "Bernoulli": dict(p=0.5),
+    "Constant": dict(value=0.1),
+    "Decaying": dict(a0=0.1),
+    "DPSettings": dict(n_samples=10),
 }
+
+
+def _valid(cls):
+    fields = {f.name for f in dataclasses.fields(cls)} if cls in ALGORITHMS.values() else ()
+    steps = {k: v for k, v in dict(step=0.1, local_steps=2).items() if k in fields}
+    return {**steps, **NEEDS.get(cls.__name__, {})}
+
+
+#: A valid construction of every argument dataclass.
+VALID = {cls: _valid(cls) for cls in ARGUMENTS}
 
 
 def _argument_dataclasses():
@@ -73,7 +84,7 @@ def _argument_dataclasses():
 
 def test_every_argument_dataclass_declares_its_constraints():
     classes = _argument_dataclasses()
-    assert set(classes) == set(VALID), "add the new dataclass to VALID (or STATES)"
+    assert set(classes) == set(VALID), "register the new dataclass (or add it to STATES)"
     for cls in classes:
         assert issubclass(cls, V.Checked), cls
         fields = [f.name for f in dataclasses.fields(cls)]

@@ -3,6 +3,7 @@
 import numpy as np
 
 from rfl_fast.kernels import _dispatch
+from rfl_fast.kernels.registry import REGISTRY, bench_shapes
 from rfl_fast.kernels.testing import kernel_inputs
 
 BACKENDS = ["numpy", "numba", "cpp"]
@@ -35,26 +36,27 @@ class _KernelSuite:
         self.fn(*self.args)
 
 
+def _family_cases(family, prefix=""):
+    """Every registered kernel of ``family`` (whose name starts with ``prefix``) at its
+    benchmark shapes (``registry.bench_shapes``)."""
+    return [(k, s) for k, v in REGISTRY.items() if v.family == family and k.startswith(prefix)
+            for s in bench_shapes(k)]
+
+
 class SPD(_KernelSuite):
-    cases = [(k, s) for k in ("sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm")
-             for s in ((10_000, 9), (1_000, 20))]
-    cases += [(k, (10_000, 9)) for k in ("spd_exp", "spd_log", "spd_dist")]
+    cases = _family_cases("square")
 
 
 class Stiefel(_KernelSuite):
-    cases = [(k, s) for k in ("stiefel_retr_polar", "stiefel_inv_retr_polar",
-                              "stiefel_inv_retr_qr", "stiefel_proj", "polar")
-             for s in ((200, 784, 5), (1_000, 200, 5), (1, 784, 5))]
+    cases = _family_cases("stiefel")
 
 
 class Sphere(_KernelSuite):
-    cases = [(k, s) for k in ("sphere_exp", "sphere_log", "sphere_transport", "sphere_dist")
-             for s in ((100_000, 10), (10_000, 784))]
+    cases = _family_cases("vector", "sphere_")
 
 
 class Lorentz(_KernelSuite):
-    cases = [(k, (100_000, d + 1)) for k in ("lorentz_exp", "lorentz_log", "lorentz_transport",
-                                              "lorentz_dist") for d in (2, 5, 10)]
+    cases = _family_cases("vector", "lorentz_")
 
 
 class ClippedSumPCA:

@@ -13,24 +13,18 @@ from .proj import ProjState, RFedProj
 from .svrg import RFedSVRG, SVRGState
 from .svrg_bb import BBState, RFedSVRG2BB, RFedSVRG2BBS
 
+#: name -> class of every federated algorithm, the one list of them: the application's names
+#: (:data:`rfl_fast.app.names.ALGORITHMS`: experiment files, estimators, the Flower run config)
+#: and the arrival checks' default kinds derive from it.
+ALGORITHMS = {cls.__name__: cls for cls in (RFedAvg, RFedProx, RFedSVRG, RFedSVRG2BB,
+                                            RFedSVRG2BBS, RFedProj, RFedAGS, PriRFed)}
+
 __all__ = ["FederatedAlgorithm", "RFedAvg", "RFedProx", "RFedSVRG", "RFedSVRG2BB",
            "RFedSVRG2BBS", "RFedProj", "RFedAGS", "reweighted_weights", "PriRFed",
            "PointState", "SVRGState", "BBState", "ProjState", "AGSState", "PriState",
-           "algorithm_classes"]
+           "ALGORITHMS", "algorithm_classes"]
 
 
 def algorithm_classes():
-    """The federated algorithms exported here, ``{name: class}`` in export order.
-
-    Only :class:`FederatedAlgorithm` subclasses count: the server-state classes
-    (``PointState``, ``PriState``, ...) and the helper functions exported
-    next to them are not algorithms. The CLI's experiment files, the Flower run config and the
-    arrival checks' default kinds read this registry.
-    """
-    out = {}
-    for name in __all__:
-        obj = globals()[name]
-        if isinstance(obj, type) and issubclass(obj, FederatedAlgorithm) \
-                and obj is not FederatedAlgorithm:
-            out[name] = obj
-    return out
+    """The registered federated algorithms, ``{name: class}`` (a copy of :data:`ALGORITHMS`)."""
+    return dict(ALGORITHMS)

@@ -33,35 +33,15 @@ import rfl_fast as rf
 
 from .. import kernels
 from ..kernels import reference as ref
+from ..kernels.registry import FAMILIES, REGISTRY, bench_shapes
 from ..kernels.testing import kernel_inputs
 from .timing import AGREE_ATOL, WARMUP_S, agree, block_medians, median_time, scaled_error
 
-# (kernel, (N, n, p)) at the papers' shapes; vectors use (N, d)
-FULL_CASES = [
-    ("sym_expm", (10_000, 9)), ("sym_logm", (10_000, 9)),
-    ("sym_expm", (1_000, 20)), ("sym_logm", (1_000, 20)),
-    ("sym_sqrtm", (10_000, 9)), ("sym_invsqrtm", (10_000, 9)),
-    ("spd_exp", (10_000, 9)), ("spd_log", (10_000, 9)), ("spd_dist", (10_000, 9)),
-    ("stiefel_retr_polar", (200, 784, 5)), ("stiefel_retr_polar", (1_000, 200, 5)),
-    ("stiefel_retr_polar", (1, 784, 5)),
-    ("stiefel_inv_retr_polar", (200, 784, 5)), ("stiefel_inv_retr_polar", (1_000, 200, 5)),
-    ("stiefel_inv_retr_qr", (200, 784, 5)), ("stiefel_inv_retr_qr", (1_000, 200, 5)),
-    ("stiefel_retr_qr", (200, 784, 5)),
-    ("stiefel_proj", (200, 784, 5)), ("stiefel_proj", (1_000, 200, 5)),
-    ("polar", (200, 784, 5)), ("polar", (1_000, 200, 5)), ("polar", (1, 784, 5)),
-    ("sphere_exp", (100_000, 10)), ("sphere_log", (100_000, 10)),
-    ("sphere_transport", (100_000, 10)), ("sphere_dist", (100_000, 10)),
-    ("sphere_exp", (10_000, 784)), ("sphere_log", (10_000, 784)),
-    ("sphere_transport", (10_000, 784)),
-    ("lorentz_exp", (100_000, 3)), ("lorentz_log", (100_000, 3)),
-    ("lorentz_transport", (100_000, 3)), ("lorentz_dist", (100_000, 3)),
-    ("lorentz_exp", (100_000, 11)), ("lorentz_log", (100_000, 11)),
-    ("lorentz_transport", (100_000, 11)),
-]
-SMOKE_CASES = [(k, (3, 6, 2) if k.startswith(("stiefel", "polar")) else (3, 4))
-               for k in dict.fromkeys(k for k, _ in FULL_CASES)]
-# memory-bound: a few flops per byte, so the copy bandwidth bounds them
-MEMORY_BOUND = ("stiefel_", "polar", "sphere_", "lorentz_")
+#: (kernel, (N, n, p)) at the papers' shapes (vectors (N, d)): every registered kernel at its
+#: ``registry.bench_shapes``
+FULL_CASES = [(k, shape) for k in REGISTRY for shape in bench_shapes(k)]
+#: every registered kernel at a tiny shape of its family
+SMOKE_CASES = [(k, (3, 6, 2) if REGISTRY[k].family == "stiefel" else (3, 4)) for k in REGISTRY]
 
 
 def copy_bandwidth(n_bytes=256 * 2**20, repeats=5, threads=1):
@@ -216,7 +196,7 @@ def run(cases, repeats, bandwidth, warmup_s=WARMUP_S):
             row["error"][b] = scaled_error(got, want)
             calls[b] = (fn, args)
         row["times"] = block_medians(calls, repeats, warmup_s=warmup_s)
-        if name.startswith(MEMORY_BOUND):
+        if FAMILIES[REGISTRY[name].family].memory_bound:
             moved = sum(a.nbytes for a in args) + want.nbytes
             row["floor"] = moved / bandwidth
         rows.append(row)

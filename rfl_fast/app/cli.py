@@ -1,9 +1,9 @@
 """The ``rfl-fast`` console command.
 
-Subcommands: ``demo``, ``run CONFIG``, ``reproduce E1..E8``, ``bench``, ``tune``, ``info``; each takes
-``-q/--quiet`` and ``-v/--verbose``; ``rfl-fast --version``. Exit codes:
-0 success, 1 a run failed, 2 bad input (command line or experiment file; nothing written),
-130 interrupted by Ctrl-C (results so far written and marked).
+Subcommands: ``demo``, ``run CONFIG``, ``reproduce ID`` (an id of ``experiments.EXPERIMENTS``),
+``bench``, ``tune``, ``info``; each takes ``-q/--quiet`` and ``-v/--verbose``; ``rfl-fast
+--version``. Exit codes: 0 success, 1 a run failed, 2 bad input (command line or experiment
+file; nothing written), 130 interrupted by Ctrl-C (results so far written and marked).
 """
 
 import argparse
@@ -257,11 +257,14 @@ def build_parser():
                           "same name are replaced)")
     run.set_defaults(func=_run)
 
+    from .experiments import EXPERIMENTS
+
+    ids = f"{next(iter(EXPERIMENTS))}..{next(reversed(EXPERIMENTS))}"
     rep = sub.add_parser("reproduce", parents=[chat],
-                         help="rerun one of the papers' experiments E1..E8",
-                         description="Rerun experiment E1..E8 of the source papers "
+                         help=f"rerun one of the papers' experiments {ids}",
+                         description=f"Rerun experiment {ids} of the source papers "
                                      "(rfl_fast.app.experiments.PAPERS; docs: references).")
-    rep.add_argument("id", type=_experiment_id, metavar="ID", help="E1 .. E8")
+    rep.add_argument("id", type=_experiment_id, metavar="ID", help=", ".join(EXPERIMENTS))
     rep.add_argument("--small", action="store_true", help="the fast version (seconds)")
     rep.add_argument("--out", help="results folder (default rfl_fast_results/ID)")
     rep.add_argument("--seed", type=_nonnegative_int, default=0, help="random seed (0)")

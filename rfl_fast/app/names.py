@@ -6,7 +6,9 @@ names up here, and only here: no front end imports a ``module:attribute`` a user
 name added to a table is known to all of them, and a typo is a :class:`UnknownName` listing
 the known names. Names match case-insensitively; the spelling in
 the table is the canonical one. Each entry names its object as ``"module:attribute"``,
-imported on first use (the tables cost nothing to read).
+imported on first use (the tables cost nothing to read), except :data:`ALGORITHMS`: the
+algorithms are registered in :data:`rfl_fast.algorithms.ALGORITHMS`, which reading this table
+imports.
 
 A step size is read by :func:`build_step` alone: a number, a
 :class:`~rfl_fast.algorithms.schedules.Schedule`, an experiment file's
@@ -16,6 +18,7 @@ A step size is read by :func:`build_step` alone: a number, a
 import dataclasses
 import importlib
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._validation import brief
@@ -42,30 +45,50 @@ class Entry:
         data sources only; the others take the fields of their dataclass.
     data : tuple of str
         Data kinds: those a problem accepts, or the one a data source yields.
+    obj : object, optional
+        The object itself, where a derived table holds it already (:data:`ALGORITHMS`).
     """
 
     ref: str
     keys: dict = dataclasses.field(default_factory=dict)
     data: tuple = ()
+    obj: object = None
 
     def load(self):
         """The registered object (imported now)."""
+        if self.obj is not None:
+            return self.obj
         module, attr = self.ref.split(":")
         return getattr(importlib.import_module(module), attr)
 
 
 _ALG = "rfl_fast.algorithms."
-#: Federated algorithms (classes of :mod:`rfl_fast.algorithms`).
-ALGORITHMS = {
-    "RFedAvg": Entry(_ALG + "fedavg_prox:RFedAvg"),
-    "RFedProx": Entry(_ALG + "fedavg_prox:RFedProx"),
-    "RFedSVRG": Entry(_ALG + "svrg:RFedSVRG"),
-    "RFedSVRG2BB": Entry(_ALG + "svrg_bb:RFedSVRG2BB"),
-    "RFedSVRG2BBS": Entry(_ALG + "svrg_bb:RFedSVRG2BBS"),
-    "RFedProj": Entry(_ALG + "proj:RFedProj"),
-    "RFedAGS": Entry(_ALG + "ags:RFedAGS"),
-    "PriRFed": Entry(_ALG + "pri:PriRFed"),
-}
+
+
+class _Derived(Mapping):
+    """A read-only table of :class:`Entry` derived from a lower floor's registry
+    ``{name: object}`` (``"module:attribute"``), read on every use: a name registered there is
+    known here, and is registered only there."""
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def _registry(self):
+        return Entry(self.ref).load()
+
+    def __getitem__(self, name):
+        obj = self._registry()[name]
+        return Entry(f"{obj.__module__}:{obj.__qualname__}", obj=obj)
+
+    def __iter__(self):
+        return iter(self._registry())
+
+    def __len__(self):
+        return len(self._registry())
+
+
+#: Federated algorithms: :data:`rfl_fast.algorithms.ALGORITHMS`, where they are registered.
+ALGORITHMS = _Derived(_ALG[:-1] + ":ALGORITHMS")
 
 #: Which clients answer in a round.
 PARTICIPATIONS = {

@@ -17,9 +17,10 @@ The kinds are the algorithm's: its class attribute ``array_kinds`` (e.g. RFedSVR
 :func:`kinds_of`.
 
 A manifold is named by :func:`manifold_spec` and rebuilt by :func:`manifold_from_spec` from
-a closed list of classes with bounded integer arguments (at most :data:`MAX_MODEL_FLOATS`
-numbers in one point): a name on the wire never imports anything nor sizes an allocation
-beyond that.
+the classes of :data:`rfl_fast.manifolds.MANIFOLDS` with bounded integer arguments or, for a
+``Product``, nested manifold names (at most :data:`MAX_MODEL_FLOATS` numbers in one point,
+:data:`MAX_SPEC_DEPTH` levels of nesting): a name on the wire never imports anything nor sizes
+an allocation beyond that.
 """
 
 import re
@@ -31,12 +32,15 @@ from .._validation import brief
 from ..federation.arrival import KINDS, builtin_kinds, kinds_of
 
 __all__ = ["KINDS", "manifold_spec", "manifold_from_spec", "pack", "kinds_of", "shape_str",
-           "is_config_section", "MAX_MODEL_FLOATS"]
+           "is_config_section", "MAX_MODEL_FLOATS", "MAX_SPEC_DEPTH", "MAX_SPEC_CHARS"]
 
-_SPEC = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(([0-9, ]{0,40})\)")
-_MANIFOLDS = ("Euclidean", "Sphere", "Stiefel", "SPD", "Lorentz")
+_TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|([0-9]{1,12})|([(),]))")
 #: Most numbers one model point may hold (512 MB of float64).
 MAX_MODEL_FLOATS = 1 << 26
+#: Most levels of nested manifold names (``Product(Product(Sphere(3)))`` has 3).
+MAX_SPEC_DEPTH = 4
+#: Longest manifold name read from the wire.
+MAX_SPEC_CHARS = 256
 
 
 def is_config_section(name):
@@ -55,20 +59,62 @@ def manifold_from_spec(spec):
     Raises ``ValueError`` for an unknown class, malformed arguments or a point of more than
     :data:`MAX_MODEL_FLOATS` numbers.
     """
-    m = _SPEC.fullmatch(spec.strip()) if isinstance(spec, str) and len(spec) <= 64 else None
-    if m is None or m.group(1) not in _MANIFOLDS:
-        raise ValueError(f"manifold: cannot rebuild {brief(spec)}; expected one of "
-                         f"{', '.join(_MANIFOLDS)} with integer arguments, e.g. 'Stiefel(8, 2)'")
-    args = [int(a) for a in m.group(2).replace(" ", "").split(",") if a]
-    if any(a > MAX_MODEL_FLOATS for a in args):
-        raise ValueError(f"manifold: {brief(spec)} is larger than {MAX_MODEL_FLOATS} numbers")
+    tokens = _tokens(spec)
+    M, end = _parse(spec, tokens, 0, 1)
+    if end != len(tokens):
+        raise _malformed(spec)
+    return M
+
+
+def _malformed(spec):
+    return ValueError(f"manifold: cannot rebuild {brief(spec)}; expected one of "
+                      f"{', '.join(_manifolds.MANIFOLDS)} with integer arguments (manifold "
+                      "names for a Product), e.g. 'Stiefel(8, 2)' or 'Product(SPD(3), Sphere(4))'")
+
+
+def _tokens(spec):
+    """``spec`` as (name, integer, punctuation) tokens; ``ValueError`` for anything else."""
+    if not isinstance(spec, str) or len(spec) > MAX_SPEC_CHARS:
+        raise _malformed(spec)
+    tokens, pos, text = [], 0, spec.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise _malformed(spec)
+        tokens.append(m.groups())
+        pos = m.end()
+    return tokens
+
+
+def _parse(spec, tokens, i, depth):
+    """The manifold whose name starts at ``tokens[i]``, and the index after it."""
+    if depth > MAX_SPEC_DEPTH or i + 1 >= len(tokens) or tokens[i][0] is None \
+            or tokens[i][0] not in _manifolds.MANIFOLDS or tokens[i + 1][2] != "(":
+        raise _malformed(spec)
+    cls, args, i = _manifolds.MANIFOLDS[tokens[i][0]], [], i + 2
+    while i < len(tokens) and tokens[i][2] != ")":
+        if args:
+            if tokens[i][2] != ",":
+                raise _malformed(spec)
+            i += 1
+        if i < len(tokens) and tokens[i][1] is not None:
+            args.append(int(tokens[i][1]))
+            if args[-1] > MAX_MODEL_FLOATS:
+                raise ValueError(f"manifold: {brief(spec)} is larger than {MAX_MODEL_FLOATS} "
+                                 "numbers")
+            i += 1
+        else:
+            M, i = _parse(spec, tokens, i, depth + 1)
+            args.append(M)
+    if i >= len(tokens):
+        raise _malformed(spec)
     try:
-        M = getattr(_manifolds, m.group(1))(*args)
+        M = cls(*args)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"manifold: cannot rebuild {brief(spec)}: {str(exc)[:200]}") from None
     if int(np.prod(M.shape, dtype=object)) > MAX_MODEL_FLOATS:
         raise ValueError(f"manifold: {brief(spec)} is larger than {MAX_MODEL_FLOATS} numbers")
-    return M
+    return M, i + 1
 
 
 def shape_str(shape):

@@ -306,6 +306,8 @@ def resolve(kernel, choice=None, shape=None):
             f"{', '.join(repr(b) for b in BACKENDS if handles(kernel, b, _last_dim(shape)))}")
     for name in order:
         fn = getattr(load(name), kernel, None) if load(name) is not None else None
+        if fn is None and name == "numpy" and kernel in REGISTRY:
+            fn = REGISTRY[kernel].reference
         if callable(fn):
             if name == "cpp" and kernel in REGISTRY:
                 fn = _with_mode(kernel, fn, shape)

@@ -13,11 +13,12 @@ Multi-client kernels (``FUSED``) read clients of different sizes from one row ar
 references are in :mod:`rfl_fast.kernels.fused`.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import product
 
 __all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "Fused", "FUSED", "handles",
-           "sweep_grid"]
+           "sweep_grid", "bench_shapes"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class Family:
     name: str
     grid: tuple             # ((n_items, n[, p]), ...)
     quick: tuple            # a sample of ``grid`` that a sweep times in minutes
+    bench: tuple = ()       # the papers' shapes that ``rfl-fast bench`` times (see Kernel.bench)
+    memory_bound: bool = False   # a few flops per byte: the copy bandwidth bounds the kernels
 
 
 def _stiefel_grid():
@@ -55,10 +58,14 @@ def _vector_grid():
 
 
 FAMILIES = {
-    "stiefel": Family("stiefel", _stiefel_grid(), _stiefel_quick()),
-    "square": Family("square", _square_grid(), _square_grid()),
-    "vector": Family("vector", _vector_grid(), tuple(p for p in _vector_grid() if p[0] != 200)),
+    "stiefel": Family("stiefel", _stiefel_grid(), _stiefel_quick(),
+                      ((200, 784, 5), (1_000, 200, 5), (1, 784, 5)), memory_bound=True),
+    "square": Family("square", _square_grid(), _square_grid(), ((10_000, 9), (1_000, 20))),
+    "vector": Family("vector", _vector_grid(), tuple(p for p in _vector_grid() if p[0] != 200),
+                     ((100_000, 10), (10_000, 784)), memory_bound=True),
 }
+#: the hyperboloid's benchmark shapes: H^2, H^5 and H^10 (points in R^3, R^6, R^11)
+_HYPERBOLIC = ((100_000, 3), (100_000, 6), (100_000, 11))
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,11 @@ class Kernel:
     #: backend -> largest size (see ``Family``) it handles in reasonable time and memory; the
     #: sweep does not time it beyond, and ``auto`` never picks it there
     max_size: tuple = ()
+    #: the NumPy reference where it is not ``reference.<name>`` (a kernel declared outside the
+    #: package, which has no compiled route)
+    reference: object = None
+    #: the ``(n_items, *dims)`` shapes ``rfl-fast bench`` times it at (default: its family's)
+    bench: tuple = ()
 
 
 REGISTRY = {k.name: k for k in (
@@ -108,14 +120,33 @@ REGISTRY = {k.name: k for k in (
     Kernel("sphere_transport", (1, 1, 1), 1, "vector", False,
            "(x, y, v) parallel transport along the geodesic"),
     # hyperboloid (Lorentz) H^d, points (d+1,)
-    Kernel("lorentz_exp", (1, 1), 1, "vector", True),
-    Kernel("lorentz_log", (1, 1), 1, "vector"),
-    Kernel("lorentz_dist", (1, 1), 0, "vector"),
-    Kernel("lorentz_transport", (1, 1, 1), 1, "vector"),
+    Kernel("lorentz_exp", (1, 1), 1, "vector", True, bench=_HYPERBOLIC),
+    Kernel("lorentz_log", (1, 1), 1, "vector", bench=_HYPERBOLIC),
+    Kernel("lorentz_dist", (1, 1), 0, "vector", bench=_HYPERBOLIC),
+    Kernel("lorentz_transport", (1, 1, 1), 1, "vector", bench=_HYPERBOLIC),
 )}
 
+
+
+class _Conventions(Mapping):
+    """``REGISTRY`` read as name -> ``(args, out)``, on every use (nothing to keep in step)."""
+
+    def __getitem__(self, name):
+        k = REGISTRY[name]
+        return k.args, k.out
+
+    def __iter__(self):
+        return iter(REGISTRY)
+
+    def __len__(self):
+        return len(REGISTRY)
+
+    def __repr__(self):
+        return repr(dict(self))
+
+
 #: name -> (core ndims of each argument, core ndims of the result): the calling convention
-KERNELS = {k.name: (k.args, k.out) for k in REGISTRY.values()}
+KERNELS = _Conventions()
 
 
 @dataclass(frozen=True)
@@ -156,3 +187,9 @@ def sweep_grid(name, quick=False):
     """The sweep's ``(n_items, *dims)`` points for kernel ``name`` (``quick``: the sample)."""
     family = FAMILIES[REGISTRY[name].family]
     return family.quick if quick else family.grid
+
+
+def bench_shapes(name):
+    """The ``(n_items, *dims)`` shapes at which ``rfl-fast bench`` times kernel ``name``."""
+    k = REGISTRY[name]
+    return k.bench or FAMILIES[k.family].bench

@@ -13,22 +13,18 @@ Jacobi SVD fallback for ill-conditioned items, and direct solves of the small Ly
 triangular systems of the inverse retractions.
 """
 
-from . import _runtime, sphere
+from ..registry import REGISTRY
+from . import _runtime, lorentz, spd, sphere, stiefel
 from ._runtime import PARALLEL_MIN_WORK
-from .lorentz import lorentz_dist, lorentz_exp, lorentz_log, lorentz_transport
-from .spd import (spd_dist, spd_exp, spd_log, sym_expm, sym_invsqrtm, sym_logm, sym_sqrtm)
-from .sphere import sphere_dist, sphere_exp, sphere_log, sphere_transport
-from .stiefel import (polar, stiefel_inv_retr_polar, stiefel_inv_retr_qr, stiefel_proj,
-                      stiefel_retr_polar, stiefel_retr_qr)
 
-__all__ = [
-    "stiefel_proj", "stiefel_retr_polar", "stiefel_inv_retr_polar", "stiefel_retr_qr",
-    "stiefel_inv_retr_qr", "polar",
-    "sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm", "spd_exp", "spd_log", "spd_dist",
-    "sphere_exp", "sphere_log", "sphere_dist", "sphere_transport",
-    "lorentz_exp", "lorentz_log", "lorentz_dist", "lorentz_transport",
-    "PARALLEL_MIN_WORK", "cache_note",
-]
+#: The modules of the kernel families: each registered kernel is the function of its name in
+#: one of them (a kernel the registry declares and no module defines has no Numba route).
+_FAMILIES = (stiefel, spd, sphere, lorentz)
+
+__all__ = [name for name in REGISTRY if any(hasattr(m, name) for m in _FAMILIES)] \
+    + ["PARALLEL_MIN_WORK", "cache_note"]
+globals().update({name: getattr(m, name) for m in _FAMILIES for name in __all__
+                  if hasattr(m, name)})
 
 
 def cache_note():
