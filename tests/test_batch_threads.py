@@ -61,7 +61,12 @@ _SETUP = """
     calls["pca_local_steps"] = (lambda z, x0: core.pca_local_steps(
         z, offsets, idx, x0, np.ones(12), 0.01, 3, 4), (z, x0))
     want = {k: f(*a) for k, (f, a) in calls.items()}
+    hold = core.can_hold_blas_threads()
 """
+#: Loops of _SETUP whose items call BLAS (p = 40): they run on the loop's threads only where the
+#: BLAS's thread setting can be held (OpenBLAS with pthreads), else one item at a time on BLAS's
+#: own threads, asking for no loop thread.
+ON_BLAS = {"stiefel_inv_retr_polar"}
 
 
 def test_thread_starts_refused_leave_the_work_to_the_threads_that_run():
@@ -73,12 +78,14 @@ def test_thread_starts_refused_leave_the_work_to_the_threads_that_run():
         core._refuse_thread_starts(1000)
         same = np.array_equal(f(*args), want[name], equal_nan=True)
         out[name] = [same, 1000 - core._refuse_thread_starts(0)]
-    print(json.dumps(out))
+    print(json.dumps([hold, out]))
     """)
+    hold, got = got
     assert set(got) >= {"stiefel_retr_polar", "sym_logm", "pca_grad_sum", "pca_local_steps"}
     for name, (same, refused) in got.items():
         assert same, name
-        assert refused >= 1, name  # the loop asked for a thread and was refused
+        if hold or name not in ON_BLAS:
+            assert refused >= 1, name  # the loop asked for a thread and was refused
 
 
 def test_a_start_refused_while_other_threads_run():
@@ -91,11 +98,13 @@ def test_a_start_refused_while_other_threads_run():
         core._refuse_thread_starts(1, after=1)
         same = np.array_equal(f(*args), want[name], equal_nan=True)
         out[name] = [same, core._refuse_thread_starts(0)]
-    print(json.dumps(out))
+    print(json.dumps([hold, out]))
     """)
+    hold, got = got
     for name, (same, pending) in got.items():
         assert same, name
-        assert pending == 0, name  # the second start was asked for, and refused
+        if hold or name not in ON_BLAS:
+            assert pending == 0, name  # the second start was asked for, and refused
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc: Linux")

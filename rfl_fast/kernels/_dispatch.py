@@ -105,10 +105,11 @@ def _give_blas_threads(core):
         lib = own[0] if len(own) == 1 else libs[0] if len(libs) == 1 else None
         if lib is None or getattr(lib, "threading_layer", None) != "pthreads":
             return
+        dynlib = ctypes.CDLL(lib.filepath)  # loaded already: the same library, any threadpoolctl
         for prefix in ("", "scipy_"):
             for suffix in ("", "64_", "_64"):
-                get = getattr(lib.dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
-                put = getattr(lib.dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+                put = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
                 if get is not None and put is not None:
                     address = [ctypes.cast(f, ctypes.c_void_p).value for f in (get, put)]
                     return core.set_blas_threads(*address)
