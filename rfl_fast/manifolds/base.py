@@ -83,6 +83,10 @@ class Manifold:
     transports = ()
     has_project = False
     has_tangent_gaussian = False
+    #: Retraction name -> the kernels (``kernels.REGISTRY``) that compute one point's
+    #: ``egrad2rgrad`` and ``retr`` with it, a declared capability by which the kernels layer
+    #: finds fused routes (``kernels.fused.local_steps``); empty here.
+    step_kernels = {}
 
     def __init__(self, shape: tuple[int, ...], dim: int, *, validate: bool | None = None) -> None:
         self.shape = tuple(int(s) for s in shape)
