@@ -41,6 +41,7 @@ from .._files import atomic_write
 from .._validation import brief
 from ..algorithms._checks import check_point_arg
 from ..federation.context import resolve_seed
+from ..kernels import warm_up
 from ..federation.driver import (Replies, Result, RoundDriver, Transport, initial_point,
                                  specialize, upload_names)
 from ..problems.base import Problem
@@ -361,6 +362,7 @@ def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, cal
         return callback is not None and \
             callback(t, alg.point(stub, driver.state), row) is True
 
+    warm_up()  # backends load before the first timed round, not inside it
     history = driver.run(after_round)
     return Result(x=alg.output(stub, driver.state), history=history, algorithm=alg, seed=seed,
                   rounds=driver.done, participation=participation, x0=x0, state=driver.state,
