@@ -155,7 +155,8 @@ PCA_STEPS_PROGRAM = r"""
 #include <vector>
 int main(int argc, char** argv) {
     if (argc != 9) return 2;
-    const std::size_t m = std::strtoul(argv[3], nullptr, 10), d = std::strtoul(argv[4], nullptr, 10);
+    const std::size_t m = std::strtoul(argv[3], nullptr, 10);
+    const std::size_t d = std::strtoul(argv[4], nullptr, 10);
     const int r = std::atoi(argv[5]), steps = std::atoi(argv[8]);
     const double s = std::atof(argv[6]), eta = std::atof(argv[7]);
     std::vector<double> z(m * d), x(d * r);

@@ -41,9 +41,9 @@ from .._files import atomic_write
 from .._validation import brief
 from ..algorithms._checks import check_point_arg
 from ..federation.context import resolve_seed
-from ..kernels import warm_up
 from ..federation.driver import (Replies, Result, RoundDriver, Transport, initial_point,
                                  specialize, upload_names)
+from ..kernels import warm_up
 from ..problems.base import Problem
 from . import schema
 from .client import handle

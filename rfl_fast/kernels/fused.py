@@ -31,9 +31,9 @@ from ._dispatch import get_threads
 from .registry import FUSED
 
 __all__ = ["route", "pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps",
-           "pca_local_steps_reference", "local_steps", "compiled_available", "BLOCK_BYTES", "row_norms",
-           "clipped_pca_rows", "CLIPPED_PCA_ORDER", "clipped_pca_route", "clipped_pca_sum",
-           "clipped_pca_sum_reference"]
+           "pca_local_steps_reference", "local_steps", "compiled_available", "BLOCK_BYTES",
+           "row_norms", "clipped_pca_rows", "CLIPPED_PCA_ORDER", "clipped_pca_route",
+           "clipped_pca_sum", "clipped_pca_sum_reference"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
