@@ -1,5 +1,5 @@
 // Fused kernels of the PCA problems: the gradient sums over clients' rows (pca_grad_sum) and
-// RFedAvg's local steps on kPCA (pca_local_steps).
+// RFedAvg's local steps on kPCA (pca_local_steps; the loop is rfl::pca::local_steps).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -24,7 +24,7 @@ struct PcaUnit {
 // Rows per unit: a client with more rows is split into fixed chunks (partials summed in chunk
 // order afterwards), so a result never depends on the thread count or on which thread ran a
 // unit. Small enough that threads balance well when one of them starts late.
-constexpr std::int64_t kPcaChunkRows = 512;
+constexpr std::int64_t kPcaChunkRows = static_cast<std::int64_t>(rfl::pca::kChunkRows);
 // Multiply-adds (rows * d * r) below which one more thread costs more than it saves.
 constexpr double kPcaMinWorkPerThread = 1 << 19;
 
@@ -169,54 +169,35 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 
 // ---------------------------------------------------------------- fused local steps (kPCA)
 
-// tau steps X <- R_X(-eta P_X(s Z'(Z X))) (R: polar retraction) on the rows [lo, hi) of z
-// (row length d) with X (d, r) in place, through the very functions the batched route calls
-// (pca_units in the same 512-row chunks summed in the same order, the Stiefel loops for the
-// projection and the retraction), so the iterates are the batched route's bit for bit; the
-// client's rows stay in cache between its steps.
+// One client's local steps (rfl/pca.hpp: rfl::pca::local_steps) through the very functions the
+// batched route calls (pca_units on each 512-row chunk, the Stiefel loops for the projection
+// and the retraction), so the iterates are the batched route's bit for bit.
 void pca_local_steps_client(const double* pz, std::int64_t lo, std::int64_t hi, std::size_t d,
-                            int r, double* X, double s, double neg_eta, int steps) {
-    const std::size_t item = static_cast<std::size_t>(r) * d;
+                            int r, double* X, double s, double eta, int steps) {
+    const std::size_t m = static_cast<std::size_t>(hi - lo);
     const int n = static_cast<int>(d);
-    std::vector<PcaUnit> units;
-    for (std::int64_t a = lo; a < hi || units.empty(); a += kPcaChunkRows)
-        units.push_back({0, a, std::min(hi, a + kPcaChunkRows), nullptr, 0.0});
-    const std::size_t nu = units.size();
-    // Xt (r, d), St (r, d), G and U (d, r), then one partial St per chunk when there are several
-    std::vector<double> buf((4 + (nu > 1 ? nu : 0)) * item);
-    double* Xt = buf.data();
-    double* St = Xt + item;
-    double* G = St + item;
-    double* U = G + item;
-    double* partials = U + item;
-    for (std::size_t c = 0; c < nu; ++c) units[c].St = nu == 1 ? St : partials + c * item;
+    std::vector<double> work(rfl::pca::local_steps_work_size(m, d, r));
     const rfl::pca::Weight plain{false, INFINITY, 1.0};
-    for (int step = 0; step < steps; ++step) {
-        for (std::size_t i = 0; i < d; ++i)
-            for (int l = 0; l < r; ++l) Xt[l * d + i] = X[i * r + l];
-        std::atomic<std::size_t> next{0};
-        pca_units(units.data(), nu, &next, false, pz, d, Xt, r, plain);
-        if (nu > 1) {
-            std::fill(St, St + item, 0.0);
-            for (std::size_t c = 0; c < nu; ++c)
-                for (std::size_t e = 0; e < item; ++e) St[e] += units[c].St[e];
-        }
-        for (std::size_t i = 0; i < d; ++i)
-            for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i];
-        stiefel_proj_loop(X, G, U, 1, n, r);
-        for (std::size_t e = 0; e < item; ++e) U[e] = neg_eta * U[e];
-        stiefel_retr_polar_loop(X, U, G, 1, n, r);
-        std::copy(G, G + item, X);
-    }
+    rfl::pca::local_steps(
+        pz + lo * d, m, d, r, X, s, eta, steps, work.data(),
+        [&](const double* rows, std::size_t count, const double* Xt, double* St) {
+            PcaUnit unit{0, 0, static_cast<std::int64_t>(count), St, 0.0};
+            std::atomic<std::size_t> next{0};
+            pca_units(&unit, 1, &next, false, rows, d, Xt, r, plain);
+        },
+        [&](const double* x, const double* g, double* u) { stiefel_proj_loop(x, g, u, 1, n, r); },
+        [&](const double* x, const double* u, double* y) {
+            stiefel_retr_polar_loop(x, u, y, 1, n, r);
+        });
 }
 
 void pca_local_units(const double* pz, const std::int64_t* po, const std::int64_t* pi,
                      std::size_t k, std::size_t d, int r, double* px, const double* ps,
-                     double neg_eta, int steps, std::atomic<std::size_t>* next) {
+                     double eta, int steps, std::atomic<std::size_t>* next) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
     const rfl::blas::Suspend own_loops;  // clients run on several threads: no BLAS threads
     for (std::size_t j; (j = next->fetch_add(1, std::memory_order_relaxed)) < k;)
-        pca_local_steps_client(pz, po[pi[j]], po[pi[j] + 1], d, r, px + j * item, ps[j], neg_eta,
+        pca_local_steps_client(pz, po[pi[j]], po[pi[j] + 1], d, r, px + j * item, ps[j], eta,
                                steps);
 }
 
@@ -256,7 +237,7 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
         const int T = std::max(1, std::min<int>(threads, static_cast<int>(k)));
         std::atomic<std::size_t> next{0};
         rfl::batch::run_threads(T, [&] {
-            pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, -eta, steps,
+            pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, eta, steps,
                             &next);
         });
     }

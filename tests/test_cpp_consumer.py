@@ -146,3 +146,64 @@ def test_cmake_refuses_an_incompatible_major_version(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "rfl_fast" in proc.stderr and "version" in proc.stderr.lower()
+
+
+PCA_STEPS_PROGRAM = r"""
+#include <rfl/pca.hpp>  // alone: the header compiles standalone
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+int main(int argc, char** argv) {
+    if (argc != 9) return 2;
+    const std::size_t m = std::strtoul(argv[3], nullptr, 10);
+    const std::size_t d = std::strtoul(argv[4], nullptr, 10);
+    const int r = std::atoi(argv[5]), steps = std::atoi(argv[8]);
+    const double s = std::atof(argv[6]), eta = std::atof(argv[7]);
+    std::vector<double> z(m * d), x(d * r);
+    std::FILE* in = std::fopen(argv[1], "rb");
+    if (!in || std::fread(z.data(), 8, z.size(), in) != z.size() ||
+        std::fread(x.data(), 8, x.size(), in) != x.size()) return 1;
+    std::fclose(in);
+    rfl::pca::local_steps(z.data(), m, d, r, x.data(), s, eta, steps);
+    std::FILE* out = std::fopen(argv[2], "wb");
+    return out && std::fwrite(x.data(), 8, x.size(), out) == x.size() && !std::fclose(out) ? 0 : 1;
+}
+"""
+
+
+@pytest.mark.parametrize("m,d,r", [(1300, 20, 3), (40, 12, 1), (0, 6, 2)])
+def test_header_local_steps_match_the_reference(tmp_path, m, d, r):
+    """``rfl::pca::local_steps`` with the header's own operations (what a C++ user gets) gives
+    the iterates of the kernel's NumPy reference to rounding.
+
+    Tolerance: both sides compute each step's gradient ``s Z'(ZX)`` to a relative error of
+    gamma_(m d) = m d eps (sums of m d products, any order) of ``|s| |Z|^2 |X|``, and the
+    projection and the polar retraction (backward stable, well conditioned: X + U has singular
+    values >= 1) add a few ``r eps``; a step maps a perturbation of X to one at most
+    ``1 + eta |s| |Z|^2`` times larger, so ``steps`` steps differ by at most
+    ``steps (1 + eta |s| |Z|^2)^steps (eta |s| |Z|^2 (m d) + 10 r) eps``.
+    """
+    if CXX is None:
+        pytest.skip("no C++ compiler (g++/c++) on PATH")
+    from rfl_fast.kernels import fused
+    exe = tmp_path / "pca_steps"
+    src = tmp_path / "pca_steps.cpp"
+    src.write_text(PCA_STEPS_PROGRAM)
+    proc = subprocess.run([CXX, "-O2", "-std=c++17", "-pthread", "-Wall", "-Wextra", "-Wno-psabi",
+                           "-I", rf.get_include(), str(src), "-o", str(exe)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    rng = np.random.default_rng(m + d)
+    z = rng.standard_normal((m, d))
+    x0 = rf.Stiefel(d, r).random_point(rng=1)
+    s, eta, steps = -2.0 / max(m, 1), 0.05, 4
+    np.concatenate([z.ravel(), x0.ravel()]).tofile(tmp_path / "in.bin")
+    subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"), str(m),
+                    str(d), str(r), repr(s), repr(eta), str(steps)], check=True, timeout=60)
+    got = np.fromfile(tmp_path / "out.bin").reshape(d, r)
+    want = fused.pca_local_steps_reference(z, np.array([0, m]), np.array([0]), x0[None],
+                                           np.array([s]), eta, steps)[0]
+    a = eta * abs(s) * np.linalg.norm(z, 2) ** 2
+    bound = steps * (1 + a) ** steps * (a * max(m * d, 1) + 10 * r) * np.finfo(float).eps
+    assert np.max(np.abs(got - want)) <= bound
+    assert not np.array_equal(want, x0) or m == 0

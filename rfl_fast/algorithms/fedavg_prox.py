@@ -13,9 +13,9 @@ The server aggregates the last local iterates by the tangent-space mean (eq. 8, 
 participants. The retraction is the same for local steps and consensus (default: Exp/Log
 where they exist, Stiefel's polar pair), as in the paper's experiments.
 
-RFedAvg's full-gradient steps on Stiefel with the polar retraction, for a problem whose
-gradient is a quadratic form of its rows (``problem.quadratic_rows()``: kPCA), run as one fused
-multi-client kernel (``kernels.fused.pca_local_steps``, chosen like any kernel), the same
+RFedAvg's full-gradient steps run as one fused multi-client kernel where the kernels layer has
+one (``kernels.fused.local_steps``) for what the problem and the manifold declare (kPCA's rows,
+``problem.quadratic_rows()``; Stiefel's polar step kernels, ``Manifold.step_kernels``): the same
 iterates as stepping through ``rgrad`` and ``retr``.
 """
 
@@ -25,7 +25,6 @@ import numpy as np
 
 from .._validation import COUNT, NONNEGATIVE, Optional
 from ..kernels import fused
-from ..manifolds import Stiefel
 from .base import _RetractionBased, check_problem, stacked
 
 __all__ = ["RFedAvg", "RFedProx", "PointState"]
@@ -46,20 +45,17 @@ class PointState:
 
 def fused_local_steps(problem, idx, x, step, steps, retraction):
     """Full-gradient local steps ``x <- R_x(-step grad f_i(x))`` of the clients ``idx`` (k,)
-    from the point ``x`` ``(*shape)`` by a fused kernel, where one applies: a problem declaring
-    :meth:`~rfl_fast.problems.Problem.quadratic_rows`, on Stiefel, with the polar retraction.
+    from the point ``x`` ``(*shape)`` by a fused kernel, where the kernels layer has one for the
+    problem's declared rows (:meth:`~rfl_fast.problems.Problem.quadratic_rows`) and the
+    manifold's declared step kernels of ``retraction`` (``Manifold.step_kernels``): see
+    :func:`rfl_fast.kernels.fused.local_steps`.
 
     Returns the last iterates ``(k, *shape)`` (those of stepping through ``rgrad`` and
     ``retr``), or ``None`` where no fused kernel applies or an iterate is not finite (the
     caller's own steps then raise the usual error).
     """
-    rows = problem.quadratic_rows()
-    if rows is None or retraction != "polar" or not isinstance(problem.manifold, Stiefel):
-        return None
-    idx = np.ascontiguousarray(idx, dtype=np.int64)
-    x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + np.shape(x)), dtype=np.float64)
-    out = fused.pca_local_steps(rows.rows, rows.offsets, idx, x0, rows.scale[idx], step, steps)
-    return out if np.isfinite(out).all() else None
+    return fused.local_steps(problem.quadratic_rows(),
+                             problem.manifold.step_kernels.get(retraction), idx, x, step, steps)
 
 
 class _LocalRetractionSteps(_RetractionBased):

@@ -11,7 +11,6 @@ import os
 from .. import algorithms as alg
 from ..data import load_wine, split_dirichlet
 from ..federation import Decaying, run
-from ..kernels import available_backends
 from ..problems import KPCA
 
 __all__ = ["demo_algorithms", "run_demo"]
@@ -40,7 +39,6 @@ def run_demo(rounds=200, out="rfl_fast_demo", seed=0, plot=True, progress=None):
     progress : callable, optional
         ``progress(name, t, rounds)`` after every round (the CLI draws a progress bar).
     """
-    available_backends()  # import every backend (Numba: ~0.3 s) before the first timed round
     X, y = load_wine()
     problem = KPCA(split_dirichlet(X, y, 10, alpha=0.5, rng=seed), r=3)
     x0 = problem.manifold.random_point(rng=seed)

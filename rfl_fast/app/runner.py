@@ -265,10 +265,7 @@ def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
 
     os.makedirs(out, exist_ok=True)
     files = []
-    # import every backend now (Numba: ~0.3 s), not inside the first timed round
-    t_load = time.perf_counter()
-    backends = available_backends()
-    debug(f"backends {', '.join(backends)} loaded in {time.perf_counter() - t_load:.2f} s")
+    debug(f"backends {', '.join(available_backends())}")
     problem = plan.problem
     M = problem.manifold
     x0 = M.random_point(rng=cfg["seed"])

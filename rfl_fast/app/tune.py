@@ -94,21 +94,11 @@ def _best_mode(name, point, repeats, threads):
     return None, ratio
 
 
-def warm_up(names):
-    """Call every backend of kernels ``names`` once at a tiny shape: Numba compiles a kernel
-    family on its first call (or loads it from its cache), which no timing should include."""
-    for name in dict.fromkeys(names):
-        point = sweep_grid(name, quick=True)[0]
-        args = sweep._inputs(name, (1,) + tuple(point[1:]))
-        for b in kernels.available_backends():
-            kernels.resolve(name, b)[1](*args)
-
-
 def tune(points, budget_s=None, repeats=3, rounds=2, out=print, verbose=False):
     """Time ``points`` (``[(kernel, point)]``, in order) until ``budget_s`` seconds are spent;
     ``(table, rows)``: ``sweep.derive_auto``'s points (with the C++ batch mode where one was
     faster) and the timed rows."""
-    warm_up(name for name, _ in points)
+    kernels.warm_up(name for name, _ in points)
     t0 = time.perf_counter()
     backends = kernels.available_backends()
     threads = kernels.get_threads()

@@ -28,7 +28,7 @@ from .._validation import check_int, check_positive
 from ..algorithms._checks import check_point_arg
 from ..algorithms.base import FederatedAlgorithm, check_problem
 from ..algorithms.participation import Full, Participation, as_participation
-from ..kernels import limit_blas_threads
+from ..kernels import limit_blas_threads, warm_up
 from ..problems import Problem
 from . import checkpoint as _ckpt
 from .context import resolve_seed
@@ -169,6 +169,7 @@ def run(problem: Problem, algorithm: FederatedAlgorithm, rounds: int,
         return callback is not None and \
             callback(t, algorithm.point(problem, driver.state), row) is True
 
+    warm_up()  # backends load before the first timed round, not inside it
     with limit_blas_threads(blas_threads):
         history = driver.run(after_round)
     return Result(x=algorithm.output(problem, driver.state), history=history,

@@ -43,6 +43,7 @@ from ..algorithms._checks import check_point_arg
 from ..federation.context import resolve_seed
 from ..federation.driver import (Link, Replies, Result, RoundDriver, initial_point,
                                  specialize, upload_names)
+from ..kernels import warm_up
 from ..problems.base import Problem
 from . import schema
 from .client import handle
@@ -362,6 +363,7 @@ def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, cal
         return callback is not None and \
             callback(t, alg.point(stub, driver.state), row) is True
 
+    warm_up()  # backends load before the first timed round, not inside it
     history = driver.run(after_round)
     return Result(x=alg.output(stub, driver.state), history=history, algorithm=alg, seed=seed,
                   rounds=driver.done, participation=participation, x0=x0, state=driver.state,

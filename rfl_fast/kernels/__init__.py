@@ -24,7 +24,36 @@ from .registry import KERNELS, REGISTRY
 __all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "backend",
            "get_backend", "available_backends", "is_available", "describe_backends",
            "compiled_version", "set_threads", "get_threads", "limit_blas_threads",
-           "numba_cache_note", "auto_order", "policy_notes", "reload_policy", "batch_modes"]
+           "numba_cache_note", "auto_order", "policy_notes", "reload_policy", "batch_modes",
+           "warm_up"]
+
+
+def warm_up(names=()) -> list[str]:
+    """Load every available backend now (the C++ extension; Numba's import, ~0.3 s) and call
+    every available backend of each kernel of ``names`` once at a tiny shape (Numba compiles a
+    kernel family on its first call, or loads it from its cache), so that no timed round or
+    benchmark pays for it. Later calls cost little: backends load once.
+
+    Parameters
+    ----------
+    names : iterable of str, optional
+        Kernels of ``KERNELS`` to call once on every available backend.
+
+    Returns
+    -------
+    list of str
+        The available backends, fastest first (:func:`available_backends`).
+    """
+    backends = available_backends()
+    from .registry import sweep_grid
+    from .testing import kernel_inputs
+    for name in dict.fromkeys(names):
+        dims = sweep_grid(name, quick=True)[0][1:]
+        args = tuple(np.ascontiguousarray(a) for a in
+                     kernel_inputs(name, np.random.default_rng(0), 1, *dims))
+        for b in backends:
+            resolve(name, b)[1](*args)
+    return backends
 
 
 def resolve(name: str, backend: str | None = None, shape: tuple[int, ...] | None = None

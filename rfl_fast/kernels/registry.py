@@ -155,18 +155,23 @@ class Fused:
     (M, d) through ``offsets`` (n + 1,) (the layout of ``problems._clients.pack_clients``),
     outside ``KERNELS``' one-to-one batch convention. Its NumPy reference is
     ``kernels.fused.<name>_reference``; ``order`` is ``auto``'s order of the backends that have
-    it (the reference last)."""
+    it (the reference last). ``steps``: for a kernel of whole local loops, the kernels of one
+    step it fuses after the rows' gradient ``scale_i Z_i' Z_i X`` (the Riemannian gradient's
+    kernel, the retraction's kernel), by which :func:`kernels.fused.local_steps` finds it for a
+    manifold declaring them (``Manifold.step_kernels``)."""
 
     name: str
     order: tuple
     summary: str = ""
+    steps: tuple = ()
 
 
 FUSED = {f.name: f for f in (
     Fused("pca_grad_sum", ("cpp", "numpy"),
           "rows of clients idx at X_j -> (Z_i' Z_i X_j)', |Z_i X_j|^2 (or the clipped sum)"),
     Fused("pca_local_steps", ("cpp", "numpy"),
-          "rows of clients idx from X_j -> `steps` times X <- polar(X - eta P_X(s_j Z_i' Z_i X))"),
+          "rows of clients idx from X_j -> `steps` times X <- polar(X - eta P_X(s_j Z_i' Z_i X))",
+          steps=("stiefel_proj", "stiefel_retr_polar")),
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
 )}

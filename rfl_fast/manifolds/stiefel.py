@@ -43,6 +43,7 @@ class Stiefel(Manifold):
     transports = ("projection",)
     has_project = True
     has_tangent_gaussian = True
+    step_kernels = {"polar": ("stiefel_proj", "stiefel_retr_polar")}
 
     def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)

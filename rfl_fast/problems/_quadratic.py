@@ -73,8 +73,6 @@ class QuadraticProblem(Problem):
     """Base of ``SpherePCA`` and ``KPCA`` (private): see the module docstring."""
 
     _c = 1.0
-    _last_ax = None  # (X, A X) of the pooled route's last product
-    _backward = False  # direction of the last pass over the clients (fused kernel)
 
     def _setup_samples(self, data, r, weighting, gram, name="data"):
         flat, offsets = pack_clients(data, 1, name)
@@ -96,7 +94,7 @@ class QuadraticProblem(Problem):
                 z = flat[offsets[i]:offsets[i + 1]]
                 np.matmul(z.T, z, out=self._gram[i])
                 self._gram[i] /= z.shape[0]
-        self._global = self._last_ax = None
+        self._global = None
 
     def _setup_covariances(self, A, r, weighting):
         a = check_covariances(A, "A")
@@ -107,7 +105,7 @@ class QuadraticProblem(Problem):
         self.d, self.r = a.shape[1], r
         self._c = 0.5
         super().__init__(np.ones(a.shape[0], dtype=np.int64), weighting)
-        self._global = self._last_ax = None
+        self._global = None
 
     @property
     def form(self) -> str:
@@ -136,10 +134,8 @@ class QuadraticProblem(Problem):
         if self._offsets64 is None:
             self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
         xt = np.ascontiguousarray(np.swapaxes(x, -1, -2), dtype=np.float64)
-        self._backward = not self._backward  # alternate: start with the rows still in cache
         return fused.pca_grad_sum(self._flat, self._offsets64,
-                                  np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale,
-                                  backward=self._backward)
+                                  np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale)
 
     def quadratic_rows(self) -> QuadraticRows | None:
         """The rows form's data, ``f_i``'s Euclidean gradient being ``-2c/m_i Z_i' Z_i X``;
@@ -362,7 +358,7 @@ class QuadraticProblem(Problem):
         if not self._pooled():
             return super().f(x)
         xm = self._mat(self._point(x)[None])[0]
-        return float(-self._c * np.vdot(xm, self._global_ax(xm)))
+        return float(-self._c * np.vdot(xm, self._global_matrix() @ xm))
 
     def grad(self, x: ArrayLike) -> FloatArray:
         """``P_x(-2c A X)``, ``A = sum_i w_i A_i``, at one point -> (*shape).
@@ -381,18 +377,8 @@ class QuadraticProblem(Problem):
             return super().grad(x)
         x = self._point(x)
         xm = self._mat(x[None])[0]
-        g = self._unmat((-2.0 * self._c * self._global_ax(xm))[None])[0]
+        g = self._unmat((-2.0 * self._c * (self._global_matrix() @ xm))[None])[0]
         return self.manifold.egrad2rgrad(x, g)
-
-    def _global_ax(self, xm):
-        """``A X`` for the pooled ``A`` (d, d), remembered for the last ``X`` (the metrics ask
-        ``f`` and ``grad`` at one point: one product with ``A`` instead of two)."""
-        last = self._last_ax
-        if last is not None and last[0].shape == xm.shape and np.array_equal(last[0], xm):
-            return last[1]
-        ax = self._global_matrix() @ xm
-        self._last_ax = (np.array(xm), ax)
-        return ax
 
     def solution(self) -> FloatArray:
         """Top-``r`` eigenvectors of ``A = sum_i w_i A_i``, eigenvalues descending, each

@@ -29,12 +29,14 @@
 // depends only on the inputs and on the compiled clone, never on timing or threads.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <vector>
 
 #include "simd.hpp"  // RFL_INLINE, simd::v4d
+#include "stiefel.hpp"  // local_steps' default projection and retraction
 
 namespace rfl {
 namespace pca {
@@ -293,6 +295,81 @@ RFL_INLINE double client(const double* Z, std::size_t m, std::size_t d, const do
     std::memset(St, 0, sizeof(double) * static_cast<std::size_t>(r) * d);
     return wt.clipped ? rows<R, true>(Z, m, d, Xt, r, wt, St, coef)
                       : rows<R, false>(Z, m, d, Xt, r, wt, St, coef);
+}
+
+//! Rows per chunk of local_steps' gradient: a client's rows are summed in chunks of this many
+//! (each chunk's St from zero, then the chunks in order), the order of the Python extension's
+//! batched gradient (pca_grad_sum), so both give the same bits.
+constexpr std::size_t kChunkRows = 512;
+
+//! Doubles of scratch local_steps needs for a client of m rows (d x r points).
+inline std::size_t local_steps_work_size(std::size_t m, std::size_t d, int r) {
+    const std::size_t chunks = std::max<std::size_t>(1, (m + kChunkRows - 1) / kChunkRows);
+    return (4 + (chunks > 1 ? chunks : 0)) * static_cast<std::size_t>(r) * d;
+}
+
+//! RFedAvg's local steps on kPCA for one client: `steps` times
+//!   X <- R_X(-eta P_X(s Z'(Z X)))
+//! from X (d x r, row-major, overwritten with the last iterate), Z (m x d) the client's rows,
+//! s its gradient scale (kPCA: -2/m). The client's rows stay in cache over its steps. The
+//! operations are the caller's (the extension passes its per-ISA clones, so the iterates are
+//! its batched route's bits):
+//!   chunk(rows, count, Xt, St): St (r x d) = (Z_c' Z_c X)' of `count` rows (Xt: X', r x d);
+//!   proj(X, G, U): U = P_X(G) (d x r);   retr(X, U, Y): Y = R_X(U) (d x r; NaN: no solution).
+//! work: local_steps_work_size(m, d, r) doubles.
+template <class Chunk, class Proj, class Retr>
+void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X, double s,
+                 double eta, int steps, double* work, Chunk&& chunk, Proj&& proj, Retr&& retr) {
+    const std::size_t item = static_cast<std::size_t>(r) * d;
+    const std::size_t nc = std::max<std::size_t>(1, (m + kChunkRows - 1) / kChunkRows);
+    double* Xt = work;          // r x d
+    double* St = Xt + item;     // r x d
+    double* G = St + item;      // d x r
+    double* U = G + item;       // d x r
+    double* partials = U + item;  // one St per chunk when there are several
+    for (int step = 0; step < steps; ++step) {
+        for (std::size_t i = 0; i < d; ++i)
+            for (int l = 0; l < r; ++l) Xt[l * d + i] = X[i * r + l];
+        for (std::size_t c = 0; c < nc; ++c) {
+            const std::size_t lo = c * kChunkRows;
+            chunk(z + lo * d, std::min(m, lo + kChunkRows) - lo, Xt,
+                  nc == 1 ? St : partials + c * item);
+        }
+        if (nc > 1) {
+            std::fill(St, St + item, 0.0);
+            for (std::size_t c = 0; c < nc; ++c)
+                for (std::size_t e = 0; e < item; ++e) St[e] += partials[c * item + e];
+        }
+        for (std::size_t i = 0; i < d; ++i)
+            for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i];
+        proj(static_cast<const double*>(X), static_cast<const double*>(G), U);
+        for (std::size_t e = 0; e < item; ++e) U[e] = -eta * U[e];
+        retr(static_cast<const double*>(X), static_cast<const double*>(U), G);
+        std::copy(G, G + item, X);
+    }
+}
+
+//! local_steps with this header library's own operations (rows(), stiefel::proj and
+//! stiefel::retr_polar; R, P: compile-time r and p = r, 0 for any).
+template <int R = 0, int P = 0>
+void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X, double s,
+                 double eta, int steps) {
+    const int n = static_cast<int>(d);
+    std::vector<double> work(local_steps_work_size(m, d, r));
+    std::vector<double> coef(static_cast<std::size_t>(kRowsMax) * r);
+    std::vector<double> st_work(stiefel::work_size(n, r));
+    const Weight plain{false, INFINITY, 1.0};
+    local_steps(
+        z, m, d, r, X, s, eta, steps, work.data(),
+        [&](const double* rows, std::size_t count, const double* Xt, double* St) {
+            client<R>(rows, count, d, Xt, r, plain, St, coef.data());
+        },
+        [&](const double* x, const double* g, double* u) {
+            stiefel::proj<P>(x, g, u, n, r, st_work.data());
+        },
+        [&](const double* x, const double* u, double* y) {
+            stiefel::retr_polar<P>(x, u, y, 1, n, r, st_work.data());
+        });
 }
 
 }  // namespace pca

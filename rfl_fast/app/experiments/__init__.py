@@ -142,10 +142,8 @@ def run_experiment(exp_id, small=False, seed=0, out=None, progress=None):
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
-    from ...kernels import available_backends
     from ._common import set_progress
     module = get_experiment(exp_id)
-    available_backends()  # import every backend (Numba: ~0.3 s) before the first timed round
     old = set_progress(progress)
     try:
         return module.run(small=bool(small), seed=seed, out=out)
