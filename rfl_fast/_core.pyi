@@ -68,8 +68,7 @@ def lorentz_transport(x: _ArrayLike, y: _ArrayLike, v: _ArrayLike) -> _Array: ..
 # z (M, d), offsets (n + 1,) int64, idx (k,) int64, xt (k, r, d) -> (St (k, r, d), q (k,))
 def pca_grad_sum(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, xt: _ArrayLike,
                  tau: float, c: float, clipped: bool, threads: int = 1,
-                 scale: _ArrayLike | None = None,
-                 backward: bool = False) -> tuple[_Array, _Array]: ...
+                 scale: _ArrayLike | None = None) -> tuple[_Array, _Array]: ...
 
 # RFedAvg's local steps on kPCA (rfl_fast.problems): x0 (k, d, r), scale (k,) -> (k, d, r)
 def pca_local_steps(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, x0: _ArrayLike,

@@ -30,11 +30,10 @@ constexpr double kPcaMinWorkPerThread = 1 << 19;
 
 template <int R>
 RFL_INLINE void pca_units_r(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>& next,
-                            bool backward, const double* pz, std::size_t d, const double* pxt,
-                            int r, const rfl::pca::Weight& wt, double* coef) {
+                            const double* pz, std::size_t d, const double* pxt, int r,
+                            const rfl::pca::Weight& wt, double* coef) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
-    for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
-        const std::size_t i = backward ? nu - 1 - c : c;
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
         u[i].q = rfl::pca::client<R>(pz + u[i].lo * d, static_cast<std::size_t>(u[i].hi - u[i].lo),
                                      d, pxt + u[i].item * item, r, wt, u[i].St, coef);
     }
@@ -43,27 +42,26 @@ RFL_INLINE void pca_units_r(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>
 // Worker of pca_grad_sum: claims units from `next` until none is left (dynamic schedule: a
 // thread that starts late, or shares its core, simply takes fewer units).
 RFL_CLONES_V4 void pca_units(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>* next,
-                             bool backward, const double* pz, std::size_t d, const double* pxt,
+                             const double* pz, std::size_t d, const double* pxt,
                              int r, rfl::pca::Weight wt) {
     std::vector<double> coef(static_cast<std::size_t>(rfl::pca::kRowsMax) * r);
     double* c = coef.data();
     switch (r) {
-        case 1: return pca_units_r<1>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
-        case 2: return pca_units_r<2>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
-        case 3: return pca_units_r<3>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
-        case 4: return pca_units_r<4>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
-        case 5: return pca_units_r<5>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
-        case 6: return pca_units_r<6>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
-        case 7: return pca_units_r<7>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
-        case 8: return pca_units_r<8>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
-        default: return pca_units_r<0>(u, nu, *next, backward, pz, d, pxt, r, wt, c);
+        case 1: return pca_units_r<1>(u, nu, *next, pz, d, pxt, r, wt, c);
+        case 2: return pca_units_r<2>(u, nu, *next, pz, d, pxt, r, wt, c);
+        case 3: return pca_units_r<3>(u, nu, *next, pz, d, pxt, r, wt, c);
+        case 4: return pca_units_r<4>(u, nu, *next, pz, d, pxt, r, wt, c);
+        case 5: return pca_units_r<5>(u, nu, *next, pz, d, pxt, r, wt, c);
+        case 6: return pca_units_r<6>(u, nu, *next, pz, d, pxt, r, wt, c);
+        case 7: return pca_units_r<7>(u, nu, *next, pz, d, pxt, r, wt, c);
+        case 8: return pca_units_r<8>(u, nu, *next, pz, d, pxt, r, wt, c);
+        default: return pca_units_r<0>(u, nu, *next, pz, d, pxt, r, wt, c);
     }
 }
 
 
 py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const Arr& xt,
-                       double tau, double c, bool clipped, int threads, const py::object& scale,
-                       bool backward) {
+                       double tau, double c, bool clipped, int threads, const py::object& scale) {
     const char* kernel = "pca_grad_sum";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
@@ -143,7 +141,7 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
             std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), nu), by_work)));
         std::atomic<std::size_t> next{0};
         rfl::batch::run_threads(  // a thread the system refuses is not started (batch.hpp)
-            T, [&] { pca_units(units.data(), nu, &next, backward, pz, d, pxt, r, wt); });
+            T, [&] { pca_units(units.data(), nu, &next, pz, d, pxt, r, wt); });
         // reduction in chunk order
         for (py::ssize_t j = 0; j < k; ++j) {
             double qj = 0.0;
@@ -265,12 +263,12 @@ cache. ``threads`` threads take whole clients.)pbdoc");
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",
         [](py::handle z, py::handle offsets, py::handle idx, py::handle xt, double tau, double c,
-           bool clipped, int threads, const py::object& scale, bool backward) {
-            return pca_grad_sum(z, offsets, idx, xt, tau, c, clipped, threads, scale, backward);
+           bool clipped, int threads, const py::object& scale) {
+            return pca_grad_sum(z, offsets, idx, xt, tau, c, clipped, threads, scale);
         },
         py::arg("z"), py::arg("offsets"), py::arg("idx"),
         py::arg("xt"), py::arg("tau"), py::arg("c"), py::arg("clipped"), py::arg("threads") = 1,
-        py::arg("scale") = py::none(), py::arg("backward") = false,
+        py::arg("scale") = py::none(),
         R"pbdoc(One streaming pass over the rows of each selected client: ``(St, q)``.
 
 z: (M, d) all clients' rows; offsets: (n + 1,) int64, client i owns rows offsets[i]:offsets[i+1];
@@ -280,7 +278,5 @@ columns of X_j when clipped). For each j: ``y = X_j' z`` per row z of client idx
 ``St[j] = sum w y z'`` (r, d), i.e. ``(Z'(w o ZX))'``; ``q[j] = sum |y|^2``. ``threads``
 threads (at most; fewer for small work) claim the work in units of one client's fixed
 512-row chunk; the result does not depend on the thread count. With ``scale`` ((k,)
-float64) the first output is the gradient form ``G[j] = scale[j] St[j]'`` (k, d, r).
-``backward``: take the work from the last client to the first (a caller alternating directions
-reads first what the previous call read last, still in cache); same result.)pbdoc");
+float64) the first output is the gradient form ``G[j] = scale[j] St[j]'`` (k, d, r).)pbdoc");
 }

@@ -79,15 +79,15 @@ def test_gradient_form_with_scale(sizes, d, r):
 
 
 @needs_cpp
-def test_deterministic_and_independent_of_threads_and_direction():
+def test_deterministic_and_independent_of_threads():
     rng = np.random.default_rng(3)
     Z, offsets = _clients(rng, [3000, 300, 300, 1], 784)
     idx = np.array([0, 1, 2, 3, 1], dtype=np.int64)
     Xt = _xt(_points(rng, idx.size, 784, 5))
     first = fused.pca_grad_sum(Z, offsets, idx, Xt, 0.5, 2.0, True, threads=1, backend="cpp")
-    for threads, backward in [(1, False), (2, True), (4, False), (1, True), (2, False)]:
+    for threads in (1, 2, 4, 1, 3):
         st, q = fused.pca_grad_sum(Z, offsets, idx, Xt, 0.5, 2.0, True, threads=threads,
-                                   backward=backward, backend="cpp")
+                                   backend="cpp")
         assert np.array_equal(st, first[0]) and np.array_equal(q, first[1])
 
 

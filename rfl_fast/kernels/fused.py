@@ -143,21 +143,19 @@ def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False
 
 
 def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=None, *,
-                 threads=None, backward=False, backend=None):
+                 threads=None, backend=None):
     """``(St, q)`` of :func:`pca_grad_sum_reference` by the fastest available route.
 
     ``backend``: ``None`` follows ``rfl_fast.backend`` / ``RFL_FAST_BACKEND``; ``"numpy"`` runs
     the reference, anything else the C++ kernel when the extension has it (the reference
     otherwise; there is no Numba version of the multi-client pass). ``threads`` (default
-    ``rfl_fast.get_threads()``) and ``backward`` (work from the last selected client to the
-    first: alternate it between calls over the same clients so that each call starts with the
-    rows the previous one left in cache) only change the speed, never the result. Arrays must be
+    ``rfl_fast.get_threads()``) only changes the speed, never the result. Arrays must be
     C-contiguous float64 (``Z``, ``Xt``) and int64 (``offsets``, ``idx``) for the fast path.
     """
     if route("pca_grad_sum", backend) == "cpp":
         fn = _dispatch.load("cpp").pca_grad_sum
         return fn(Z, offsets, idx, Xt, float(tau), float(c), bool(clipped),
-                  get_threads() if threads is None else int(threads), scale, bool(backward))
+                  get_threads() if threads is None else int(threads), scale)
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)
 
 
