@@ -181,7 +181,7 @@ void pca_local_steps_client(const double* pz, std::int64_t lo, std::int64_t hi, 
         [&](const double* rows, std::size_t count, const double* Xt, double* St) {
             PcaUnit unit{0, 0, static_cast<std::int64_t>(count), St, 0.0};
             std::atomic<std::size_t> next{0};
-            pca_units(&unit, 1, &next, false, rows, d, Xt, r, plain);
+            pca_units(&unit, 1, &next, rows, d, Xt, r, plain);
         },
         [&](const double* x, const double* g, double* u) { stiefel_proj_loop(x, g, u, 1, n, r); },
         [&](const double* x, const double* u, double* y) {
