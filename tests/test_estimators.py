@@ -174,11 +174,19 @@ def wishart():
     return wishart_clients(4, 15, 3, rng=0)            # (4, 15, 3, 3)
 
 
-def _frechet_radius(g):
-    """Distance to the Frechet mean guaranteed by a gradient norm g: f = mean of dist^2 is
-    2-strongly geodesically convex on SPD (nonpositive curvature: Hess dist^2/2 >= I), so
-    dist(x, x*) <= |grad f(x)| / 2."""
-    return g / 2
+def _frechet_radius(g, x, samples):
+    """Distance to the Frechet mean guaranteed at ``x`` by its computed gradient norm g: f =
+    mean of dist^2 is 2-strongly geodesically convex on SPD (nonpositive curvature: Hess
+    dist^2/2 >= I), so dist(x, x*) <= |grad f(x)| / 2. The computed g is off by rounding: grad
+    = -2 mean_i Log_x(X_i), whose norm is that of -2 mean_i logm(M_i), M_i = L^-1 X_i L^-T
+    (x = L L'); a backward-stable eigensolver finds M_i's eigenvalues to n eps lambda_max, so
+    each log eigenvalue to n eps cond(M_i), and |grad| is computed to 2 n eps mean_i cond(M_i)."""
+    samples = np.asarray(samples).reshape((-1,) + np.shape(x))
+    n = np.shape(x)[-1]
+    Li = np.linalg.inv(np.linalg.cholesky(x))
+    lam = np.linalg.eigvalsh(Li @ samples @ Li.T)
+    rounding = 2 * n * EPS * float(np.mean(lam[:, -1] / lam[:, 0]))
+    return (g + rounding) / 2
 
 
 def test_frechet_mean_matches_the_centralized_mean(wishart):
@@ -189,13 +197,15 @@ def test_frechet_mean_matches_the_centralized_mean(wishart):
     # both are within their stopping points' radius of the mean (plus 10 n eps for dist
     # itself: logm of a matrix within ~1e-10 of I)
     assert float(rf.SPD(3).dist(exact, est.mean_)) <= (
-        _frechet_radius(g) + _frechet_radius(problem.solver_info["grad_norm"]) + 30 * EPS)
+        _frechet_radius(g, est.mean_, wishart)
+        + _frechet_radius(problem.solver_info["grad_norm"], exact, wishart) + 30 * EPS)
     assert est.n_clients_ == 4 and est.n_samples_ == 60 and est.n_iter_ < est.rounds
     assert g <= 1e-10                                   # the stopping rule, tol = 1e-10
     flat = wishart.reshape(-1, 3, 3)
     again = FederatedFrechetMean(random_state=0).fit(flat, clients=np.repeat(np.arange(4), 15))
     assert float(rf.SPD(3).dist(again.mean_, est.mean_)) <= (
-        _frechet_radius(g) + _frechet_radius(again.history_["grad_norm"][-1]) + 30 * EPS)
+        _frechet_radius(g, est.mean_, wishart)
+        + _frechet_radius(again.history_["grad_norm"][-1], again.mean_, wishart) + 30 * EPS)
 
 
 def test_frechet_mean_of_commuting_matrices_is_the_geometric_mean():
@@ -205,7 +215,7 @@ def test_frechet_mean_of_commuting_matrices_is_the_geometric_mean():
     est = FederatedFrechetMean(random_state=0).fit(list(mats))
     want = np.diag(np.exp(np.log(d).mean(axis=(0, 1))))   # rounded to ~4 eps relative
     assert float(rf.SPD(4).dist(est.mean_, want)) <= (
-        _frechet_radius(est.history_["grad_norm"][-1]) + 40 * EPS)
+        _frechet_radius(est.history_["grad_norm"][-1], est.mean_, mats) + 40 * EPS)
 
 
 def test_tangent_coordinates(wishart):
