@@ -9,6 +9,9 @@ from .base import Manifold, as_rng
 
 __all__ = ["Stiefel"]
 
+#: ``_solved``'s (what, name) of a polar or QR retraction without an answer
+_RETR_UNSOLVED = ("retr", "u (X + U is rank deficient)")
+
 
 def _t(a):
     return np.swapaxes(a, -1, -2)
@@ -110,7 +113,7 @@ class Stiefel(Manifold):
         ``NoSolutionError`` for both (the polar factor / the Q factor is then not unique),
         whatever the backend."""
         if method is None or method == "polar":
-            out = self._compiled("stiefel_retr_polar", backend, x, u)
+            out = self._compiled("stiefel_retr_polar", backend, x, u, solved=_RETR_UNSOLVED)
             if out is not None:
                 return out
         method = self._option(method, self.retractions, "retraction")
@@ -122,7 +125,7 @@ class Stiefel(Manifold):
         out = call(f"stiefel_retr_{method}", x, u, backend=backend)
         if method == "qr":
             out = self._qr_full_rank(x + u, out)
-        return self._solved(out, "retr", "u (X + U is rank deficient)")
+        return self._solved(out, *_RETR_UNSOLVED)
 
     @staticmethod
     def _qr_full_rank(a, q):
