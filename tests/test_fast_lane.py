@@ -2,6 +2,8 @@
 exactly as the general route when it answers, and leaves everything else to the general route,
 so errors never depend on which route ran."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -112,14 +114,70 @@ def test_nan_input_raises_the_named_error_on_a_shape_the_lane_takes():
         m.proj(u, x)
 
 
-def test_no_solution_item_raises_through_the_general_route():
-    m = rf.Stiefel(784, 5)
-    x = m.random_point(3, rng=0)
-    u = np.zeros_like(x)
-    u[1] = -x[1]  # X + U = 0 for item 1 (not tangent: no validation asked)
-    assert _core.stiefel_retr_polar_checked(x, u, m.shape) is None
-    with pytest.raises(NoSolutionError, match=r"batch index \[\[1\]\]"):
-        m.retr(x, u)
+def _unsolved(name):
+    """(manifold, method, kernel, x, y) where the lane takes every input and an item of the
+    kernel's output is NaN or inf."""
+    if name == "stiefel retr":
+        m = rf.Stiefel(784, 5)
+        x = m.random_point(3, rng=0)
+        u = np.zeros_like(x)
+        u[1] = -x[1]  # X + U = 0 for item 1 (not tangent: no validation asked)
+        return m, "retr", "stiefel_retr_polar", x, u
+    if name == "stiefel proj":  # x'u overflows: the general route returns the output as it is
+        m = rf.Stiefel(30, 3)
+        x = m.random_point(2, rng=1)
+        return m, "proj", "stiefel_proj", 1e200 * x, 1e200 * x
+    if name == "stiefel inv_retr":  # y orthogonal to x: x'y = 0
+        m = rf.Stiefel(12, 4)
+        x = np.eye(12)[:, :4]
+        return m, "inv_retr", "stiefel_inv_retr_polar", np.stack([x, x]), \
+            np.stack([x, np.eye(12)[:, 4:8]])
+    if name == "sphere log":
+        s = rf.Sphere(10)
+        p = s.random_point(2, rng=1)
+        q = p.copy()
+        q[1] = -p[1]
+        return s, "log", "sphere_log", p, q
+    if name == "spd dist":
+        m = rf.SPD(4)
+        x = m.random_point(2, rng=2)
+        return m, "dist", "spd_dist", x, np.stack([x[0], -np.eye(4)])
+    m = rf.Lorentz(3)  # lorentz exp: the point overflows
+    x = m.random_point(2, rng=3)
+    return m, "exp", "lorentz_exp", x, 1e3 * m.tangent_gaussian(x, 1.0, rng=4)
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - compared below, type and message
+        return type(exc), str(exc)
+
+
+@pytest.mark.parametrize("name", ["stiefel retr", "stiefel proj", "stiefel inv_retr",
+                                  "sphere log", "spd dist", "lorentz exp"])
+def test_item_without_answer_ends_as_the_general_route_from_the_lanes_output(monkeypatch,
+                                                                            name):
+    """The lane returns the output it computed as (out,); the method raises or returns from it
+    as the general route does from the same kernel's output, without a second call."""
+    m, meth, kernel, x, y = _unsolved(name)
+    lane = getattr(_core, kernel + "_checked")(x, y, m.shape)
+    assert type(lane) is tuple and len(lane) == 1 and not np.isfinite(lane[0]).all()
+    with rf.backend("cpp"):
+        want = _outcome(_general, monkeypatch, m, meth, x, y)
+        with monkeypatch.context() as mp:
+            mp.setattr(sys.modules[type(m).__module__], "call",  # no second kernel call
+                       lambda *a, **k: pytest.fail("the general route computed it again"))
+            got = _outcome(getattr(m, meth), x, y)
+    if type(want) is tuple:
+        assert got == want and want[0] is NoSolutionError
+    else:
+        np.testing.assert_array_equal(got, want)  # NaN where NaN
+        np.testing.assert_array_equal(lane[0], want)
+    assert name != "stiefel retr" or "batch index [[1]]" in want[1]
+
+
+def test_antipodal_log_raises():
     s = rf.Sphere(10)
     p = s.random_point(rng=1)
     with pytest.raises(NoSolutionError, match="antipodal"):

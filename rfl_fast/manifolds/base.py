@@ -181,19 +181,30 @@ class Manifold:
         x = self._point(x)
         return x, (self._vector(x, u, name) if tangent else self._array(u, name))
 
-    def _compiled(self, kernel, backend, *arrays):
+    def _compiled(self, kernel, backend, *arrays, solved=None):
         """The fast lane for small inputs: ``kernel``'s result from the C++ backend's checked form
         (``_core.<kernel>_checked``, one compiled call that also checks every input and output
         entry for NaN/inf), or ``None`` when that form does not take these arrays as they are
         (not all float64 C-contiguous ndarrays of one shape ``(..., *shape)``, a NaN or inf
-        entry, an item without a finite answer), when C++ is not the backend in force, or when
-        on-manifold validation is on. On ``None`` the caller takes its general route, which
-        gives the same result or raises the named error. ~0.7 us instead of ~5 us of Python
-        checks and glue on one 784x5 Stiefel matrix."""
+        input entry), when C++ is not the backend in force, or when on-manifold validation is
+        on. On ``None`` the caller takes its general route, which gives the same result or
+        raises the named error. ~0.7 us instead of ~5 us of Python checks and glue on one 784x5
+        Stiefel matrix. An item without a finite answer ends as the general route ends on the
+        same kernel's output, without computing it again: with ``solved``, the ``(what, name)``
+        of :meth:`_solved`, it raises that ``NoSolutionError``; without, the output is returned
+        (the caller's own checks follow, or the general route returns it as it is)."""
         if validation_enabled(self.validate):
             return None
         fn = fast_lane(kernel, backend, arrays[0].shape)
-        return None if fn is None else fn(*arrays, self.shape)
+        if fn is None:
+            return None
+        out = fn(*arrays, self.shape)
+        if type(out) is not tuple:
+            return out
+        out = out[0]  # (out,): every input taken, some output entry NaN or inf
+        if solved is not None:  # a distance has no core axes: checked as (..., 1, 1)
+            self._no_solution(out[(...,) + (None,) * (arrays[0].ndim - out.ndim)], *solved)
+        return out
 
     @staticmethod
     def _option(method, options, kind):
@@ -206,11 +217,15 @@ class Manifold:
     def _solved(self, out, what, name):
         """Raise ``NoSolutionError`` if the kernel left NaN in ``out`` (no solution)."""
         if not _all_finite(out):
-            bad = ~np.isfinite(out.reshape(out.shape[: out.ndim - self.core_ndim] + (-1,))).all(-1)
-            where = np.argwhere(np.atleast_1d(bad))[:5].tolist()
-            raise NoSolutionError(f"{type(self).__name__}.{what}: no solution for {name} "
-                                  f"(batch index {where if bad.ndim else 'scalar'})")
+            self._no_solution(out, what, name)
         return out
+
+    def _no_solution(self, out, what, name):
+        """Raise ``_solved``'s ``NoSolutionError`` for ``out``, which has a NaN or inf entry."""
+        bad = ~np.isfinite(out.reshape(out.shape[: out.ndim - self.core_ndim] + (-1,))).all(-1)
+        where = np.argwhere(np.atleast_1d(bad))[:5].tolist()
+        raise NoSolutionError(f"{type(self).__name__}.{what}: no solution for {name} "
+                              f"(batch index {where if bad.ndim else 'scalar'})")
 
     def _sum_core(self, a):
         return np.sum(a, axis=tuple(range(-self.core_ndim, 0)))

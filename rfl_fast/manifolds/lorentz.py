@@ -11,6 +11,10 @@ __all__ = ["Lorentz"]
 
 #: Distances below this use the cancellation-free forms in ``dist`` and ``log``.
 _NEAR = 1e-2
+#: ``_solved``'s name of a step without an answer, for the dtype of the result
+_EXP_UNSOLVED = ("u (|u| too large: the point overflows {}, or cosh|u| x0 > 1e8 z0: too "
+                 "ill-conditioned, < 8 correct digits)")
+_EXP_UNSOLVED64 = ("exp", _EXP_UNSOLVED.format(np.dtype(np.float64)))  # the fast lane's
 
 
 def _half_gap(x, y):
@@ -123,15 +127,14 @@ class Lorentz(Manifold):
         hyperboloid). The rounding errors are ~ ``eps cosh|u| x0`` (a step back towards the
         origin from a far point cancels): where that exceeds ``1e8 eps z0`` (fewer than ~8
         correct digits) it raises ``NoSolutionError`` too, instead of a silently wrong point."""
-        out = self._compiled("lorentz_exp", backend, x, u)
+        out = self._compiled("lorentz_exp", backend, x, u, solved=_EXP_UNSOLVED64)
         if out is not None:
             return out
         x = self._point(x)
         u = self._vector(x, u)
         with np.errstate(over="ignore", invalid="ignore"):
             out = call("lorentz_exp", x, u, backend=backend)
-        return self._solved(out, "exp", f"u (|u| too large: the point overflows {out.dtype}, or "
-                            "cosh|u| x0 > 1e8 z0: too ill-conditioned, < 8 correct digits)")
+        return self._solved(out, "exp", _EXP_UNSOLVED.format(out.dtype))
 
     def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see

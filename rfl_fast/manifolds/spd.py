@@ -10,6 +10,12 @@ from .base import Manifold, as_rng
 
 __all__ = ["SPD"]
 
+_NOT_PD = " (not positive definite, or X^-1 Y too ill-conditioned for float64)"
+#: ``_solved``'s (what, name) of an exp, log or dist without an answer
+_EXP_UNSOLVED = ("exp", "x" + _NOT_PD)
+_LOG_UNSOLVED = ("log", "x or y" + _NOT_PD)
+_DIST_UNSOLVED = ("dist", "x or y" + _NOT_PD)
+
 
 def _t(a):
     return np.swapaxes(a, -1, -2)
@@ -70,10 +76,6 @@ class SPD(Manifold):
         return (asym <= atol * max(1.0, np.max(np.abs(u), initial=0.0)),
                 f"not symmetric: |U - U'|_max = {asym:.3g}")
 
-    def _spd_solved(self, out, what, name):
-        return self._solved(out, what, f"{name} (not positive definite, or X^-1 Y too "
-                                       f"ill-conditioned for float64)")
-
     def inner(self, x: ArrayLike, u: ArrayLike, v: ArrayLike) -> Real:
         """``tr(X^-1 U X^-1 V)``; returns (...)."""
         x = self._point(x)
@@ -106,19 +108,19 @@ class SPD(Manifold):
         return self.log(x, y, backend=backend)
 
     def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
-        out = self._compiled("spd_exp", backend, x, u)
+        out = self._compiled("spd_exp", backend, x, u, solved=_EXP_UNSOLVED)
         if out is not None:
             return out
         x = self._point(x)
         out = call("spd_exp", x, self._vector(x, u), backend=backend)
-        return self._spd_solved(out, "exp", "x")
+        return self._solved(out, *_EXP_UNSOLVED)
 
     def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
-        out = self._compiled("spd_log", backend, x, y)
+        out = self._compiled("spd_log", backend, x, y, solved=_LOG_UNSOLVED)
         if out is not None:
             return out
         out = call("spd_log", self._point(x), self._point(y, "y"), backend=backend)
-        return self._spd_solved(out, "log", "x or y")
+        return self._solved(out, *_LOG_UNSOLVED)
 
     def dist(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> Real:
         """Geodesic distance; returns shape (...).
@@ -138,13 +140,11 @@ class SPD(Manifold):
         float or ndarray, shape (...)
             One value per item.
         """
-        out = self._compiled("spd_dist", backend, x, y)
+        out = self._compiled("spd_dist", backend, x, y, solved=_DIST_UNSOLVED)
         if out is not None:
             return out
         out = call("spd_dist", self._point(x), self._point(y, "y"), backend=backend)
-        return self._solved(out[..., None, None], "dist", "x or y (not positive definite, "
-                                                                 "or X^-1 Y too ill-conditioned "
-                                                                 "for float64)")[..., 0, 0]
+        return self._solved(out[..., None, None], *_DIST_UNSOLVED)[..., 0, 0]
 
     def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
                   backend: str | None = None) -> FloatArray:
@@ -157,7 +157,7 @@ class SPD(Manifold):
         c = call("sym_sqrtm", x, backend=backend)
         ci = call("sym_invsqrtm", x, backend=backend)
         e = c @ call("sym_sqrtm", _sym(ci @ y @ ci), backend=backend) @ ci
-        return self._spd_solved(_sym(e @ v @ _t(e)), "transport", "x or y")
+        return self._solved(_sym(e @ v @ _t(e)), "transport", "x or y" + _NOT_PD)
 
     def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
         """``expm(S / sqrt(n))`` with S symmetric Gaussian (``S = (G + G')/2``, G with

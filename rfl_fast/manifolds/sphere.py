@@ -11,6 +11,8 @@ __all__ = ["Sphere"]
 
 #: Below this ``1 + <x, y>`` the parallel transport is computed from the logarithm.
 _NEAR_ANTIPODAL = 1e-6
+#: ``_solved``'s (what, name) of a logarithm without an answer
+_LOG_UNSOLVED = ("log", "y (antipodal to x: the logarithm is not unique)")
 
 
 def _dot(a, b):
@@ -105,11 +107,11 @@ class Sphere(Manifold):
         """``Log_x(y)``, of norm ``dist(x, y) <= pi``. Nearly antipodal ``y`` is answered (the
         direction is that of ``y - <x,y> x``, conditioned like ``1/|y - <x,y> x|``); exactly
         antipodal ``y`` raises ``NoSolutionError`` (every direction is a minimizing geodesic)."""
-        out = self._compiled("sphere_log", backend, x, y)
+        out = self._compiled("sphere_log", backend, x, y, solved=_LOG_UNSOLVED)
         if out is not None:
             return out
         out = call("sphere_log", self._point(x), self._point(y, "y"), backend=backend)
-        return self._solved(out, "log", "y (antipodal to x: the logarithm is not unique)")
+        return self._solved(out, *_LOG_UNSOLVED)
 
     def dist(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> Real:
         """Geodesic distance; returns shape (...).

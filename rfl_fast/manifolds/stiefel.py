@@ -9,6 +9,12 @@ from .base import Manifold, as_rng
 
 __all__ = ["Stiefel"]
 
+#: ``_solved``'s (what, name) of a polar or QR retraction without an answer
+_RETR_UNSOLVED = ("retr", "u (X + U is rank deficient)")
+#: the same of an inverse retraction, by method
+_INV_RETR_UNSOLVED = {m: ("inv_retr", f"y (X'Y is too singular for the {m} inverse, or y is not "
+                                      "reached by that retraction from x)") for m in ("polar", "qr")}
+
 
 def _t(a):
     return np.swapaxes(a, -1, -2)
@@ -110,7 +116,7 @@ class Stiefel(Manifold):
         ``NoSolutionError`` for both (the polar factor / the Q factor is then not unique),
         whatever the backend."""
         if method is None or method == "polar":
-            out = self._compiled("stiefel_retr_polar", backend, x, u)
+            out = self._compiled("stiefel_retr_polar", backend, x, u, solved=_RETR_UNSOLVED)
             if out is not None:
                 return out
         method = self._option(method, self.retractions, "retraction")
@@ -122,7 +128,7 @@ class Stiefel(Manifold):
         out = call(f"stiefel_retr_{method}", x, u, backend=backend)
         if method == "qr":
             out = self._qr_full_rank(x + u, out)
-        return self._solved(out, "retr", "u (X + U is rank deficient)")
+        return self._solved(out, *_RETR_UNSOLVED)
 
     @staticmethod
     def _qr_full_rank(a, q):
@@ -152,14 +158,18 @@ class Stiefel(Manifold):
         singular ``X'Y`` (no unique solution: a zero eigenvalue, or a vanishing leading
         minor for QR) raises ``NoSolutionError``."""
         method = self._option(method, self.inverse_retractions, "inverse retraction")
-        out = self._compiled(f"stiefel_inv_retr_{method}", backend, x, y)
+        unsolved = _INV_RETR_UNSOLVED[method]
+        qr = method == "qr"  # its output goes through _qr_reaches, whichever route computed it
+        out = self._compiled(f"stiefel_inv_retr_{method}", backend, x, y,
+                             solved=None if qr else unsolved)
+        if out is not None and not qr:
+            return out  # the lane's answer: every entry checked finite
         if out is None:
             x, y = self._point(x), self._point(y, "y")
             out = call(f"stiefel_inv_retr_{method}", x, y, backend=backend)
-        if method == "qr":
+        if qr:
             out = self._qr_reaches(x, y, out)
-        return self._solved(out, "inv_retr", f"y (X'Y is too singular for the {method} inverse, "
-                                             f"or y is not reached by that retraction from x)")
+        return self._solved(out, *unsolved)
 
     @staticmethod
     def _qr_reaches(x, y, u):
