@@ -23,7 +23,7 @@ def _fake_rows(monkeypatch, first):
                 "agree": {b: True for b in backends}, "given_up": []}
 
     monkeypatch.setattr(sweep, "time_rounds", fake)
-    monkeypatch.setattr(kernels, "warm_up", lambda names: None)
+    monkeypatch.setattr(kernels, "warm_up", lambda names: kernels.available_backends())
 
 
 def test_tune_writes_a_policy_that_auto_then_follows(policy_cache, monkeypatch, capsys):

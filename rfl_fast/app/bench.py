@@ -93,8 +93,6 @@ def scaling(cases, repeats=5, cores=None, bandwidth_bytes=256 * 2**20):
     threads for C++, BLAS and Numba alike, the thread counts alternating within each repeat
     (one untimed call first, then a timed one); medians. The floor: bytes read and written /
     the copy bandwidth with every thread."""
-    from threadpoolctl import threadpool_limits
-
     cores = cores or rf.get_threads()
     counts = thread_counts(cores)
     before = rf.get_threads()
@@ -111,7 +109,7 @@ def scaling(cases, repeats=5, cores=None, bandwidth_bytes=256 * 2**20):
             route = {}
             for _ in range(repeats):
                 for t in counts:
-                    with threadpool_limits(limits=t, user_api="blas"):
+                    with kernels.limit_blas_threads(t):
                         rf.set_threads(t)
                         if numba is not None:
                             numba.set_num_threads(min(t, numba.config.NUMBA_NUM_THREADS))

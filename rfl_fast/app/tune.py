@@ -21,7 +21,6 @@ asserts a time.
 """
 
 import argparse
-import functools
 import os
 import statistics
 import sys
@@ -75,32 +74,28 @@ def _mode_fns(name, point):
 
 
 def _best_mode(name, point, repeats, threads):
-    """``(mode or None, items time / blas time)``: the C++ batch mode faster by the margin at
-    ``point``'s core shape. The mode applies to every batch of that core shape (an item's bits
+    """``(mode or None, items time / blas time, the C++ kernel in that mode or None)``: the C++
+    batch mode faster by the margin at ``point``'s core shape. The mode applies to every batch of that core shape (an item's bits
     must not depend on its batch), so it is timed on a batch of at least 4 items per thread, the
     throughput case: one item alone on BLAS's threads can be faster (St(3072, 32) projection,
     2 cores: 1.7x), a batch item by item on them slower (St(784, 32) x 200: 0.65x)."""
     batch = (max(point[0], 4 * threads),) + tuple(point[1:])
     fns = _mode_fns(name, batch)
     if fns is None:
-        return None, None
+        return None, None, None
     args = sweep._inputs(name, batch)
     times = block_medians({m: (f, args) for m, f in fns.items()}, repeats)
     ratio = times["items"] / times["blas"]
-    if ratio * sweep.MARGIN <= 1.0:
-        return "items", ratio
-    if ratio >= sweep.MARGIN:
-        return "blas", ratio
-    return None, ratio
+    mode = "items" if ratio * sweep.MARGIN <= 1.0 else "blas" if ratio >= sweep.MARGIN else None
+    return mode, ratio, fns.get(mode)
 
 
 def tune(points, budget_s=None, repeats=3, rounds=2, out=print, verbose=False):
     """Time ``points`` (``[(kernel, point)]``, in order) until ``budget_s`` seconds are spent;
     ``(table, rows)``: ``sweep.derive_auto``'s points (with the C++ batch mode where one was
     faster) and the timed rows."""
-    kernels.warm_up(name for name, _ in points)
+    backends = kernels.warm_up(name for name, _ in points)
     t0 = time.perf_counter()
-    backends = kernels.available_backends()
     threads = kernels.get_threads()
     rows, slowest, modes = [], 0.0, {}
     out(f"{'kernel':24s}{'point (N, dims)':>18s}" + "".join(f"{b + ' x':>9s}" for b in backends)
@@ -115,11 +110,10 @@ def tune(points, budget_s=None, repeats=3, rounds=2, out=print, verbose=False):
         core = (name, tuple(point[1:]))
         if core not in modes:  # one mode per core shape, timed once
             modes[core] = _best_mode(name, point, repeats, threads)
-        mode, ratio = modes[core]
+        mode, ratio, fn = modes[core]
         fns = None
         if mode is not None:  # the C++ route timed in its faster mode
-            fns = {**sweep.backend_fns(name, point, backends),
-                   "cpp": _mode_fns(name, point)[mode]}
+            fns = {**sweep.backend_fns(name, point, backends), "cpp": fn}
         row = sweep.time_rounds(name, point, backends, repeats, rounds, fns=fns)
         row["parallel"] = mode
         rows.append(row)
@@ -133,7 +127,7 @@ def tune(points, budget_s=None, repeats=3, rounds=2, out=print, verbose=False):
         out(f"{name:24s}{str(tuple(point)):>18s}{cells}{mode or '-':>7s}  "
             f"{' '.join(shipped):22s} {' '.join(p.order):22s}{mark}")
         if verbose:
-            out(f"    ms: " + ", ".join(f"{b} {v * 1e3:.3g}" for b, v in t.items())
+            out("    ms: " + ", ".join(f"{b} {v * 1e3:.3g}" for b, v in t.items())
                 + (f"; C++ items / blas mode {ratio:.2f}" if ratio is not None else ""))
     return sweep.derive_auto(rows), rows
 

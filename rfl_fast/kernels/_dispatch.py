@@ -259,6 +259,12 @@ def auto_entry(kernel, shape):
     key = None if shape is None else shape_key(kernel, shape)
     if key is None or len(key) != len(points[0][0]) or min(key) < 1:
         return points[0][1]
+    return _nearest(points, key)
+
+
+def _nearest(points, key):
+    """The payload of ``points`` (``((log point, payload), ...)``) nearest to ``key`` (a point,
+    positive) on the log scale."""
     logs = tuple(map(math.log, key))
     return min(points, key=lambda p: sum((a - b) ** 2 for a, b in zip(p[0], logs)))[1]
 
@@ -278,8 +284,7 @@ def _with_mode(kernel, fn, shape):
     key = None if shape is None else shape_key(kernel, shape)
     if not modes or key is None or min(key) < 1 or len(key) - 1 != len(modes[0][0]):
         return fn
-    logs = tuple(map(math.log, key[1:]))
-    mode = min(modes, key=lambda m: sum((a - b) ** 2 for a, b in zip(m[0], logs)))[1]
+    mode = _nearest(modes, key[1:])
     return fn if mode is None else functools.partial(fn, parallel=mode)
 
 
