@@ -395,8 +395,9 @@ class PriRFed(FederatedAlgorithm):
         if sizes.shape != (1,):
             raise ValueError(f"{self.name}: a private client holds one client's data, got "
                              f"{sizes.size} clients")
-        if alg._batches(sizes)[0] > sizes[0]:
-            raise InvalidParameterError("batch_size", f"b = {int(alg._batches(sizes)[0])} "
+        b = int(alg._batches(sizes)[0])
+        if b > sizes[0]:
+            raise InvalidParameterError("batch_size", f"b = {b} "
                                         f"exceeds this client's N = {int(sizes[0])} samples",
                                         self.name)
         st, = alg._settings(sizes, 1, 1)

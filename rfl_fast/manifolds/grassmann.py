@@ -5,7 +5,7 @@ import numpy as np
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..errors import NoSolutionError
 from .._validation import validation_enabled
-from .base import Manifold, as_rng
+from .base import Manifold
 from .stiefel import Stiefel
 
 __all__ = ["Grassmann"]
@@ -227,8 +227,4 @@ class Grassmann(Manifold):
     def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
         return self._stiefel.random_point(*batch, rng=rng)
 
-    def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
-                         rng: RNGLike = None) -> FloatArray:
-        x = self._point(x)
-        g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
-        return self.proj(x, g.astype(x.dtype, copy=False))
+    tangent_gaussian = Stiefel.tangent_gaussian  # the same body, on this class's own proj
