@@ -26,10 +26,9 @@ namespace py = pybind11;
 // (GNU ifunc) from the CPU it runs on. The hot item functions of the headers are RFL_INLINE
 // (always_inline), so they are compiled into each clone with its instruction set; cold paths
 // (SVD / Householder fallbacks) stay out of line, baseline only. (`flatten` would inline them
-// too, but made the build take ~4 minutes for no measured gain.) A -march=native build
-// (RFL_FAST_NATIVE=1 at build time) needs no clones. Measured gains of the AVX2 clones on the
-// existing scalar loops are modest (~1.1-1.35x on the Stiefel kernels); the lockstep Jacobi
-// (spd.cpp) depends on them (it is only used where AVX2 is present). A build with
+// too, but made the build several times longer for no gain.) A -march=native build
+// (RFL_FAST_NATIVE=1 at build time) needs no clones. The lockstep Jacobi (spd.cpp) depends on
+// the AVX2 clone (it is only used where AVX2 is present). A build with
 // RFL_FAST_BASELINE=1 (setup.py) has no clones and takes the code path of a CPU without AVX2
 // everywhere (CI tests it); _core.build_info() says which path runs.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
@@ -38,7 +37,6 @@ namespace py = pybind11;
 #define RFL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 // the fused PCA pass also gets an AVX-512 clone: its register blocking (4 rows x r columns of
 // dot-product accumulators) fits the 32 vector registers of x86-64-v4 and spills with 16
-// (measured on Zen 4, d = 784, r = 5, rows in cache: 0.47 -> 0.32 us per row)
 #define RFL_CLONES_V4 \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -141,10 +139,8 @@ inline std::atomic<int> g_threads{1};
 enum class Parallel { automatic, items, blas };
 
 // Multiply-adds (n p^2, n^3) of an item's BLAS call from which "auto" leaves the item to BLAS's
-// threads: the calls of smaller items thread poorly (St(784, 32) x 500 polar retraction, 2
-// cores, medians of 5: 1 thread 98 ms; items on 2 threads 51 ms, blas on 2 threads 79 ms;
-// rfl-fast tune on 2 cores found items faster by 1.1-1.9x at every core shape it timed), a
-// call of 16 M multiply-adds gives every one of 16 threads 1 M.
+// threads: the calls of smaller items thread poorly; a call of 16 M multiply-adds gives every
+// one of 16 threads 1 M (auto's policy, or `rfl-fast tune`, may choose per core shape).
 constexpr std::size_t kItemsMaxWork = std::size_t(1) << 24;
 
 inline Parallel parallel_arg(const std::string& value, const char* kernel) {
@@ -158,9 +154,8 @@ inline Parallel parallel_arg(const std::string& value, const char* kernel) {
 // The batch loop of the headers (rfl/batch.hpp: fixed chunks, so results never depend on the
 // thread count) on up to g_threads threads. Items that call BLAS which threads each call
 // (`blas_work`: the multiply-adds of such a call, 0 if none) run as `parallel` says (see
-// Parallel): two loop threads each driving BLAS's threads on the same cores took 1.7-2x as long
-// (stiefel_inv_retr_polar (16, 784, 128), (200, 784, 32)), so the loop's threads run only with
-// BLAS held to one thread. `min_bytes`: the least input per thread
+// Parallel): loop threads each driving BLAS's threads on the same cores oversubscribe them, so
+// the loop's threads run only with BLAS held to one thread. `min_bytes`: the least input per thread
 // (rfl::batch::kMinBytesPerThread unless the items are costly); `group`: items per lockstep
 // group (rfl::batch::chunk_items; 1 where items are computed one by one).
 template <class Body>

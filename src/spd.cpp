@@ -10,8 +10,8 @@
 namespace {
 
 // Whether the wide-vector code path runs here: the lockstep Jacobi (rfl::spd::sym_fun_lanes)
-// beats Householder + QL per item only with 4-wide vectors (AVX2 + FMA, measured at n = 9:
-// ~2.5 us vs ~3.8 us per matrix; with SSE2 it is slower than QL). Never in a baseline build
+// beats Householder + QL per item only with 4-wide vectors (AVX2 + FMA; with SSE2 it is slower
+// than QL). Never in a baseline build
 // (RFL_FAST_BASELINE), which runs what a CPU without AVX2 runs.
 bool wide_simd() {
 #if defined(RFL_FAST_BASELINE)
@@ -44,9 +44,9 @@ std::size_t on_blas_work(const py::ssize_t* c) {
 constexpr auto exp_log_on_blas = on_blas_work<rfl::spd::kBlasMinExpLog>;  // spd_exp, spd_log
 constexpr auto eig_on_blas = on_blas_work<rfl::spd::kBlasMinEig>;         // sym_*, spd_dist
 
-// lockstep Jacobi up to this n (measured against QL per matrix: 12x12 ~10% faster, 16x16 ~15%
-// slower), above it Householder + QL in lockstep over 4 matrices (n = 20: ~2x faster than QL
-// per matrix; with SSE2 only it is ~2x slower, so that case keeps QL per matrix)
+// lockstep Jacobi up to this n (Jacobi's sweeps grow with n: from about 16 QL per matrix is
+// faster), above it Householder + QL in lockstep over 4 matrices (with SSE2 only that is slower
+// than QL per matrix, so that case keeps QL per matrix)
 constexpr int kJacobiMaxN = 12;
 
 template <double (*F)(double)>

@@ -149,3 +149,36 @@ class CppThreads:
 
     def time_kernel(self, case, threads):
         self.fn(*self.args)
+
+
+class StiefelRoutes:
+    """The C++ Stiefel kernels on one thread at every p from 1 to 10 (batch 16), so that each
+    route boundary of ``cpp/include/rfl/stiefel.hpp`` shows as a step between neighbouring p:
+    p = 5's own vector path and lockstep eigensolvers, the row-vector products from p = 7, the
+    linear Lyapunov system up to p = 6, the compile-time p up to 8 (BLAS from 9 where the
+    application set it). Compare neighbouring p per item, not across kernels."""
+
+    params = [sorted(k for k, v in REGISTRY.items() if v.family == "stiefel"),
+              [10, 50, 784], list(range(1, 11))]
+    param_names = ["kernel", "n", "p"]
+    timeout = 300
+
+    def setup(self, name, n, p):
+        import rfl_fast as rf
+
+        if not _dispatch.is_available("cpp"):
+            raise NotImplementedError("backend cpp unavailable")  # asv: skipped
+        if p > n:
+            raise NotImplementedError("p > n")
+        rf.set_threads(1)
+        self.fn = getattr(_dispatch.load("cpp"), name)
+        self.args = kernel_inputs(name, np.random.default_rng(0), 16, n, p)
+        self.fn(*self.args)
+
+    def teardown(self, name, n, p):
+        import rfl_fast as rf
+
+        rf.set_threads(None)
+
+    def time_kernel(self, name, n, p):
+        self.fn(*self.args)

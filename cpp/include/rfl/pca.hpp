@@ -21,10 +21,8 @@
 // baseline, where each vector op becomes two SSE2 ops), with a scalar tail for d % 4. Rows are
 // taken in blocks of kRows(R): their dot products share each load of Xt, and their updates run
 // with a strip of St (2 x 4 columns of every l) held in registers, so St is loaded and stored
-// once per block. The rows a few blocks ahead are prefetched (several concurrent streams hide
-// the memory latency better than the hardware prefetcher alone; measured at d = 784, r = 5 on
-// an AMD EPYC: ~1.1 us -> ~0.5 us per row from memory, vs ~0.6 us for the unblocked loops;
-// the prefetches go to L2, see RFL_PREFETCH).
+// once per block. The rows a few blocks ahead are prefetched into L2 (several concurrent
+// streams hide the memory latency better than the hardware prefetcher alone; RFL_PREFETCH).
 // Summation order is fixed (lane partials, then lanes 0+1+2+3, then the tail), so a result
 // depends only on the inputs and on the compiled clone, never on timing or threads.
 #pragma once
@@ -45,16 +43,14 @@ using simd::v4d;
 
 #if defined(__GNUC__) || defined(__clang__)
 // into L2 only (locality 1): an L1 prefetch evicts the rows of Xt and St the loops reuse
-// (measured single-threaded from memory, d = 784, r = 5, Zen 4: 0.59-0.70 -> 0.42-0.55 us per
-// row in the AVX-512 clone, about even in the AVX2 one)
 #define RFL_PREFETCH(p) __builtin_prefetch((p), 0, 1)
 #else
 #define RFL_PREFETCH(p) ((void)0)
 #endif
 
-//! Rows per block (their dot products keep B*R vector accumulators; measured best at r = 5).
+//! Rows per block (their dot products keep B*R vector accumulators in registers).
 constexpr int kRows(int R) { return R == 0 ? 1 : (R <= 5 ? 4 : 2); }
-//! Prefetch distance in rows (measured at d = 784: 8-32 within noise, none ~1.3x slower).
+//! Prefetch distance in rows (the time is flat over a wide range; none is slower).
 constexpr int kPrefetchRows = 16;
 
 //! Weighting of the rows.

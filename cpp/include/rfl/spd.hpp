@@ -13,9 +13,9 @@
 //       when x^-½ y x^-½ has an eigenvalue <= 0.
 //   sym_fun_lanes  the same matrix functions for a whole batch of small matrices, through the
 //       lockstep Jacobi eigensolver over kLanes items at once (the binding uses it for n <= 12
-//       when AVX2 is available; per item it is ~1.5x faster than Householder + QL there).
+//       when AVX2 is available, where it is faster per item than Householder + QL).
 //   sym_fun_ql_lanes  the same through Householder + QL in lockstep over 4 items (the binding
-//       uses it for n > 12 when AVX2 is available: ~2x faster than per item at n = 20).
+//       uses it for n > 12 when AVX2 is available, where it is faster than one item at a time).
 //   Every eigensolver here (linalg::eigh, the lockstep ones, LAPACK's) works on its matrix
 //   scaled to max |entry| in [1, 2) by a power of two (linalg::unit_exponent), so a matrix
 //   near 1e200 or 1e-200 gets the answer of the same matrix at scale 1, scaled.
@@ -38,12 +38,9 @@ namespace spd {
 using linalg::kNaN;
 
 // Smallest n for which the kernels decompose on BLAS / LAPACK (blas.hpp) when the application
-// set them. Measured against the kernels' own eigensolvers (2026-11-24, 2 cores, medians of 3
-// alternating rounds; own / BLAS time): spd_exp and spd_log 2.6-2.8x at n = 128 batch 1,
-// 1.4x at batch 16 and 200, 3.5-6.9x at n = 256; but at n = 64 batch 16 0.6x. sym_expm /
-// sym_logm and spd_dist (the eigensolver is all of their O(n^3) work, where the own lockstep
-// solvers over two loop threads hold up longer): 0.75-0.8x at n = 128 batch 200 (spd_dist
-// also at 16), 1.4-1.7x at n = 256 batch 16 and 200, 2.8-12x at n = 256 batch 1.
+// set them: later for sym_fun and spd_dist, whose O(n^3) work is all eigensolver, where the own
+// lockstep solvers over the loop's threads hold up longer (the measurements are in the commit
+// that set them; the sweep `rfl-fast bench --sweep --only spd_log` times both sides).
 constexpr int kBlasMinExpLog = 128;  // spd_exp, spd_log
 constexpr int kBlasMinEig = 256;     // sym_fun (sym_expm, sym_logm, ...), spd_dist
 

@@ -17,10 +17,11 @@
 // of the error is eps cond(a)). For cond(a) > 1e5 (or rank deficiency) the kernel switches to
 // a one-sided Jacobi SVD of a. For p = 5 the Gram eigendecompositions of 8 items at a time run
 // through the lockstep Jacobi of linalg_small.hpp, and the row passes are 4-wide vectors.
-// QR: Cholesky QR, Q = a chol(a'a)^-T, repeated once (CholeskyQR2) when Q'Q - I is not
-// negligible; Householder QR when a'a is not numerically positive definite. Lyapunov: for
-// p <= 7 the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of S by Gaussian
-// elimination with partial pivoting (O(p^6), the fastest there); for p > 7 the scaled Newton
+// QR: Cholesky QR, Q = a R^-1 with R'R = a'a (R^-1 formed, then applied by the polar route's
+// product), repeated once (CholeskyQR2) when Q'Q - I is not negligible; Householder QR when a'a
+// is not numerically positive definite or R's diagonal spans more than 1e6. Lyapunov: for
+// p <= 6 the p(p+1)/2 x p(p+1)/2 linear system on the upper triangle of S by Gaussian
+// elimination with partial pivoting (O(p^6), the fastest there); for p > 6 the scaled Newton
 // iteration of the matrix sign function (O(p^3) per step, O(p^2) scratch), which converges
 // when x'y is positive stable (true for every y = retr_polar(x, u)); where it does not, the
 // linear system again for p <= 32, and no solution (NaN) above. When the application set
@@ -54,15 +55,12 @@ using linalg::kNaN;
 // Largest p for which inv_retr_polar may build the O(p^4) linear system (when the O(p^3) sign
 // iteration does not converge); above it the scratch stays O(n p + p^2).
 constexpr int kKronMax = 32;
-// Largest p solved by the linear system first: measured against the sign iteration first
-// (2026-11-24, medians of 3 alternating processes), the system is 1.5-1.9x faster at p = 5
-// (n = 50), 1.45x at p = 6, 1.06x at p = 7, and 0.81-0.85x at p = 8 (n = 50).
-constexpr int kKronFirst = 7;
+// Largest p solved by the O(p^6) linear system first, where it is faster than the O(p^3) sign
+// iteration (the measurements behind each boundary here are in the commit that set it; the
+// benchmark StiefelRoutes in benchmarks/suite/bench_kernels.py times both sides of each).
+constexpr int kKronFirst = 6;
 // Smallest p for which the Stiefel kernels run through BLAS / LAPACK when the application set
-// them (blas.hpp): every p without a compile-time specialisation. Measured
-// against the kernels' own loops (2026-11-24, medians of 3 alternating blocks), inv_retr_polar
-// on BLAS is 1.26-1.34x as fast at (n, p) = (50, 10) and 1.5-7x at every other point with
-// p = 10 .. 24 (batch 1, 16, 200; n = 50, 784, 3072).
+// them (blas.hpp): every p without a compile-time specialisation.
 constexpr int kBlasMin = 9;
 
 // Whether the Stiefel kernels (all six) run their products (and the sign iteration, the Gram
@@ -70,10 +68,8 @@ constexpr int kBlasMin = 9;
 inline bool uses_blas(int p) { return p >= kBlasMin && blas::available(); }
 
 // Whether those kernels' items of shape (n, p) run through BLAS and their n p^2 products are
-// large enough for BLAS to thread them, so that a batch loop should not add threads of its own.
-// Measured (2026-11-24, batch 16, 2 cores): one loop thread instead of two is 1.1-12x as fast
-// at every p >= 16 tried (n = 784, 3072), but 0.5-0.8x at p = 10, n = 3072, where BLAS's
-// threads have only p x p = 100 outputs to share: p < 16 keeps the loop's threads.
+// large enough for BLAS to thread them, so that a batch loop should not add threads of its own
+// (below p = 16 BLAS's threads have too few of the p x p outputs to share).
 inline bool blas_threaded(int n, int p) {
     return uses_blas(p) && p >= 16 && static_cast<std::size_t>(n) * p * p >= blas::kThreadsFrom;
 }
@@ -97,11 +93,11 @@ namespace detail {
 using simd::v4d;
 #endif
 
-// Whether the products of a compile-time P go through cross_small and mul_small: the plain loops
-// spill their P x P sums at P = 7, 8. Measured (GCC 12, x86-64-v3 clone, batch 16, n = 50, 784,
-// 3072, plain / new time, medians of 5): at P = 8 the QR inverse 3.2-7.8x, the polar inverse
-// 1.5-6.6x, proj 6.5-6.7x, polar 1.5-2.3x; at P = 7 1.1-1.8x; at P = 6 the polar kernels
-// 0.7-0.9x, so P <= 6 keeps the plain loops (and P = 5 its own vector path).
+// Whether x'y and the products with a third term (proj, y S - x) of a compile-time P go through
+// cross_small and mul_small: the plain loops spill their P x P sums from P = 7, and below it
+// the compiler's own vectorization of the plain loops is as fast or faster (P = 5 has its own
+// vector path). The right products a C of the Gram routes (right_mul) take mul_small at every
+// P >= 2.
 template <int P>
 constexpr bool kRowVectors = P >= 7;
 
@@ -208,9 +204,7 @@ RFL_INLINE void gram(const double* x, const double* u, double* G, int n, int p_)
 template <int P, bool ADD>
 RFL_INLINE void right_mul(const double* x, const double* u, const double* C, double* out, double* H,
                       int n, int p_, double* rowbuf) {
-    // mul_small also at P = 2..4, where H's sums fit in registers too: polar 1.1-1.5x there
-    if constexpr (kRowVectors<P> || (P >= 2 && P <= 4))
-        return mul_small<P, ADD>(x, u, C, 1.0, 0.0, nullptr, out, n, H);
+    if constexpr (P >= 2) return mul_small<P, ADD>(x, u, C, 1.0, 0.0, nullptr, out, n, H);
     const int p = P > 0 ? P : p_;
     double Hl[P > 0 ? P * P : 1], Cl[P > 0 ? P * P : 1];
     double* const Hout = H;
@@ -558,7 +552,7 @@ RFL_COLD void polar_rescaled(const double* x, const double* u, double* out, int 
 
 #if RFL_SIMD_VECTOR_EXT
 // ---- p = 5 in groups of L items: their 5 x 5 Gram eigendecompositions run in lockstep
-// (linalg::jacobi_lanes, ~3x cheaper per item than Householder + QL at L = 8). A lane's result
+// (linalg::jacobi_lanes, cheaper per item than Householder + QL one item at a time). A lane's result
 // does not depend on the other lanes, so an item gets the same answer in any batch.
 constexpr int kLanes = 8;
 
@@ -966,46 +960,6 @@ RFL_INLINE void inv_retr_polar(const double* x, const double* y, double* out, in
 
 namespace detail {
 
-// out_i = a_i R^-1 for upper-triangular R (p x p), row-wise forward substitution, accumulating
-// H = out'out (lower) when H.
-template <int P, bool ADD>
-RFL_INLINE void right_solve_upper(const double* x, const double* u, const double* R, double* out,
-                              double* H, int n, int p_) {
-    const int p = P > 0 ? P : p_;
-    double Hl[P > 0 ? P * P : 1], Rl[P > 0 ? P * P : 1], o[P > 0 ? P : 1];
-    double* const Hout = H;
-    if (P > 0) {
-        for (int i = 0; i < p * p; ++i) Rl[i] = R[i];
-        for (int c = 0; c < p; ++c) Rl[c * p + c] = 1.0 / R[c * p + c];  // inverse diagonal
-        if (H) H = Hl;
-    }
-    if (H)
-        for (int i = 0; i < p * p; ++i) H[i] = 0.0;
-    for (int i = 0; i < n; ++i) {
-        const double* xi = x + static_cast<std::size_t>(i) * p;
-        double* oi = out + static_cast<std::size_t>(i) * p;
-        double* oo = P > 0 ? o : oi;
-        // o R = a  ->  o_c = (a_c - sum_{r<c} o_r R_rc) / R_cc
-        for (int c = 0; c < p; ++c) {
-            double acc = ADD ? xi[c] + u[static_cast<std::size_t>(i) * p + c] : xi[c];
-            if (P > 0) {
-                for (int r = 0; r < c; ++r) acc -= oo[r] * Rl[r * p + c];
-                oo[c] = acc * Rl[c * p + c];
-            } else {
-                for (int r = 0; r < c; ++r) acc -= oo[r] * R[r * p + c];
-                oo[c] = acc / R[c * p + c];
-            }
-        }
-        if (P > 0)
-            for (int c = 0; c < p; ++c) oi[c] = oo[c];
-        if (H)
-            for (int r = 0; r < p; ++r)
-                for (int c = 0; c <= r; ++c) H[r * p + c] += oo[r] * oo[c];
-    }
-    if (P > 0 && Hout)
-        for (int i = 0; i < p * p; ++i) Hout[i] = Hl[i];
-}
-
 // R (upper) with R'R = G from the lower-triangle G; false if not positive definite.
 inline bool chol_upper(const double* G, double* R, int p) {
     for (int i = 0; i < p; ++i)
@@ -1104,9 +1058,7 @@ inline void upper_inverse(const double* R, double* Ri, int p) {
 }
 
 // qr_impl on BLAS (uses_blas(p)): the same CholeskyQR2 and fallbacks, with GEMM for a'a,
-// Q0'Q0 and a R^-1 (R^-1 by upper_inverse: GEMM threads as the other kernels' products, where
-// BLAS's triangular solve threaded small solves too, 2-3x slower at batch 200). a = x (+ u) is
-// copied first, so out may alias x. work: as qr_impl.
+// Q0'Q0 and a R^-1. a = x (+ u) is copied first, so out may alias x. work: as qr_impl.
 template <bool ADD>
 void qr_blas(const double* x, const double* u, double* out, int n, int p, double* work) {
     const std::size_t pp = static_cast<std::size_t>(p) * p;
@@ -1142,11 +1094,15 @@ RFL_INLINE void qr_impl(const double* x, const double* u, double* out, int n, in
     gram<P, ADD>(x, u, G, n, p);
     if (!gram_in_range(G, p)) return qr_rescaled<ADD>(x, u, out, n, p, work);
     if (!chol_well_conditioned(G, R, p)) return qr_householder<ADD>(x, u, out, n, p, work);
-    right_solve_upper<P, ADD>(x, u, R, out, H, n, p);
+    double* Ri = H + pp;
+    double* rowbuf = Ri + pp;
+    upper_inverse(R, Ri, p);
+    right_mul<P, ADD>(x, u, Ri, out, H, n, p, rowbuf);  // Q0 = a R^-1, H = Q0'Q0
     const double off = off_identity(H, p);
     if (off <= 1e-13) return;
     if (!(off < 0.5) || !chol_upper(H, R, p)) return qr_householder<ADD>(x, u, out, n, p, work);
-    right_solve_upper<P, false>(out, nullptr, R, out, nullptr, n, p);
+    upper_inverse(R, Ri, p);
+    right_mul<P, false>(out, nullptr, Ri, out, nullptr, n, p, rowbuf);
 }
 
 // qf(a) for an item whose Gram is out of range (or not finite), as polar_rescaled.
