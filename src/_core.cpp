@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -196,6 +197,15 @@ py::dict build_info() {
 
 }  // namespace
 
+namespace {
+std::map<std::string, BlasWork>& blas_works() {
+    static std::map<std::string, BlasWork> table;
+    return table;
+}
+}  // namespace
+
+void declare_blas_work(const char* kernel, BlasWork blas_work) { blas_works()[kernel] = blas_work; }
+
 template <int CORE, bool SCALAR_OUT>
 void def_checked(py::module_& m, const char* kernel, Run2 run,
                  bool (*core_ok)(const py::ssize_t*), BlasWork blas_work,
@@ -299,4 +309,23 @@ one).)pbdoc");
     register_spd(m);            // sym_expm, sym_logm, sym_sqrtm, sym_invsqrtm, spd_*
     register_vectors(m);        // sphere_*, lorentz_*
     register_pca(m);            // pca_local_steps, pca_grad_sum
+
+    m.def("item_blas_work", [](const std::string& kernel, const py::tuple& core) {
+        py::ssize_t c[2] = {0, 0};  // the longest core shape a rule reads: (n, p)
+        if (core.size() < 1 || core.size() > 2)
+            throw py::value_error("item_blas_work: core: expected (n,) or (n, p), got " +
+                                  std::string(py::repr(core)));
+        for (std::size_t i = 0; i < core.size(); ++i) {
+            c[i] = core[i].cast<py::ssize_t>();
+            if (c[i] < 0 || c[i] > INT_MAX)
+                throw py::value_error("item_blas_work: core: expected sizes in [0, 2^31), got " +
+                                      std::string(py::repr(core)));
+        }
+        const auto it = blas_works().find(kernel);
+        return it == blas_works().end() || it->second == nullptr ? std::size_t(0)
+                                                                  : it->second(c); },
+        py::arg("kernel"), py::arg("core"),
+        R"pbdoc(The multiply-adds of one BLAS call of an item of core shape ``core`` of ``kernel``
+when BLAS threads that call (so that the kernel's ``parallel`` modes differ), else 0: the
+binding's own rule (rfl/stiefel.hpp blas_threaded, rfl/spd.hpp kBlasMin*), given BLAS as set.)pbdoc");
 }

@@ -205,6 +205,10 @@ void def_checked(py::module_& m, const char* kernel, Run2 run,
                  std::size_t min_bytes = rfl::batch::kMinBytesPerThread,
                  Grouping group = nullptr);
 
+// Declares that kernel `kernel`'s items call BLAS as `blas_work` says (the rule the batch loop
+// follows); _core.item_blas_work reads it back, so Python never restates the C++ thresholds.
+void declare_blas_work(const char* kernel, BlasWork blas_work);
+
 // Each family's kernels and their fast lanes, defined in the file of the same name.
 void register_stiefel_polar(py::module_& m);
 void register_stiefel_qr(py::module_& m);

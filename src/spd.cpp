@@ -207,6 +207,10 @@ Computed through the Cholesky factor of x; NaN where x or y is not positive defi
         return spd_dist(x, y, parallel); }, py::arg("x"), py::arg("y"), py::arg("parallel") = "auto",
         R"pbdoc(Affine-invariant distance ``|logm(x^-1/2 y x^-1/2)|_F``; (N, n, n) -> (N,).)pbdoc");
 
+    for (const char* kernel : {"spd_exp", "spd_log"}) declare_blas_work(kernel, exp_log_on_blas);
+    for (const char* kernel : {"sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm", "spd_dist"})
+        declare_blas_work(kernel, eig_on_blas);
+
     // fast lanes (see checked_binary in _core.cpp)
     def_checked<2, false>(m, "spd_exp", spd_run<rfl::spd::spd_exp>, square_core, exp_log_on_blas,
                           kMinBytesPerThread, one_at_a_time);

@@ -62,6 +62,8 @@ solution.)pbdoc");
 
 NaN for rank-deficient items (s_min <= s_max * eps * n).)pbdoc");
 
+    for (const char* kernel : {"polar", "stiefel_retr_polar", "stiefel_inv_retr_polar"})
+        declare_blas_work(kernel, stiefel_blas_work);
     def_checked<2, false>(m, "stiefel_retr_polar", stiefel_run<StOp::retr_polar>, stiefel_core,
                           stiefel_blas_work, rfl::batch::kMinBytesPerThread,
                           stiefel_group<StOp::retr_polar>);

@@ -24,6 +24,8 @@ CholeskyQR2 (Householder QR when (x+u)'(x+u) is not numerically positive definit
 
 x, y: (N, n, p) -> (N, n, p); NaN where a leading minor of x'y vanishes.)pbdoc");
 
+    for (const char* kernel : {"stiefel_proj", "stiefel_retr_qr", "stiefel_inv_retr_qr"})
+        declare_blas_work(kernel, stiefel_blas_work);
     def_checked<2, false>(m, "stiefel_proj", stiefel_run<StOp::proj>, stiefel_core,
                           stiefel_blas_work, rfl::batch::kMinBytesPerThread,
                           stiefel_group<StOp::proj>);

@@ -195,3 +195,35 @@ def test_spd_blas_route_gives_nan_only_for_the_bad_items(name, n):
     assert np.isnan(got[0]).all()
     assert np.isfinite(got[1]).all() if name == "sym_expm" else np.isnan(got[1]).all()
     np.testing.assert_array_equal(got[2:], getattr(core, name)(*(a[2:] for a in args)))
+
+
+def test_item_blas_work_is_declared_for_every_kernel_on_blas():
+    """The binding declares, for every kernel of the families that run on BLAS, which items
+    call a BLAS that threads each call (``_core.item_blas_work``, the rule its batch loop
+    follows and ``kernels.batch_modes`` reads); small items and other families are 0, and
+    without BLAS every item is 0."""
+    from rfl_fast.kernels.registry import REGISTRY
+
+    if not core.has_blas():
+        pytest.skip("BLAS was not handed to the C++ kernels")
+    big = {"stiefel": (3072, 64), "square": (512,)}
+    small = {"stiefel": (50, 5), "square": (9,)}
+    for name, spec in REGISTRY.items():
+        if not hasattr(core, name):
+            continue
+        if spec.family in big:
+            assert core.item_blas_work(name, big[spec.family]) > 0, name
+            assert core.item_blas_work(name, small[spec.family]) == 0, name
+        else:
+            assert core.item_blas_work(name, (10_000,)) == 0, name
+
+
+def test_item_blas_work_is_zero_without_blas(own_loops):
+    assert core.item_blas_work("stiefel_retr_polar", (3072, 64)) == 0
+    assert core.item_blas_work("sym_logm", (512,)) == 0
+
+
+@pytest.mark.parametrize("bad", [(), (1, 2, 3), (-1,), (2**31, 4)])
+def test_item_blas_work_names_a_bad_core(bad):
+    with pytest.raises(ValueError, match="item_blas_work: core"):
+        core.item_blas_work("stiefel_proj", bad)

@@ -9,6 +9,7 @@ BLAS route also take ``parallel=`` (``"auto"``, ``"items"``, ``"blas"``: how a b
 call BLAS uses the threads; :func:`batch_modes`), which auto's policy may fix per shape.
 """
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -104,24 +105,13 @@ def reload_policy() -> None:
 def batch_modes(name: str, shape: tuple[int, ...]) -> dict[str, Callable[..., np.ndarray]] | None:
     """The C++ kernel ``name`` in its two batch modes, ``{"items": fn, "blas": fn}``, when at
     ``shape`` (``(items, *core)``) its items call BLAS that threads each call, so the modes
-    differ (the C++ rule: Stiefel p >= 16 with n p^2 >= 2^18, ``rfl/stiefel.hpp``
-    ``blas_threaded``; SPD exp / log from n = 128, the other SPD kernels from n = 256,
-    ``rfl/spd.hpp``); ``None`` elsewhere, or without C++ or BLAS's thread setting."""
+    differ (the binding's own rule, ``_core.item_blas_work``); ``None`` elsewhere, or without
+    C++ or BLAS's thread setting."""
     core = _dispatch.load("cpp")
-    if core is None or not core.can_hold_blas_threads() or not core.has_blas():
+    if core is None or not core.can_hold_blas_threads():
         return None
-    spec = REGISTRY[name]
-    last = shape[-1]
-    if spec.family == "stiefel":
-        on_blas = last >= 16 and shape[-2] * last * last >= 2**18
-    elif spec.family == "square":
-        on_blas = last >= (128 if name in ("spd_exp", "spd_log") else 256)
-    else:
-        on_blas = False
-    if not on_blas:
+    if core.item_blas_work(name, tuple(int(v) for v in shape[1:])) == 0:  # 0 without BLAS too
         return None
-    import functools
-
     fn = getattr(core, name)
     return {mode: functools.partial(fn, parallel=mode) for mode in ("items", "blas")}
 
