@@ -27,6 +27,11 @@ def _toy_axpy(x, u):
     return x + 2.0 * u
 
 
+def _toy_inputs(rng, n_items, d):
+    """The toy kernel's random arguments for the tests and benchmarks."""
+    return rng.standard_normal((n_items, d)), rng.standard_normal((n_items, d))
+
+
 class ToyPlane(rf.Euclidean):
     """A toy manifold: flat R^d whose exponential map (hence retraction) is the toy kernel."""
 
@@ -63,7 +68,8 @@ class ToyRGD(FederatedAlgorithm):
 @pytest.fixture
 def toys(monkeypatch):
     monkeypatch.setitem(rf.kernels.REGISTRY, "toy_axpy",
-                        Kernel("toy_axpy", (1, 1), 1, "vector", reference=_toy_axpy))
+                        Kernel("toy_axpy", (1, 1), 1, "vector", reference=_toy_axpy,
+                               inputs=_toy_inputs))
     monkeypatch.setitem(rf.manifolds.MANIFOLDS, "ToyPlane", ToyPlane)
     monkeypatch.setitem(CASES, ToyPlane, Case((ToyPlane(3), ToyPlane(7))))
     monkeypatch.setitem(rf.algorithms.ALGORITHMS, "ToyRGD", ToyRGD)
@@ -81,6 +87,14 @@ def test_a_toy_kernel_dispatches_on_every_choice_that_has_it(toys):
             assert rf.kernels.resolve("toy_axpy", shape=x.shape)[0] == "numpy"
     with pytest.raises(ValueError, match="u"):        # call checks it like any kernel
         rf.kernels.call("toy_axpy", x, np.ones((2, 4)))
+
+
+def test_a_toy_kernel_is_benchmarked_from_its_declaration(toys, capsys):
+    from rfl_fast.app import bench
+
+    (row,) = bench.run([("toy_axpy", (8, 5))], repeats=1, bandwidth=1e10, warmup_s=0.0)
+    assert row["agree"]["numpy"] and row["times"]["numpy"] > 0
+    assert "toy_axpy" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("check", [

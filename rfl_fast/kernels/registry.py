@@ -84,6 +84,10 @@ class Kernel:
     #: the NumPy reference where it is not ``reference.<name>`` (a kernel declared outside the
     #: package, which has no compiled route)
     reference: object = None
+    #: ``(rng, n_items, *dims) -> args``, random valid arguments for the tests and benchmarks,
+    #: where they are not the family's in ``kernels.testing`` (a kernel declared outside the
+    #: package)
+    inputs: object = None
     #: the ``(n_items, *dims)`` shapes ``rfl-fast bench`` times it at (default: its family's)
     bench: tuple = ()
 

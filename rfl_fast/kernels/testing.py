@@ -54,7 +54,13 @@ def lorentz_tangent(rng, x, scale=1.0):
 
 
 def kernel_inputs(name, rng, n_items, n, p=None, cond=10.0):
-    """Arguments for kernel ``name``: matrices (n, p) / (n, n), or vectors of length n."""
+    """Arguments for kernel ``name``: matrices (n, p) / (n, n), or vectors of length n (its
+    declared ``Kernel.inputs`` where it has one)."""
+    from rfl_fast.kernels.registry import REGISTRY
+
+    spec = REGISTRY.get(name)
+    if spec is not None and spec.inputs is not None:
+        return spec.inputs(rng, n_items, n, *(() if p is None else (p,)))
     p = n if p is None else p
     if name.startswith("stiefel_"):
         x = stiefel_point(rng, n_items, n, p)
@@ -87,4 +93,5 @@ def kernel_inputs(name, rng, n_items, n, p=None, cond=10.0):
             return (x, lorentz_tangent(rng, x))
         y = lorentz_point(rng, n_items, n - 1)
         return (x, y) if name != "lorentz_transport" else (x, y, lorentz_tangent(rng, x))
-    raise KeyError(name)
+    raise KeyError(f"kernel_inputs: no input generator for kernel {name!r}: declare "
+                   "Kernel(..., inputs=) where it is registered")
