@@ -6,7 +6,7 @@
 * ``test_deployment_*``: a real Flower deployment -- one ``flower-superlink`` and four
   ``flower-supernode`` processes on 127.0.0.1 (free ports, temporary ``FLWR_HOME``) -- running
   RFedSVRG on kPCA and RFedAGS with a client that drops out and one whose upload is rejected,
-  checked against the simulation engine to 1e-10. Skipped when ``flwr`` (the ``flower``
+  checked against the simulation engine bit for bit. Skipped when ``flwr`` (the ``flower``
   extra) is not installed. Every process started is stopped by the fixture's finalizer.
 """
 
@@ -79,6 +79,15 @@ def _engine(rc, participation=None):
               participation=participation or cfg.participation, seed=cfg.seed, metrics=False,
               callback=lambda t, x, row: its.append(np.array(x)))
     return np.stack([res.x0] + its), res
+
+
+@pytest.fixture
+def gathered(monkeypatch):
+    """The simulation without its one speed route a deployment cannot take: RFedSVRG's all-n
+    exchange from the pooled gradient (one product with sum_i w_i A_i, a reordered sum;
+    tests/test_fused_pca.py compares it with the gathered exchange). With the exchange gathered
+    as the clients send it, the engine and a deployment do the same arithmetic: bit for bit."""
+    monkeypatch.setattr(RFedSVRG, "_pooled_exchange", lambda self, problem, idx: False)
 
 
 def _dp_node(i, folder, sigma, clip, seed=None, eps=1e3, delta=1e-5):
@@ -311,15 +320,16 @@ CASES = [
 
 @pytest.mark.parametrize("algorithm, kwargs, participation", CASES,
                          ids=[f"{a}-{p}" for a, _, p in CASES])
-def test_in_process_protocol_equals_the_engine(algorithm, kwargs, participation, tmp_path):
+def test_in_process_protocol_equals_the_engine(algorithm, kwargs, participation, tmp_path,
+                                              gathered):
     if algorithm == "PriRFed" and not HAS_DP:
         pytest.skip("dp-accounting not installed (privacy extra)")
     rc = _run_config(algorithm, kwargs, rounds=4, participation=participation)
     res, iterates = _in_process(rc, tmp_path)
     its, sim = _engine(rc)
     assert res.history.meta["rejected"] == []
-    assert np.abs(iterates - its).max() <= 1e-10
-    assert np.abs(res.x - sim.x).max() <= 1e-10
+    np.testing.assert_array_equal(iterates, its)            # bit for bit: the same code runs
+    np.testing.assert_array_equal(res.x, sim.x)
     assert np.abs(its[-1] - its[0]).max() > 1e-3            # the iterates moved
     # the same round driver: the same history (participants, accounting, privacy columns)
     assert res.history.equal(sim.history, ignore=TIMING)
@@ -399,7 +409,7 @@ def test_in_process_dropouts_and_rejections_match_the_engine_on_the_respondents(
     assert res.history["n_rejected"].tolist() == [0, 0, 1, 2, 1]
     assert res.history["n_participants"].tolist() == [0, 4, 4, 4, 4]
     its, _ = _engine(rc, Scripted(tuple(answered)))
-    assert np.abs(iterates - its).max() <= 1e-10
+    np.testing.assert_array_equal(iterates, its)
 
 
 def test_in_process_silent_node_and_failed_prepare():
@@ -487,14 +497,13 @@ def federation(request):
 
 @pytest.mark.slow
 @LOOPBACK
-def test_deployment_rfedsvrg_kpca_equals_the_engine(federation):
+def test_deployment_rfedsvrg_kpca_equals_the_engine(federation, gathered):
     rc = _run_config("RFedSVRG", {"step": 0.2, "local_steps": 3}, rounds=2, timeout=90.0,
                      **{"node-wait": 60.0})
     out = federation.run(rc, timeout=240)
     its, sim = _engine(rc)
-    assert out["iterates"].shape == its.shape
-    assert np.abs(out["iterates"] - its).max() <= 1e-10
-    assert np.abs(out["x"] - sim.x).max() <= 1e-10
+    np.testing.assert_array_equal(out["iterates"], its)   # bit for bit across processes
+    np.testing.assert_array_equal(out["x"], sim.x)
     h = out["history"]
     assert h.meta["rejected"] == [] and h["n_rejected"].tolist() == [0, 0, 0]
     # the full gradient is gathered from all 4 clients: prepare downloads x (12 floats) to 4
@@ -518,4 +527,4 @@ def test_deployment_rfedags_with_a_dropout_and_a_rejected_upload(federation):
     assert "round 3: client 1: zeta:" in text and "NaN" in text
     assert out["history"]["n_rejected"].tolist() == [0, 0, 1, 2]
     its, _ = _engine(rc, Scripted(tuple(answered)))
-    assert np.abs(out["iterates"] - its).max() <= 1e-10
+    np.testing.assert_array_equal(out["iterates"], its)
