@@ -15,6 +15,8 @@ import pytest
 
 from rfl_fast.kernels import _dispatch
 
+from manifold_cases import one_each
+from rfl_fast.flower.codec import manifold_spec
 from subprocess_env import same_package
 
 WORKER = textwrap.dedent(r'''
@@ -23,9 +25,11 @@ WORKER = textwrap.dedent(r'''
     from hypothesis import given, settings, HealthCheck, strategies as st
     import rfl_fast as rf
     from rfl_fast.kernels import _dispatch
-    from rfl_fast.kernels import KERNELS, call
+    from rfl_fast.kernels import KERNELS, REGISTRY, call
+    from rfl_fast.flower.codec import manifold_from_spec
 
     backend, mode, n_examples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    MANIFOLDS = [manifold_from_spec(spec) for spec in sys.argv[4:]]  # one of each registered
     mod = _dispatch.load(backend)
     warnings.simplefilter("ignore")
     NAMES = sorted(KERNELS)
@@ -37,8 +41,7 @@ WORKER = textwrap.dedent(r'''
     def core_shape(name, k, n, p):
         if KERNELS[name][0][k] == 1:
             return (n,)
-        square = name.startswith(("sym_", "spd_"))
-        return (n, n if square else p)
+        return (n, n if REGISTRY[name].family == "square" else p)
 
     @st.composite
     def argument(draw, name, k, batch, n, p):
@@ -134,10 +137,9 @@ WORKER = textwrap.dedent(r'''
 
     if mode == "public":  # the manifolds on malformed input: exceptions only
         with rf.backend(backend):
-            M = [rf.Sphere(3), rf.Stiefel(4, 2), rf.SPD(3), rf.Lorentz(2)]
             bad = [np.full(3, np.nan), np.ones((0, 3)), np.ones((2, 5)), np.ones(3, complex),
                    np.ones((4, 2))[::2], np.zeros((4, 2)), np.zeros((3, 3)), "abc"]
-            for m in M:
+            for m in MANIFOLDS:
                 for a in bad:
                     for f in (lambda: m.exp(a, a), lambda: m.retr(a, a), lambda: m.dist(a, a),
                               lambda: m.proj(a, a), lambda: m.transport(a, a, a)):
@@ -150,7 +152,8 @@ WORKER = textwrap.dedent(r'''
 
 
 def _run(backend, mode, examples):
-    proc = subprocess.run([sys.executable, "-c", WORKER, backend, mode, str(examples)],
+    specs = [manifold_spec(M) for M in one_each()]       # every registered manifold class
+    proc = subprocess.run([sys.executable, "-c", WORKER, backend, mode, str(examples), *specs],
                           capture_output=True, text=True, timeout=300, **same_package())
     assert proc.returncode == 0, (
         f"fuzz of {backend} ({mode}) died with return code {proc.returncode} "
