@@ -52,7 +52,7 @@ _errors = {}
 _resolved = {}
 _checked = {}
 _threads = None  # the C++ kernels' thread count in force (set_threads)
-_table = None    # (threads, {kernel: ((log point, Entry), ...)}, notes, {kernel: modes})
+_tables = {}     # threads -> ({kernel: ((log point, Entry), ...)}, notes, {kernel: modes})
 
 
 def load(name):
@@ -221,9 +221,9 @@ def _threads_in_force():
 def _policy_table():
     """``auto``'s table for the C++ thread count in force (built on first use: the shipped
     policy and this machine's tuned file, see :mod:`rfl_fast.kernels.policy`)."""
-    global _table
     threads = _threads_in_force()
-    if _table is None or _table[0] != threads:
+    table = _tables.get(threads)
+    if table is None:
         base = _policy.shipped()
         tuned, note = _policy.load_tuned(threads)
         entries = _policy.effective(tuned)
@@ -232,28 +232,27 @@ def _policy_table():
                           for core, m in _policy.modes(v).items()) for k, v in entries.items()}
         notes = [f"shipped policy (rfl_fast/kernels/{_policy.SHIPPED}): {base.describe()}",
                  note]
-        _table = (threads, logs, notes, {k: v for k, v in modes.items() if v})
-    return _table
+        table = _tables[threads] = (logs, notes, {k: v for k, v in modes.items() if v})
+    return table
 
 
 def reload_policy():
     """Read auto's policy files again (after ``rfl-fast tune`` wrote one) and forget every
     choice made from the old ones."""
-    global _table
-    _table = None
+    _tables.clear()
     _resolved.clear()
     _checked.clear()
 
 
 def policy_notes():
     """Lines for ``show_config``: which policies ``auto`` follows and where they come from."""
-    return list(_policy_table()[2])
+    return list(_policy_table()[1])
 
 
 def auto_entry(kernel, shape):
     """The policy's entry (:class:`rfl_fast.kernels.policy.Entry`) nearest to ``shape`` for
     ``kernel`` (``None``: the kernel has none)."""
-    points = _policy_table()[1].get(kernel)
+    points = _policy_table()[0].get(kernel)
     if not points:
         return None
     key = None if shape is None else shape_key(kernel, shape)
@@ -280,7 +279,7 @@ def _with_mode(kernel, fn, shape):
     """``fn`` (a C++ kernel or fast lane) with the batch mode the policy fixes at the core shape
     nearest to ``shape``'s (log scale; never by the batch, so an item's bits do not depend on
     it); ``fn`` itself where none is fixed."""
-    modes = _policy_table()[3].get(kernel)
+    modes = _policy_table()[2].get(kernel)
     key = None if shape is None else shape_key(kernel, shape)
     if not modes or key is None or min(key) < 1 or len(key) - 1 != len(modes[0][0]):
         return fn
