@@ -180,6 +180,18 @@ def test_norm_does_not_overflow_before_the_value(M, c):
         np.testing.assert_array_equal(M.norm(x, u), np.sqrt(np.maximum(M.inner(x, u, u), 0)))
 
 
+@pytest.mark.parametrize("M", one_each(), ids=repr)
+def test_norm_rescales_only_the_items_that_need_it_bit_for_bit(M):
+    """In one batch, items scaled by 2^k in range and far out of it: each norm is exactly 2^k
+    times the unscaled item's (scaling by a power of two is exact, so the plain items and the
+    rescaled ones must agree to the bit, whichever route each took)."""
+    k = np.array([0, 3, -7, 900, -900, 1000, -1000, 0])
+    x = M.random_point(k.size, rng=0)
+    u = M.random_tangent(x, rng=1)
+    scaled = np.ldexp(u, k.reshape((-1,) + (1,) * M.core_ndim))
+    np.testing.assert_array_equal(M.norm(x, scaled), np.ldexp(M.norm(x, u), k))
+
+
 # ----------------------------------------------------------------------------- no C++ core
 
 WITHOUT_CORE = """

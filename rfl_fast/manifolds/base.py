@@ -407,8 +407,24 @@ class Manifold:
             One value per item; finite wherever the norm is representable (each item is
             scaled by a power of two before it is squared, see ``_unit_scaled``).
         """
-        u, e = self._unit_scaled(self._array(u, "u"))
-        return np.ldexp(np.sqrt(np.maximum(self.inner(x, u, u), 0.0)), e)
+        return self._norm_in_range(lambda v: np.sqrt(np.maximum(self.inner(x, v, v), 0.0)),
+                                   self._array(u, "u"))
+
+    def _norm_in_range(self, norm_of, u):
+        """``norm_of(u)``, a norm of each item (homogeneous of degree 1 in ``u``), without
+        overflow or underflow of its squares: the items whose result is not finite or outside
+        [sqrt(tiny) 2^30, sqrt(max) 2^-30] of its precision (float64: about [2^-481, 2^482])
+        are computed again from ``u`` scaled by ``_unit_scaled``; the others keep the plain
+        result (the scaled one's bits: scaling by a power of two is exact), so the rescaling
+        costs only where an item needs it."""
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # redone below
+            r = norm_of(u)
+        fi = np.finfo(np.result_type(r, np.float32))
+        redo = ~((r > np.sqrt(fi.tiny) * 2.0 ** 30) & (r < np.sqrt(fi.max) * 2.0 ** -30))
+        if np.any(redo):
+            v, e = self._unit_scaled(u)
+            r = np.where(redo, np.ldexp(norm_of(v), e), r)[()]
+        return r
 
     def _unit_scaled(self, u):
         """``(u 2^-e, e)``: each item of ``u`` (the core axes) scaled by the power of two that

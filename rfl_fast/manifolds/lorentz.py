@@ -86,14 +86,18 @@ class Lorentz(Manifold):
         ``|u|^2 = (|u_r|^2 + |x_r|^2 |u_r - (u_r.x^)x^|^2) / x0^2`` (``r``: spatial part,
         ``x^ = x_r/|x_r|``), a sum of non-negative terms; returns (...)."""
         x = self._point(x)
-        u, e = self._unit_scaled(self._array(u, "u"))  # no overflow of the squares
-        xr, ur = x[..., 1:], u[..., 1:]
+        xr = x[..., 1:]
         nx2 = np.sum(xr * xr, axis=-1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            along = np.where(nx2 > 0, np.sum(ur * xr, -1, keepdims=True) / nx2, 0.0)
-        perp = ur - along * xr
-        sq = np.sum(ur * ur, -1) + nx2[..., 0] * np.sum(perp * perp, -1)
-        return np.ldexp(np.sqrt(sq) / x[..., 0], e)
+
+        def norm_of(u):
+            ur = u[..., 1:]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                along = np.where(nx2 > 0, np.sum(ur * xr, -1, keepdims=True) / nx2, 0.0)
+            perp = ur - along * xr
+            sq = np.sum(ur * ur, -1) + nx2[..., 0] * np.sum(perp * perp, -1)
+            return np.sqrt(sq) / x[..., 0]
+
+        return self._norm_in_range(norm_of, self._array(u, "u"))
 
     def proj(self, x: ArrayLike, u: ArrayLike) -> FloatArray:
         """``u + <x,u>_L x``."""
