@@ -139,21 +139,18 @@ inline std::ptrdiff_t chunk_items(std::size_t item_bytes, std::ptrdiff_t group =
     return std::max(g, per / g * g);
 }
 
-// Chunks of a batch of N items: N / chunk_items(...), at least one; the last one also takes the
-// remainder, so no chunk but a batch of one item holds a lone item (the lockstep kernels take
-// another route for one item alone).
-inline std::ptrdiff_t chunk_count(std::ptrdiff_t N, std::size_t item_bytes,
-                                  std::ptrdiff_t group = 8,
-                                  std::size_t min_bytes = kMinBytesPerThread) {
-    return std::max<std::ptrdiff_t>(1, N / chunk_items(item_bytes, group, min_bytes));
+// Chunks of a batch of N items of `grain` = chunk_items(...) items: N / grain, at least one; the
+// last one also takes the remainder, so no chunk but a batch of one item holds a lone item (the
+// lockstep kernels take another route for one item alone).
+inline std::ptrdiff_t chunk_count(std::ptrdiff_t N, std::ptrdiff_t grain) {
+    return std::max<std::ptrdiff_t>(1, N / grain);
 }
 
-// Threads for_chunks starts for N items: at most `threads`, one per chunk, and one per
-// `min_bytes` of input.
-inline int chunk_threads(std::ptrdiff_t N, std::size_t item_bytes, std::size_t inputs, int threads,
-                         std::size_t min_bytes = kMinBytesPerThread, std::ptrdiff_t group = 8) {
+// Threads for_chunks starts for N items in `chunks` chunks: at most `threads`, one per chunk,
+// and one per `min_bytes` of input.
+inline int chunk_threads(std::ptrdiff_t N, std::ptrdiff_t chunks, std::size_t item_bytes,
+                         std::size_t inputs, int threads, std::size_t min_bytes) {
     using idx = std::ptrdiff_t;
-    const idx chunks = chunk_count(N, item_bytes, group, min_bytes);
     const std::size_t bytes = static_cast<std::size_t>(N) * item_bytes * inputs;
     const idx by_bytes = static_cast<idx>(bytes / std::max<std::size_t>(1, min_bytes));
     return static_cast<int>(
@@ -173,9 +170,9 @@ bool for_chunks(std::ptrdiff_t N, std::size_t item_bytes, std::size_t inputs, in
     using idx = std::ptrdiff_t;
     if (N <= 0) return true;
     const idx grain = chunk_items(item_bytes, group, min_bytes);
-    const idx chunks = chunk_count(N, item_bytes, group, min_bytes);
+    const idx chunks = chunk_count(N, grain);
     auto end = [&](idx c) { return c + 1 == chunks ? N : (c + 1) * grain; };
-    const int T = chunk_threads(N, item_bytes, inputs, threads, min_bytes, group);
+    const int T = chunk_threads(N, chunks, item_bytes, inputs, threads, min_bytes);
     if (T == 1) {
         for (idx c = 0; c < chunks; ++c)
             if (!body(c * grain, end(c))) return false;
