@@ -26,6 +26,7 @@ except ImportError:  # scikit-learn < 1.6: the same check is the estimator's own
         return estimator._validate_data(X, **kwargs)
 
 from .._validation import check_int
+from ..errors import NoSolutionError
 from ..linalg import sym_expm, sym_invsqrtm, sym_logm, sym_sqrtm
 from . import names
 
@@ -459,10 +460,6 @@ class FederatedFrechetMean(BaseEstimator):
         self.algorithm_ = res.algorithm
         return self
 
-    def _whitener(self):
-        check_is_fitted(self)
-        return sym_invsqrtm(self.mean_), sym_sqrtm(self.mean_)
-
     def transform(self, X):
         """Tangent coordinates at the mean: ``vec(logm(M^-1/2 X M^-1/2))``.
 
@@ -478,16 +475,17 @@ class FederatedFrechetMean(BaseEstimator):
         -------
         ndarray, shape (m, n (n + 1) / 2)
         """
-        inv_sqrt, _ = self._whitener()
+        check_is_fitted(self)
         X = _spd_stack(X, "X")
         n = self.mean_.shape[0]
         if X.shape[1] != n:
             raise ValueError(f"X: expected matrices of size ({n}, {n}), got {X.shape[1:]}")
+        inv_sqrt = sym_invsqrtm(self.mean_)
         c = inv_sqrt @ X @ inv_sqrt
-        lam = np.linalg.eigvalsh(0.5 * (c + np.swapaxes(c, -1, -2)))
-        if (lam[:, 0] <= 0).any():
-            raise ValueError("X: matrices must be symmetric positive definite")
-        L = sym_logm(0.5 * (c + np.swapaxes(c, -1, -2)))
+        try:                                    # one eigendecomposition per matrix
+            L = sym_logm(0.5 * (c + np.swapaxes(c, -1, -2)))
+        except NoSolutionError:
+            raise ValueError("X: matrices must be symmetric positive definite") from None
         iu = np.triu_indices(n)
         w = np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
         return L[:, iu[0], iu[1]] * w
@@ -503,7 +501,8 @@ class FederatedFrechetMean(BaseEstimator):
         -------
         ndarray, shape (m, n, n)
         """
-        _, sqrt = self._whitener()
+        check_is_fitted(self)
+        sqrt = sym_sqrtm(self.mean_)
         T = check_array(T, dtype=np.float64)
         n = self.mean_.shape[0]
         if T.shape[1] != n * (n + 1) // 2:
