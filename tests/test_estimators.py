@@ -243,7 +243,7 @@ def test_frechet_bad_input(wishart):
         FederatedFrechetMean(rounds=2).fit([bad])
     with pytest.raises(ValueError, match="shape"):
         FederatedFrechetMean(rounds=2).fit(np.ones((4, 3)))
-    fitted = FederatedFrechetMean(rounds=2).fit(wishart)
+    fitted = FederatedFrechetMean(rounds=2).fit(list(wishart))
     with pytest.raises(ValueError, match="X: matrices must be symmetric positive definite"):
         fitted.transform(np.stack([np.eye(3), np.diag([1.0, 1.0, -1.0])]))
 
