@@ -580,9 +580,11 @@ RFL_INLINE void polar5_lanes(const double* x, const double* u, double* out, int 
             lmax = std::fmax(lmax, A[k * 6 * L + l]);
         }
         // Well conditioned (cond(a) < ~3.2, e.g. a tangent step of moderate size: the Gram is
-        // I + u'u): the Gram-route error is eps n cond(a)^2 at worst, far below the 1e-13 that
-        // polar_impl's orthonormality check enforces, so that check and its accumulation are
-        // skipped. Every other item (and every item if Jacobi failed) goes through polar_impl.
+        // I + u'u): the Gram route's orthonormality error, O(n eps cond(a)^2) from the n-term
+        // sums of a'a (about sqrt(n) eps cond(a)^2 for random rounding), is within a factor 10
+        // of the O(n eps) that polar_impl's second Gram step would leave, so its check and the
+        // accumulation of Q0'Q0 are skipped. Every other item (and every item if Jacobi
+        // failed) goes through polar_impl.
         ok[l] = ok[l] && converged && lmin / lmax > 0.1;
     }
     // C_l = V_l diag(w_l^-½) V_l' (upper triangle)
