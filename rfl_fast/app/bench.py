@@ -33,6 +33,7 @@ import rfl_fast as rf
 
 from .. import kernels
 from ..errors import BackendUnavailableError
+from ..kernels import policy
 from ..kernels.registry import FAMILIES, REGISTRY, bench_shapes
 from ..kernels.testing import kernel_inputs
 from .timing import AGREE_ATOL, WARMUP_S, agree, block_medians, median_time, scaled_error
@@ -156,11 +157,7 @@ def machine():
     info = {"python": platform.python_version(), "numpy": np.__version__,
             "rfl_fast": rf.__version__, "machine": platform.machine(), "cpus": os.cpu_count(),
             "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)")}
-    try:
-        with open("/proc/cpuinfo") as f:
-            info["cpu"] = next((l.split(":", 1)[1].strip() for l in f if "model name" in l), "?")
-    except OSError:
-        info["cpu"] = platform.processor()
+    info["cpu"] = policy.cpu_model()
     try:
         from threadpoolctl import threadpool_info
 
@@ -459,8 +456,6 @@ def _sweep(args, argv):
         with open(args.json, "w") as f:
             json.dump({"machine": info, "rows": rows}, f, indent=1)
     if args.write_auto:
-        from ..kernels import policy
-
         path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "kernels",
                             policy.SHIPPED)
         command = f"rfl-fast bench {' '.join(argv)}"

@@ -111,11 +111,7 @@ def _sym(a):
 
 def _hypot(values):
     """``sqrt(sum values^2)`` of non-negative values without overflow, as a float."""
-    values = np.asarray(values, dtype=np.float64).ravel()
-    m = float(np.max(values, initial=0.0))
-    if m == 0.0 or not math.isfinite(m):
-        return m
-    return m * float(np.sqrt(np.sum((values / m) ** 2)))
+    return float(np.hypot.reduce(np.ravel(values).astype(np.float64)))
 
 
 class Adapter(_PymanoptManifold):

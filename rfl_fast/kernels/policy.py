@@ -54,7 +54,7 @@ from .._validation import check_float, check_int
 from .registry import REGISTRY
 
 __all__ = ["FORMAT", "VERSION", "ENV", "PolicyError", "Point", "Policy", "parse", "dumps",
-           "shipped", "machine_key", "cache_dir", "tuned_path", "load_tuned", "write",
+           "shipped", "cpu_model", "machine_key", "cache_dir", "tuned_path", "load_tuned", "write",
            "effective", "modes", "PARALLEL"]
 
 FORMAT = "rfl_fast auto policy"
@@ -333,7 +333,9 @@ def shipped():
     return _shipped
 
 
-def _cpu_model():
+def cpu_model():
+    """The CPU's model name (``/proc/cpuinfo``: x86 "model name", Arm "Model" or "Hardware";
+    elsewhere ``platform``)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -371,7 +373,7 @@ def blas_libraries():
 
 def machine_key():
     """What a per-machine policy is keyed by: ``{"cpu", "cores", "blas", "package"}``."""
-    return {"cpu": _cpu_model()[:200], "cores": os.cpu_count() or 1,
+    return {"cpu": cpu_model()[:200], "cores": os.cpu_count() or 1,
             "blas": [b[:200] for b in blas_libraries()][:16], "package": _package_version()}
 
 

@@ -12,15 +12,9 @@ __all__ = ["Product"]
 
 
 def _hypot(parts):
-    """``sqrt(sum parts^2)`` of non-negative arrays, without overflow or underflow (computed in
-    float64, returned in the parts' precision: float32 parts give float32)."""
-    dtype = np.result_type(*parts, np.float32)
-    parts = np.broadcast_arrays(*(np.asarray(p, dtype=np.float64) for p in parts))
-    m = np.max(parts, axis=0)
-    safe = np.where((m > 0) & np.isfinite(m), m, 1.0)
-    total = np.where(np.isfinite(m), safe * np.sqrt(sum((p / safe) ** 2 for p in parts)), m)
-    total = np.where(m > 0, total, 0.0)
-    return total.astype(dtype, copy=False) if total.ndim else float(total)
+    """``sqrt(sum parts^2)`` of non-negative arrays of the same precision, without overflow or
+    underflow (``np.hypot`` folded over the parts)."""
+    return np.hypot.reduce(np.broadcast_arrays(*parts), axis=0)[()]
 
 
 class Product(Manifold):
