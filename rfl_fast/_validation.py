@@ -24,7 +24,7 @@ __all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "valid
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_reals", "check_bool", "check_choice", "FLOAT64",
            "Int", "Real", "Reals", "Choice", "Bool", "Optional", "POSITIVE", "NONNEGATIVE", "COUNT",
-           "validate_fields", "Checked", "brief"]
+           "validate_fields", "Checked", "brief", "by_name"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -176,6 +176,18 @@ class _Brief(reprlib.Repr):
 
 
 _BRIEF = _Brief()
+
+
+def by_name(entries, name_of, what):
+    """A registry: ``{name_of(e): e}`` of ``entries``; a name given twice raises ``ValueError``
+    (a dict built from a sequence would keep the last entry and lose the other silently)."""
+    table = {}
+    for e in entries:
+        name = name_of(e)
+        if name in table:
+            raise ValueError(f"{what}: {name!r} is registered twice")
+        table[name] = e
+    return table
 
 
 def brief(value):

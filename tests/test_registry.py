@@ -310,3 +310,38 @@ def test_one_sweep_point_times_every_backend_and_agrees():
     row = time_point("stiefel_retr_polar", (2, 12, 3), kernels.available_backends(), 1)
     assert set(row["times"]) == set(kernels.available_backends())
     assert all(t > 0 for t in row["times"].values()) and all(row["agree"].values())
+
+
+def test_a_registry_refuses_a_name_given_twice():
+    """Every registry is built by ``by_name``, which refuses a repeated name (a dict built from
+    a sequence would keep the last entry and drop the other without a word)."""
+    from rfl_fast._validation import by_name
+    from rfl_fast.kernels.registry import Kernel
+
+    entries = (Kernel("twin", (1,), 1, "vector"), Kernel("twin", (1, 1), 1, "vector"))
+    with pytest.raises(ValueError, match="'twin' is registered twice"):
+        by_name(entries, lambda k: k.name, "kernels.REGISTRY")
+    assert by_name(entries[:1], lambda k: k.name, "x") == {"twin": entries[0]}
+
+
+def _repeated_literal_keys(source):
+    """``(line, key)`` of each constant key a dict literal of ``source`` repeats."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict):
+            seen = set()
+            for key in node.keys:
+                if isinstance(key, ast.Constant):
+                    if key.value in seen:
+                        found.append((key.lineno, key.value))
+                    seen.add(key.value)
+    return found
+
+
+def test_no_dict_literal_of_the_package_repeats_a_key():
+    """The name tables written as dict literals (``app.names``, the option tables) cannot lose
+    an entry to a repeated key either: Python keeps the last silently."""
+    assert _repeated_literal_keys("T = {'a': 1, 'b': 2, 'a': 3}") == [(1, "a")]
+    found = {str(p.relative_to(PACKAGE)): r for p in sorted(PACKAGE.rglob("*.py"))
+             if (r := _repeated_literal_keys(p.read_text(encoding="utf-8")))}
+    assert not found, found

@@ -5,6 +5,7 @@ explicit state (protocol in :mod:`rfl_fast.algorithms.base`); run it with
 :func:`rfl_fast.federation.run`.
 """
 
+from .._validation import by_name
 from .ags import AGSState, RFedAGS, reweighted_weights
 from .base import FederatedAlgorithm
 from .fedavg_prox import PointState, RFedAvg, RFedProx
@@ -16,8 +17,8 @@ from .svrg_bb import BBState, RFedSVRG2BB, RFedSVRG2BBS
 #: name -> class of every federated algorithm, the one list of them: the application's names
 #: (:data:`rfl_fast.app.names.ALGORITHMS`: experiment files, estimators, the Flower run config)
 #: and the arrival checks' default kinds derive from it.
-ALGORITHMS = {cls.__name__: cls for cls in (RFedAvg, RFedProx, RFedSVRG, RFedSVRG2BB,
-                                            RFedSVRG2BBS, RFedProj, RFedAGS, PriRFed)}
+ALGORITHMS = by_name((RFedAvg, RFedProx, RFedSVRG, RFedSVRG2BB, RFedSVRG2BBS, RFedProj, RFedAGS,
+                      PriRFed), lambda cls: cls.__name__, "algorithms.ALGORITHMS")
 
 __all__ = ["FederatedAlgorithm", "RFedAvg", "RFedProx", "RFedSVRG", "RFedSVRG2BB",
            "RFedSVRG2BBS", "RFedProj", "RFedAGS", "reweighted_weights", "PriRFed",

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import product
 
+from .._validation import by_name
+
 __all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "Fused", "FUSED", "handles",
            "sweep_grid", "bench_shapes"]
 
@@ -57,13 +59,13 @@ def _vector_grid():
                  if b * d <= 10_000_000)
 
 
-FAMILIES = {
-    "stiefel": Family("stiefel", _stiefel_grid(), _stiefel_quick(),
-                      ((200, 784, 5), (1_000, 200, 5), (1, 784, 5)), memory_bound=True),
-    "square": Family("square", _square_grid(), _square_grid(), ((10_000, 9), (1_000, 20))),
-    "vector": Family("vector", _vector_grid(), tuple(p for p in _vector_grid() if p[0] != 200),
-                     ((100_000, 10), (10_000, 784)), memory_bound=True),
-}
+FAMILIES = by_name((
+    Family("stiefel", _stiefel_grid(), _stiefel_quick(),
+           ((200, 784, 5), (1_000, 200, 5), (1, 784, 5)), memory_bound=True),
+    Family("square", _square_grid(), _square_grid(), ((10_000, 9), (1_000, 20))),
+    Family("vector", _vector_grid(), tuple(p for p in _vector_grid() if p[0] != 200),
+           ((100_000, 10), (10_000, 784)), memory_bound=True),
+), lambda f: f.name, "kernels.FAMILIES")
 #: the hyperboloid's benchmark shapes: H^2, H^5 and H^10 (points in R^3, R^6, R^11)
 _HYPERBOLIC = ((100_000, 3), (100_000, 6), (100_000, 11))
 
@@ -92,7 +94,7 @@ class Kernel:
     bench: tuple = ()
 
 
-REGISTRY = {k.name: k for k in (
+REGISTRY = by_name((
     # Stiefel St(n, p), points (n, p)
     Kernel("stiefel_proj", (2, 2), 2, "stiefel", True, "(x, u) -> u - x sym(x'u)"),
     Kernel("stiefel_retr_polar", (2, 2), 2, "stiefel", True, "(x, u) -> polar(x + u)"),
@@ -128,7 +130,7 @@ REGISTRY = {k.name: k for k in (
     Kernel("lorentz_log", (1, 1), 1, "vector", bench=_HYPERBOLIC),
     Kernel("lorentz_dist", (1, 1), 0, "vector", bench=_HYPERBOLIC),
     Kernel("lorentz_transport", (1, 1, 1), 1, "vector", bench=_HYPERBOLIC),
-)}
+), lambda k: k.name, "kernels.REGISTRY")
 
 
 
@@ -170,7 +172,7 @@ class Fused:
     steps: tuple = ()
 
 
-FUSED = {f.name: f for f in (
+FUSED = by_name((
     Fused("pca_grad_sum", ("cpp", "numpy"),
           "rows of clients idx at X_j -> (Z_i' Z_i X_j)', |Z_i X_j|^2 (or the clipped sum)"),
     Fused("pca_local_steps", ("cpp", "numpy"),
@@ -178,7 +180,7 @@ FUSED = {f.name: f for f in (
           steps=("stiefel_proj", "stiefel_retr_polar")),
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
-)}
+), lambda f: f.name, "kernels.FUSED")
 
 
 def size_limit(name, backend):
