@@ -227,6 +227,17 @@ def test_library_errors_map_to_keys_by_their_attributes_never_their_text(monkeyp
         assert info.value.key == key and str(info.value) == shown
 
 
+def test_a_config_error_carries_the_constraint_as_attributes():
+    """The constraint a library object stated (``ParameterError.expected`` / ``got``) reaches
+    the caller of the experiment-file reader as attributes too, not only in the text."""
+    with pytest.raises(ConfigError) as info:
+        resolve_config({"problem": {"type": "KPCA", "r": 2}, "data": {"source": "wine"},
+                        "algorithm": [{"name": "RFedAvg", "step": -1.0, "local_steps": 2}]})
+    err = info.value
+    assert (err.key, err.expected, err.got) == ("algorithm[0].step", "a value > 0", "-1")
+    assert str(err) == "algorithm[0].step: expected a value > 0, got -1"
+
+
 def test_an_experiment_file_is_built_once_and_its_noise_calibrated_once(tmp_path, monkeypatch):
     """(issue 31) The plan holds each algorithm fixed for the run (PriRFed's noise calibrated,
     its ledger planned); the run uses it as it is: one calibration per client group, where

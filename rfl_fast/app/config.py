@@ -59,8 +59,7 @@ from . import names as R
 from .names import DATA_SOURCES, PARTICIPATIONS, PROBLEMS, REQUIRED
 
 __all__ = ["ConfigError", "RunPlan", "read_config", "resolve_config", "build_plan", "load_plan",
-           "PROBLEMS", "DATA_SOURCES", "PARTITIONS", "PARTICIPATIONS", "PLOT_METRICS",
-           "algorithm_names", "SCHEMA_HELP"]
+           "PARTITIONS", "PLOT_METRICS", "algorithm_names", "SCHEMA_HELP"]
 
 
 class ConfigError(ValueError):
@@ -72,15 +71,24 @@ class ConfigError(ValueError):
         Dotted path of the offending key (``"algorithm[0].step"``), or ``"(file)"``.
     allowed : tuple of str or None
         The allowed values, when there is a fixed list.
+    expected, got : str or None
+        The constraint in words and the value as given, when a library object's
+        :class:`~rfl_fast.errors.ParameterError` about this key said them.
     """
 
-    def __init__(self, key, message, allowed=None):
-        self.key, self.message = key, message
+    def __init__(self, key, message, allowed=None, expected=None, got=None):
+        self.key, self.message, self.expected, self.got = key, message, expected, got
         self.allowed = tuple(allowed) if allowed is not None else None
         text = message if key == "(file)" else f"{key}: {message}"
         if self.allowed:
             text += "; allowed: " + ", ".join(str(a) for a in self.allowed)
         super().__init__(text)
+
+    @classmethod
+    def at(cls, key, exc):
+        """The :class:`~rfl_fast.errors.ParameterError` ``exc`` as an error at ``key``: its
+        reason, constraint and value."""
+        return cls(key, exc.reason, expected=exc.expected, got=exc.got)
 
 
 # ------------------------------------------------------------------------------ vocabulary
@@ -299,7 +307,7 @@ def _checked(check, v, key, **kw):
     try:
         return check(v, key, **kw)
     except ParameterError as exc:
-        raise ConfigError(key, exc.reason) from None
+        raise ConfigError.at(key, exc) from None
 
 
 def _int(v, key, lo=None):
@@ -371,7 +379,7 @@ def _step(v, key):
     except R.UnknownName as exc:
         raise ConfigError(f"{key}.schedule", f"got {brief(exc.name)}", allowed=exc.known) from None
     except ParameterError as exc:
-        raise ConfigError(exc.param, exc.reason) from None
+        raise ConfigError.at(exc.param, exc) from None
     except (TypeError, ValueError) as exc:       # none known; still bad input, at the step
         raise ConfigError(key, str(exc)) from None
 
@@ -587,7 +595,7 @@ def _config_error(exc, prefix, known):
     reason when it is about one of the ``known`` keys (its attributes say so: a
     :class:`~rfl_fast.errors.ParameterError`), else at ``prefix`` with its whole text."""
     if isinstance(exc, ParameterError) and exc.param in known:
-        return ConfigError(f"{prefix}.{exc.param}", exc.reason)
+        return ConfigError.at(f"{prefix}.{exc.param}", exc)
     return ConfigError(prefix, str(exc))
 
 

@@ -305,7 +305,7 @@ def build_step(step, name="step"):
     try:
         return cls(**params)
     except ParameterError as exc:  # "Decaying: a0: ..." -> "<name>.a0: ..."
-        raise type(exc)(f"{name}.{exc.param}", exc.reason) from None
+        raise type(exc)(f"{name}.{exc.param}", exc.reason, None, exc.expected, exc.got) from None
 
 
 def _is_number(v):
