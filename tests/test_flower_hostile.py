@@ -439,7 +439,8 @@ FUZZ_REPLIES = textwrap.dedent(r'''
     from hypothesis import HealthCheck, given, settings, strategies as st
     from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
     from rfl_fast.flower import schema
-    from rfl_fast.flower.codec import kinds_of, pack
+    from rfl_fast.federation.arrival import kinds_of
+    from rfl_fast.flower.codec import pack
     from rfl_fast.flower.records import RecordError, from_recorddict, to_recorddict
     from rfl_fast.algorithms import RFedSVRG
     from rfl_fast.manifolds import Stiefel

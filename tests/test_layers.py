@@ -9,6 +9,7 @@ Flower app; the interop adapters). A new top-level module or folder must be give
 """
 
 import ast
+import importlib
 import pathlib
 import sys
 
@@ -201,3 +202,82 @@ def test_no_module_is_a_shim():
                 and any(alias.name == "*" for node in body for alias in node.names):
             shims.append(str(path.relative_to(PACKAGE)))
     assert not shims, f"modules that only re-export another: {shims}"
+
+
+def _reexports(path, name):
+    """The names ``__all__`` of module ``name`` (at ``path``) lists that it only imports from a
+    module that is not one of its own submodules (none for a package gathering its own)."""
+    tree = ast.parse(path.read_text())
+    exported, imported, defined = [], {}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__"
+                                                for t in node.targets):
+            exported = [e.value for e in ast.walk(node.value)     # a list, or lists added
+                        if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    for node in tree.body:                      # top-level bindings (try/if blocks included)
+        for sub in ast.walk(node) if isinstance(node, (ast.Try, ast.If)) else (node,):
+            if isinstance(sub, ast.ImportFrom):
+                own = path.name == "__init__.py" and sub.level == 1 and sub.module
+                for alias in sub.names:
+                    imported[alias.asname or alias.name] = not own
+            elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)):
+                defined.add(sub.name)
+            elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                for t in sub.targets if isinstance(sub, ast.Assign) else (sub.target,):
+                    defined.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return [n for n in exported if imported.get(n) and n not in defined]
+
+
+def test_a_name_has_one_public_home():
+    """One public path per name: a module's ``__all__`` lists what it defines (a package, also
+    what its own submodules define). Only the public modules the API reference documents
+    (``tools/doc_coverage.PUBLIC_MODULES``) gather names from the floors below, and no name is
+    public in two of them."""
+    public = set(_public_modules())
+    found = {name: r for name, path in _modules().items()
+             if name not in public and name != "rfl_fast._typing"  # type aliases, not names
+             and (r := _reexports(path, name))}
+    for name in sorted(n for n in set(_modules()) - public - {"rfl_fast._typing"}
+                       if not n.endswith("__main__")):
+        try:                                    # a package gathering from its submodules:
+            module = importlib.import_module(name)  # what they define, not what they import
+        except ModuleNotFoundError as exc:      # an optional extra not installed (flwr)
+            if (exc.name or "").startswith("rfl_fast"):
+                raise
+            continue
+        for n in getattr(module, "__all__", ()):
+            home = getattr(getattr(module, n), "__module__", None)
+            if isinstance(home, str) and home.startswith("rfl_fast") and home != name \
+                    and not home.startswith(name + "."):
+                found[name] = found.get(name, []) + [f"{n} (from {home})"]
+    assert not found, f"names exported again by a module that does not define them: {found}"
+    homes = {}
+    for modname in public - {"rfl_fast"}:                 # the root re-exports each floor's API
+        module = __import__(modname, fromlist=["__all__"])
+        for n in module.__all__:
+            obj = getattr(module, n)
+            if isinstance(getattr(obj, "__module__", None), str):
+                homes.setdefault(id(obj), []).append(f"{modname}.{n}")
+    twice = [paths for paths in homes.values() if len(paths) > 1]
+    assert not twice, f"public under two paths: {twice}"
+
+
+def _public_modules():
+    import importlib.util
+
+    here = pathlib.Path(__file__).resolve().parents[1] / "tools" / "doc_coverage.py"
+    spec = importlib.util.spec_from_file_location("doc_coverage", here)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PUBLIC_MODULES
+
+
+def test_the_reexport_check_sees_one(tmp_path):
+    shim = tmp_path / "m.py"
+    shim.write_text('from .other import thing, KINDS\n__all__ = ["thing", "KINDS", "own"]\n'
+                    'own = 1\n')
+    assert _reexports(shim, "pkg.m") == ["thing", "KINDS"]
+    package = tmp_path / "__init__.py"
+    package.write_text('from .sub import thing\nfrom ..up import other\n'
+                       '__all__ = ["thing", "other"]\n')
+    assert _reexports(package, "pkg") == ["other"]

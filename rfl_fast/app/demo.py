@@ -53,7 +53,7 @@ def run_demo(rounds=200, out="rfl_fast_demo", seed=0, plot=True, progress=None):
         results[name] = run(problem, algorithm, rounds, x0=x0, seed=seed,
                             metrics_every=max(1, rounds // 100), callback=callback)
     if out is not None:
-        from .runner import atomic_write
+        from .._files import atomic_write
 
         os.makedirs(out, exist_ok=True)
         for name, res in results.items():

@@ -35,7 +35,7 @@ from .._validation import brief
 from ..kernels import available_backends
 from .config import ConfigError
 
-__all__ = ["execute", "RunOutcome", "InterruptGuard", "atomic_write", "summary_table"]
+__all__ = ["execute", "RunOutcome", "InterruptGuard", "summary_table"]
 
 
 # ------------------------------------------------------------------------------ files

@@ -11,7 +11,8 @@ from ..algorithms.participation import Bernoulli, Full, Participation, Uniform
 from ..algorithms.schedules import Constant, Decaying, Schedule
 from .arrival import check_upload
 from .context import ClientContext, ClientRandom, ServerContext, client_rng
-from .engine import Result, resume, run
+from .driver import Result
+from .engine import resume, run
 from .faults import Faults
 from .history import History
 

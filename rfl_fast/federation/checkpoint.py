@@ -53,7 +53,7 @@ from ..errors import CheckpointError
 
 __all__ = ["save", "load", "read_run", "check_state", "problem_fingerprint",
            "check_problem_matches",
-           "FORMAT_VERSION", "MAX_DEPTH", "CheckpointError"]
+           "FORMAT_VERSION", "MAX_DEPTH"]
 
 FORMAT_VERSION = 2
 #: Deepest nesting of the JSON document decoded.

@@ -36,7 +36,7 @@ from .driver import InProcess, Result, RoundDriver, initial_point, specialize
 from .faults import Faults
 from .history import History
 
-__all__ = ["run", "resume", "Result"]
+__all__ = ["run", "resume"]
 
 
 def run(problem: Problem, algorithm: FederatedAlgorithm, rounds: int,

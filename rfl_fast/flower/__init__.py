@@ -17,7 +17,7 @@ rest (and :class:`InProcessLink`, the protocol run in one process) works without
 
 from .app import write_app, write_run_config
 from .client import NodePolicy, client_app, handle
-from .codec import kinds_of, manifold_from_spec, manifold_spec, pack
+from .codec import manifold_from_spec, manifold_spec, pack
 from .schema import Refused, check_arrays
 from .server import (Failure, FlowerLink, InProcessLink, MessageLink, RemoteProblem,
                      run_federation, server_app)
@@ -26,5 +26,5 @@ from .spec import AppNames, FederationConfig, build_algorithm, build_participati
 __all__ = ["server_app", "client_app", "run_federation", "handle", "MessageLink",
            "FederationConfig", "AppNames", "NodePolicy", "Refused", "RemoteProblem",
            "InProcessLink", "FlowerLink", "Failure", "pack", "check_arrays", "manifold_spec",
-           "manifold_from_spec", "kinds_of", "build_algorithm", "build_participation",
+           "manifold_from_spec", "build_algorithm", "build_participation",
            "write_app", "write_run_config"]

@@ -44,9 +44,10 @@ import time
 import numpy as np
 
 from .._validation import brief
+from ..federation.arrival import kinds_of
 from ..federation.context import ClientContext, ClientRandom
 from . import schema
-from .codec import kinds_of, manifold_spec, pack
+from .codec import manifold_spec, pack
 from .guard import ClientPrivacy
 from .spec import AppNames, FederationConfig
 

@@ -14,7 +14,7 @@ algorithm.
 
 The kinds are the algorithm's: its class attribute ``array_kinds`` (e.g. RFedSVRG's
 ``{"x": "point", "grad": "tangent", "g": "tangent"}``) plus the initial point ``x0``, given by
-:func:`kinds_of`.
+:func:`~rfl_fast.federation.arrival.kinds_of`.
 
 A manifold is named by :func:`manifold_spec` and rebuilt by :func:`manifold_from_spec` from
 the classes of :data:`rfl_fast.manifolds.MANIFOLDS` with bounded integer arguments or, for a
@@ -29,9 +29,9 @@ import numpy as np
 
 from .. import manifolds as _manifolds
 from .._validation import brief
-from ..federation.arrival import KINDS, builtin_kinds, kinds_of
+from ..federation.arrival import builtin_kinds
 
-__all__ = ["KINDS", "manifold_spec", "manifold_from_spec", "pack", "kinds_of", "shape_str",
+__all__ = ["manifold_spec", "manifold_from_spec", "pack", "shape_str",
            "is_config_section", "MAX_MODEL_FLOATS", "MAX_SPEC_DEPTH", "MAX_SPEC_CHARS"]
 
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|([0-9]{1,12})|([(),]))")
@@ -132,8 +132,8 @@ def pack(arrays, M, kinds=None):
     M : Manifold
         The model's manifold (named in the meta section).
     kinds : dict, optional
-        Kind of each array name (:func:`kinds_of` the algorithm; default
-        :func:`~rfl_fast.federation.arrival.builtin_kinds`).
+        Kind of each array name (:func:`~rfl_fast.federation.arrival.kinds_of` of the
+        algorithm; default :func:`~rfl_fast.federation.arrival.builtin_kinds`).
 
     Returns
     -------

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import brief
-from ..federation.arrival import check_upload
-from .codec import KINDS, manifold_spec, shape_str
+from ..federation.arrival import KINDS, check_upload
+from .codec import manifold_spec, shape_str
 
 __all__ = ["Refused", "Field", "HELLO_REQUEST", "HELLO_REPLY", "REQUEST", "REPLY", "PHASES",
            "NAME", "read_config", "read_arrays", "read_request", "read_reply", "read_hello",

@@ -40,6 +40,7 @@ import numpy as np
 from .._files import atomic_write
 from .._validation import brief
 from ..algorithms._checks import check_point_arg
+from ..federation.arrival import kinds_of
 from ..federation.context import resolve_seed
 from ..federation.driver import (Link, Replies, Result, RoundDriver, initial_point,
                                  specialize, upload_names)
@@ -47,7 +48,7 @@ from ..kernels import warm_up
 from ..problems.base import Problem
 from . import schema
 from .client import handle
-from .codec import kinds_of, manifold_from_spec, pack
+from .codec import manifold_from_spec, pack
 from .spec import AppNames, FederationConfig
 
 __all__ = ["run_federation", "RemoteProblem", "Failure", "InProcessLink", "FlowerLink",
