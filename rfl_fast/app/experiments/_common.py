@@ -1,5 +1,5 @@
 """Shared helpers of the experiment modules (private): result files, algorithm factories,
-history summaries."""
+history summaries, the results tables' cells and verdicts."""
 
 import dataclasses
 import json
@@ -11,7 +11,8 @@ import time
 import numpy as np
 
 __all__ = ["Recorder", "ExperimentError", "make_svrg", "svrg_gradient_mode", "summarize",
-           "jsonable", "mean_curve", "aggregate"]
+           "jsonable", "mean_curve", "aggregate", "cell", "verdict", "lower_verdict",
+           "first_round", "compare_rows"]
 
 
 class ExperimentError(RuntimeError):
@@ -199,3 +200,39 @@ def aggregate(summaries, keys=("grad_norm_final", "angle_final", "f_gap_final"))
         if v.size:
             out[k] = float(np.median(v))
     return out
+
+
+# ------------------------------------------------------------- results tables (table_rows)
+
+def cell(v):
+    """A number as a results table shows it (3 significant digits; "-" for None)."""
+    if v is None:
+        return "-"
+    if isinstance(v, (bool, int, np.integer)):
+        return str(v)
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return str(v)
+    return f"{v:.3g}"
+
+
+def verdict(ok, partly=False):
+    """"reproduced", "partly" or "not reproduced"."""
+    return "reproduced" if ok else ("partly" if partly else "not reproduced")
+
+
+def lower_verdict(a, others, factor=10.0):
+    """'reproduced' if ``a`` is ``factor`` x below every other, 'partly' if below all."""
+    return verdict(all(a * factor < o for o in others), all(a < o for o in others))
+
+
+def first_round(rounds):
+    """The median of the rounds a threshold was first reached in, None unless every run
+    reached it."""
+    hits = [r for r in rounds if r is not None]
+    return float(np.median(hits)) if len(hits) == len(rounds) and hits else None
+
+
+def compare_rows(setting, algs, key="grad_norm_final"):
+    """One "figure only" row per algorithm of ``algs`` with ``key``."""
+    return [(setting, f"{a}: {key}", cell(v.get(key)), "figure only", "")
+            for a, v in algs.items() if isinstance(v, dict) and key in v]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...federation import karcher_mean, tangent_mean
 from ...manifolds import Sphere
-from ._common import Recorder
+from ._common import Recorder, cell, verdict
 
 __all__ = ["run", "PAPER_TABLE"]
 
@@ -100,3 +100,26 @@ def format_table(result):
                          f"{r['tangent_d2']:6.3f} {r['tangent_h']:6.3f} "
                          f"{r['tangent_time']:8.5f}")
     return "\n".join(lines)
+
+
+def table_rows(res):
+    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
+    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    rows = []
+    paper = res["paper"]["table"]
+    for d, ours in res["results"]["table"].items():
+        p = paper.get(d, {})
+        for col in ("h_xt", "karcher_d2", "karcher_h", "tangent_d2", "tangent_h"):
+            o, q = ours[col], p.get(col)
+            if col == "karcher_h" and q is not None and q > p["h_xt"]:
+                v = ("paper inconsistent: a Karcher mean started at x_t minimizes h, so "
+                     f"h(x_t+1) cannot exceed h(x_t) = {p['h_xt']}; ours {cell(o)} < "
+                     f"h(x_t) {cell(ours['h_xt'])}")
+            else:
+                v = verdict(q is not None and abs(o - q) <= 0.1 * abs(q) + 0.01)
+            rows.append((f"d={d}", col, cell(o), cell(q), v))
+        ro = ours["karcher_time"] / max(ours["tangent_time"], 1e-12)
+        rp = p["karcher_time"] / p["tangent_time"] if p else None
+        rows.append((f"d={d}", "time Karcher / tangent", cell(ro), cell(rp),
+                     verdict(ro > 10, ro > 1) + " (tangent much cheaper; CPU-dependent)"))
+    return rows

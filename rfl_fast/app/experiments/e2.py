@@ -24,7 +24,8 @@ from ...algorithms import RFedAvg, RFedProx
 from ...data import gaussian_covariances
 from ...federation import Uniform, run as fed_run
 from ...problems import KPCA, SpherePCA
-from ._common import Recorder, aggregate, make_svrg, mean_curve, summarize, svrg_gradient_mode
+from ._common import (Recorder, aggregate, compare_rows, lower_verdict, make_svrg, mean_curve,
+                      summarize, svrg_gradient_mode)
 
 __all__ = ["run", "STEP"]
 
@@ -129,3 +130,18 @@ def run(small=False, seed=0, out=None):
                  "fig4": "kPCA, tau in {1, 10, 50, 100}: RFedSVRG best for every tau",
                  "numbers": "figures only (log-scale curves); no table"}
     return rec.finish()
+
+
+def table_rows(res):
+    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
+    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    rows = []
+    r = res["results"]
+    for part in ("pca", "kpca", "kpca_tau_sweep"):
+        for n, algs in r.get(part, {}).items():
+            setting = f"{part} {'tau' if 'tau' in part else 'n'}={n}"
+            rows += compare_rows(setting, algs)
+            g = {a: algs[a]["grad_norm_final"] for a in ("RFedSVRG", "RFedAvg", "RFedProx")}
+            rows.append((setting, "claim: RFedSVRG lowest |grad f| (001 Fig. 2-4)", "", "",
+                         lower_verdict(g["RFedSVRG"], [g["RFedAvg"], g["RFedProx"]])))
+    return rows

@@ -25,7 +25,7 @@ from ...algorithms import RFedAvg, RFedProx, RFedSVRG, RFedSVRG2BB, RFedSVRG2BBS
 from ...data import gaussian_gram_spd
 from ...federation import Uniform, run as fed_run
 from ...problems import SPDMean
-from ._common import Recorder, summarize
+from ._common import Recorder, cell, summarize, verdict
 
 __all__ = ["run"]
 
@@ -118,3 +118,23 @@ def run(small=False, seed=0, out=None):
     rec.notes.append("Rounds, RFedProx's mu and 2BBS's eta_0 are not given in the paper "
                      "(see the module docstring). 004's PCA (Fig. 2) is not part of this run.")
     return rec.finish()
+
+
+def table_rows(res):
+    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
+    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    rows = []
+    a = res["results"]["fig1a"]
+    for name, v in a.items():
+        rows.append(("fig1a", f"{name}: round |grad f| < 1e-10 / final",
+                     f"{cell(v['round_below_1e-10'])} / {cell(v['grad_norm_final'])}",
+                     "figure only", ""))
+    t = {k: a[k]["round_below_1e-10"] for k in ("RFedSVRG", "RFedSVRG-2BB", "RFedSVRG-2BBS")}
+    ok = None not in t.values()
+    rows.append(("fig1a", "claim: 2BBS fastest, 2BB faster than RFedSVRG", "", "",
+                 verdict(ok and t["RFedSVRG-2BBS"] <= t["RFedSVRG-2BB"] < t["RFedSVRG"],
+                          ok and t["RFedSVRG-2BB"] <= t["RFedSVRG"])))
+    stall = min(a["RFedAvg"]["grad_norm_final"], a["RFedProx"]["grad_norm_final"])
+    rows.append(("fig1a", "claim: RFedAvg/RFedProx stall", cell(stall), "",
+                 verdict(stall > 1e3 * a["RFedSVRG-2BBS"]["grad_norm_final"])))
+    return rows

@@ -60,7 +60,7 @@ from ...data import eigengap_clients, hyperbolic_tree, wishart_clients
 from ...federation import Uniform, run as fed_run
 from ...privacy import dp_rsgd_sigma, dp_rsvrg_sigma
 from ...problems import HyperbolicPrediction, SPDMean, SpherePCA
-from ._common import Recorder
+from ._common import Recorder, cell, verdict
 
 __all__ = ["run", "CONFIGS", "EPSILONS", "sphere_lg"]
 
@@ -246,3 +246,24 @@ def run(small=False, seed=0, out=None):
         "Hyperbolic rows use the MNIST slide's settings (002's WordNet settings are lost).",
     ]
     return rec.finish()
+
+
+def table_rows(res):
+    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
+    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    rows = []
+    for name, r in res["results"].items():
+        levels = [k for k in r if k.startswith("eps") or k == "sigma0"]
+        rows.append((name, "f - f* floor per eps (..., sigma=0)",
+                     ", ".join(f"{k}: {cell(r[k]['f_gap_floor'])}" for k in levels),
+                     "figure only", ""))
+        rows.append((name, "claim: smaller eps, higher noise floor", "", "",
+                     verdict(r["floor_decreases_with_eps"])))
+        if "sigma0_equals_RFedAvg_bitwise" in r:
+            rows.append((name, "claim: sigma = 0 recovers the non-private algorithm",
+                         f"max |diff| {cell(r['sigma0_vs_RFedAvg_max_abs_diff'])}", "",
+                         verdict(r["sigma0_equals_RFedAvg_bitwise"],
+                                  r["sigma0_vs_RFedAvg_max_abs_diff"] < 1e-12)))
+    rows.append(("all", "002 Theorem 9 vs Theorem 8", "", "", "paper inconsistent: Theorem 9 "
+                 "drops Theorem 8's e^((s-1) eps) factor on delta (eps_seed follows the seed)"))
+    return rows
