@@ -26,10 +26,6 @@ __all__ = ["QuadraticProblem"]
 #: Auto mode forms per-client Gram matrices only below this many bytes.
 GRAM_BYTES_LIMIT = 256 * 2**20
 
-#: Rows of Z_i processed together in ``Z_i'(Z_i X)`` by the NumPy route (see
-#: ``kernels.fused.pca_grad_sum_reference``); the compiled route streams single rows.
-BLOCK_BYTES = fused.BLOCK_BYTES
-
 #: Row chunk (bytes) of the weighted copy used to form ``A = sum_i w_i A_i`` from rows.
 SYRK_CHUNK_BYTES = 2**25
 
