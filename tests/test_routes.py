@@ -12,8 +12,8 @@ from rfl_fast import kernels
 
 PACKAGE = pathlib.Path(rfl_fast.__file__).parent
 ROUTE_FREE = ("algorithms", "problems")
-BACKEND_STRINGS = {"numba", "cpp", "_core", "numpy"}
-MANIFOLDS = {"Stiefel", "Sphere", "SPD", "Lorentz", "Grassmann", "Product", "Euclidean"}
+BACKEND_STRINGS = {*kernels.BACKENDS, "_core"}            # from the registries
+MANIFOLDS = set(rfl_fast.manifolds.MANIFOLDS)
 TYPE_TESTS = {"isinstance", "issubclass"}
 
 

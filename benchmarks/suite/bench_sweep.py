@@ -3,7 +3,7 @@ on each backend (raw kernels), and auto's choice at that shape. ``rfl-fast bench
 prints the same grid as ratios against the reference in one run."""
 
 from rfl_fast import kernels
-from rfl_fast.kernels.registry import REGISTRY, sweep_grid
+from rfl_fast.kernels.registry import FAMILIES, REGISTRY, sweep_grid
 from rfl_fast.app.sweep import _inputs, _size
 
 
@@ -33,9 +33,9 @@ class _Sweep:
 def _suite(family):
     names = sorted(k for k, v in REGISTRY.items() if v.family == family)
     return type(f"Sweep_{family}", (_Sweep,), {
-        "family": family, "params": [names, _points(family), ["numpy", "cpp", "numba", "auto"]],
+        "family": family, "params": [names, _points(family), [*kernels.BACKENDS, "auto"]],
         "param_names": ["kernel", "point", "backend"]})
 
-SweepStiefel = _suite("stiefel")
-SweepSquare = _suite("square")
-SweepVector = _suite("vector")
+# one suite per kernel family of the registry (SweepStiefel, SweepSquare, SweepVector)
+for _family in FAMILIES:
+    globals()[f"Sweep{_family.title()}"] = _suite(_family)
