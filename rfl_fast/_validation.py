@@ -3,7 +3,8 @@
 Arrays: :func:`as_array`, :func:`check_finite`, :func:`check_core_shape`,
 :func:`broadcast_batch`. Scalar arguments (shared by the data, federation and algorithm
 layers): :func:`check_int`, :func:`check_real`, :func:`check_float`, :func:`check_positive`,
-:func:`check_nonnegative`, :func:`check_reals`, :func:`check_bool`, :func:`check_choice`.
+:func:`check_nonnegative`, :func:`check_reals`, :func:`check_bool`, :func:`check_choice`;
+random generators: :func:`as_rng`.
 Argument dataclasses declare their field constraints (:class:`Int`, :class:`Real`,
 :class:`Reals`, :class:`Choice`, :class:`Bool`, :class:`Optional`) in ``CHECKS`` and inherit
 :class:`Checked`, whose ``__post_init__`` checks them once. Every check names the offending
@@ -24,7 +25,7 @@ __all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "valid
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_reals", "check_bool", "check_choice", "FLOAT64",
            "Int", "Real", "Reals", "Choice", "Bool", "Optional", "POSITIVE", "NONNEGATIVE", "COUNT",
-           "validate_fields", "Checked", "brief", "by_name"]
+           "validate_fields", "Checked", "brief", "by_name", "as_rng"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -176,6 +177,31 @@ class _Brief(reprlib.Repr):
 
 
 _BRIEF = _Brief()
+
+
+def as_rng(rng, name="rng"):
+    """A ``numpy.random.Generator`` from ``rng`` (what ``rng=`` arguments accept,
+    ``rfl_fast._typing.RNGLike``).
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        ``None`` draws fresh OS entropy (not reproducible); an int (>= 0) or a
+        ``SeedSequence`` seeds a new PCG64 generator; a ``Generator`` is used as is (its state
+        advances). A bool, a negative int or anything else is refused, naming ``name``.
+    name : str
+        The argument's name, for the error.
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    if _is_bool(rng) or not isinstance(rng, numbers.Integral):
+        raise ParameterTypeError(name, expected="None, an int seed >= 0, a SeedSequence or a "
+                                 "numpy.random.Generator", got=type(rng).__name__)
+    if rng < 0:
+        raise InvalidParameterError(name, expected="an int seed >= 0", got=brief(rng))
+    return np.random.default_rng(int(rng))
 
 
 def by_name(entries, name_of, what):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import rfl_fast as rf
+from manifold_cases import CASES
 from rfl_fast.errors import NoSolutionError, NotOnManifoldError
 
 
@@ -164,3 +165,20 @@ def test_stiefel_joint_finite_check_passes_huge_finite_entries_and_keeps_validat
     Mv.proj(x, not_tangent)  # proj takes any ambient array
     with pytest.raises(NotOnManifoldError, match="u"):
         Mv.retr(x, not_tangent)
+
+
+@pytest.mark.parametrize("M", [case.instances[0] for case in CASES.values()], ids=repr)
+@pytest.mark.parametrize("rng, error", [(True, TypeError), (np.bool_(False), TypeError),
+                                        (-1, ValueError), ("seed", TypeError),
+                                        (1.5, TypeError)])
+def test_every_manifold_refuses_a_bad_rng_by_name(M, rng, error):
+    """One ``as_rng`` for every ``rng=`` argument: a bool is not silently seed 0 or 1, and a
+    negative or non-integer seed is refused naming ``rng`` (the manifolds' own converter used to
+    pass anything to NumPy)."""
+    with pytest.raises(error, match=r"^rng: expected "):
+        M.random_point(rng=rng)
+    x = M.random_point(rng=0)
+    if M.has_tangent_gaussian:
+        with pytest.raises(error, match=r"^rng: expected "):
+            M.tangent_gaussian(x, 0.1, rng=rng)
+    np.testing.assert_array_equal(M.random_point(rng=np.int64(3)), M.random_point(rng=3))

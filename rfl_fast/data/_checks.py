@@ -1,38 +1,13 @@
-"""Argument checks of the data modules (private): random generators, data and label arrays.
+"""Argument checks of the data modules (private): data and label arrays.
 
 Every check names the offending argument and says what was expected; the scalar checks
-(``check_int``, ``check_float``, ``check_choice``) are :mod:`rfl_fast._validation`'s.
+(``check_int``, ``check_float``, ``check_choice``) and ``as_rng`` are
+:mod:`rfl_fast._validation`'s.
 """
-
-import numbers
 
 import numpy as np
 
-__all__ = ["as_rng", "as_data_array", "as_labels"]
-
-
-def as_rng(rng, name="rng"):
-    """Return a ``numpy.random.Generator`` from ``rng``.
-
-    Parameters
-    ----------
-    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-        ``None`` draws fresh OS entropy (not reproducible); an int (>= 0) or a
-        ``SeedSequence`` seeds a new PCG64 generator; a ``Generator`` is used as is (its state
-        advances).
-    """
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or isinstance(rng, np.random.SeedSequence):
-        return np.random.default_rng(rng)
-    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, numbers.Integral):
-        raise TypeError(
-            f"{name}: expected None, a non-negative int or a numpy.random.Generator, "
-            f"got {type(rng).__name__}"
-        )
-    if rng < 0:
-        raise ValueError(f"{name}: a seed must be >= 0, got {rng}")
-    return np.random.default_rng(int(rng))
+__all__ = ["as_data_array", "as_labels"]
 
 
 def as_data_array(x, name="X", *, min_ndim=1):

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_float, check_int
-from ._checks import as_data_array, as_labels, as_rng
+from .._validation import as_rng, check_float, check_int
+from ._checks import as_data_array, as_labels
 
 __all__ = ["ClientData", "split_sizes", "split_equal", "split_dirichlet", "split_quantity"]
 

@@ -32,8 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from .._validation import check_choice, check_float, check_int
-from ._checks import as_rng
+from .._validation import as_rng, check_choice, check_float, check_int
 
 __all__ = [
     "gaussian_covariances",

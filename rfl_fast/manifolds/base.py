@@ -27,12 +27,7 @@ from ..kernels import fast_lane
 from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
 from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
 
-__all__ = ["Manifold", "as_rng"]
-
-
-def as_rng(rng):
-    """A ``numpy.random.Generator`` from ``None``, an int seed or a Generator."""
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+__all__ = ["Manifold"]
 
 
 def _all_finite(a):

@@ -3,7 +3,8 @@
 import numpy as np
 
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
-from .base import Manifold, as_rng
+from .._validation import as_rng
+from .base import Manifold
 
 __all__ = ["Euclidean"]
 

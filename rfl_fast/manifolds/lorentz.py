@@ -3,8 +3,9 @@
 import numpy as np
 
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
+from .._validation import as_rng
 from ..kernels import call
-from .base import Manifold, as_rng
+from .base import Manifold
 
 __all__ = ["Lorentz"]
 

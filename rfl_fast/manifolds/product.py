@@ -5,8 +5,9 @@ import math
 import numpy as np
 
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
+from .._validation import as_rng
 from ..errors import MethodNotAvailableError
-from .base import Manifold, as_rng
+from .base import Manifold
 
 __all__ = ["Product"]
 

@@ -4,8 +4,9 @@ import numpy as np
 import scipy.linalg
 
 from .._typing import ArrayLike, FloatArray, RNGLike
+from .._validation import as_rng
 from ..kernels import call
-from .base import Manifold, as_rng
+from .base import Manifold
 
 __all__ = ["Stiefel"]
 
