@@ -281,3 +281,30 @@ def test_the_reexport_check_sees_one(tmp_path):
     package.write_text('from .sub import thing\nfrom ..up import other\n'
                        '__all__ = ["thing", "other"]\n')
     assert _reexports(package, "pkg") == ["other"]
+
+
+def _private_crossings(graph):
+    """``(importer, module)`` where a private module (a part after the root starting with
+    ``_``) is imported from outside the package that holds it."""
+    found = []
+    for module, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            parts = dep.split(".")
+            for i in range(2, len(parts)):
+                if parts[i].startswith("_") and not parts[i].startswith("__"):
+                    package = ".".join(parts[:i])
+                    if module != package and not module.startswith(package + "."):
+                        found.append((module, dep))
+                    break
+    return found
+
+
+def test_a_private_module_is_imported_only_from_its_own_package():
+    """A package's private modules (``algorithms._checks``, ``kernels._dispatch``) are its own
+    business: another package imports what the package makes public, so no private name
+    crosses packages (the root's helpers ``_validation``, ``_files`` serve every floor)."""
+    assert _private_crossings({"rfl_fast.federation.engine": {"rfl_fast.algorithms._checks"},
+                               "rfl_fast.algorithms.svrg": {"rfl_fast.algorithms._checks"},
+                               "rfl_fast.data": {"rfl_fast._validation"}}) == \
+        [("rfl_fast.federation.engine", "rfl_fast.algorithms._checks")]
+    assert not _private_crossings(_graph())

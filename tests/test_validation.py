@@ -225,7 +225,7 @@ HELPER = re.compile(r"^(_?check_\w+|_(is_int|is_real|int|real|float|choice|str|b
 #: The domain checks allowed outside _validation (module, function): each checks something
 #: the scalar constraints cannot (arrays, manifolds, files, cross-argument bounds).
 ALLOWED = {
-    ("algorithms/_checks.py", "check_point_arg"): "one point of a manifold",
+    ("federation/driver.py", "check_point_arg"): "one point of a manifold",
     ("algorithms/base.py", "check_problem"): "a Problem with a manifold",
     ("algorithms/base.py", "_check_batch"): "batch_size against the clients' data",
     ("algorithms/ags.py", "_probabilities"): "_validation.check_reals + the size n",

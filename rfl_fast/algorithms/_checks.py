@@ -1,14 +1,12 @@
-"""Manifold checks of the federated layer (private): methods, retractions, transports, points.
+"""Manifold checks of the algorithms (private): retractions with an exact inverse, transports.
 
 Every check names the argument; the scalar checks (``check_int``, ``check_positive``, ...)
 are :mod:`rfl_fast._validation`'s.
 """
 
-import numpy as np
-
 from ..errors import InvalidParameterError
 
-__all__ = ["inverse_pair", "transport_name", "check_point_arg"]
+__all__ = ["inverse_pair", "transport_name"]
 
 
 def inverse_pair(M, retraction, who):
@@ -52,20 +50,3 @@ def transport_name(M, transport, who, needed_for):
         raise InvalidParameterError("transport", f"manifold {M!r} has no transport "
                                     f"{transport!r}; available: {M.transports}", who)
     return transport
-
-
-def check_point_arg(M, x, name):
-    """``x`` as one float point of ``M`` (exactly ``M.shape``, finite, on the manifold)."""
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name}: expected a real array, got dtype {arr.dtype}")
-    arr = np.array(arr, dtype=np.float64)
-    if arr.shape != M.shape:
-        raise ValueError(f"{name}: expected one point of {M!r} of shape {M.shape}, "
-                         f"got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name}: contains NaN or inf")
-    ok, reason = M.check_point(arr)
-    if not ok:
-        raise ValueError(f"{name}: not a point of {M!r}: {reason}")
-    return arr

@@ -249,7 +249,7 @@ def check_state(payload, problem, path):
     the algorithm's model point are points of the problem's manifold and every persistent
     client state has a row per client; ``CheckpointError`` naming the file otherwise (a state
     rebuilt from a crafted file would otherwise fail somewhere inside a round)."""
-    from ..algorithms._checks import check_point_arg
+    from .driver import check_point_arg
 
     M, n = problem.manifold, int(problem.n_clients)
     try:

@@ -49,7 +49,7 @@ from .context import (STREAM_INIT, STREAM_PARTICIPATION, STREAM_SERVER, ClientCo
 from .history import BASE_COLUMNS, History
 
 __all__ = ["RoundDriver", "Link", "Replies", "InProcess", "Result", "specialize",
-           "initial_point", "message_size", "upload_names"]
+           "initial_point", "check_point_arg", "message_size", "upload_names"]
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,8 @@ def specialize(problem, algorithm, participation, rounds, resumed=False):
 
 
 def initial_point(M, x0, seed):
-    """``x0``, or the seed's init-stream point when it is None (unchecked).
+    """``x0`` as one checked point of ``M`` (:func:`check_point_arg`), or the seed's
+    init-stream point when it is None.
 
     Parameters
     ----------
@@ -141,9 +142,27 @@ def initial_point(M, x0, seed):
 
     Returns
     -------
-    ndarray or array_like
+    ndarray, M.shape
     """
-    return M.random_point(rng=stream(seed, STREAM_INIT)) if x0 is None else x0
+    return check_point_arg(M, M.random_point(rng=stream(seed, STREAM_INIT)) if x0 is None
+                           else x0, "x0")
+
+
+def check_point_arg(M, x, name):
+    """``x`` as one float point of ``M`` (exactly ``M.shape``, finite, on the manifold)."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: expected a real array, got dtype {arr.dtype}")
+    arr = np.array(arr, dtype=np.float64)
+    if arr.shape != M.shape:
+        raise ValueError(f"{name}: expected one point of {M!r} of shape {M.shape}, "
+                         f"got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name}: contains NaN or inf")
+    ok, reason = M.check_point(arr)
+    if not ok:
+        raise ValueError(f"{name}: not a point of {M!r}: {reason}")
+    return arr
 
 
 # ---------------------------------------------------------------------------- transports

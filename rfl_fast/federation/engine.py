@@ -25,7 +25,6 @@ import numpy as np
 
 from .._typing import ArrayLike
 from .._validation import check_int, check_positive
-from ..algorithms._checks import check_point_arg
 from ..algorithms.base import FederatedAlgorithm, check_problem
 from ..algorithms.participation import Full, Participation, as_participation
 from ..kernels import limit_blas_threads, warm_up
@@ -145,7 +144,7 @@ def run(problem: Problem, algorithm: FederatedAlgorithm, rounds: int,
     if callback is not None and not callable(callback):
         raise TypeError("callback: expected a callable callback(t, x, row)")
     seed = resolve_seed(seed)
-    x0 = check_point_arg(M, initial_point(M, x0, seed), "x0")
+    x0 = initial_point(M, x0, seed)
 
     # ---------------------------------------------------------------- set-up
     source = algorithm.init_clients(problem, x0) if _resume is None else _resume["client_state"]

@@ -39,7 +39,6 @@ import numpy as np
 
 from .._files import atomic_write
 from .._validation import brief
-from ..algorithms._checks import check_point_arg
 from ..federation.arrival import kinds_of
 from ..federation.context import resolve_seed
 from ..federation.driver import (Link, Replies, Result, RoundDriver, initial_point,
@@ -349,7 +348,7 @@ def run_federation(link, config, *, x0=None, metrics_problem=None, log=None, cal
     stub = RemoteProblem(M, sizes, cfg.weighting)
     alg = specialize(stub, alg, participation, rounds)
     seed = resolve_seed(cfg.seed)
-    x0 = check_point_arg(M, initial_point(M, x0, seed), "x0")
+    x0 = initial_point(M, x0, seed)
     driver_link = MessageLink(link, clients, alg, x0, M, seed=seed, rounds=rounds,
                               timeout=cfg.timeout)
     driver = RoundDriver(stub, alg, participation, driver_link, seed=seed, rounds=rounds,
