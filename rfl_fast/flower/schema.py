@@ -44,7 +44,7 @@ from ..federation.arrival import KINDS, check_upload
 from .codec import manifold_spec, shape_str
 
 __all__ = ["Refused", "Field", "HELLO_REQUEST", "HELLO_REPLY", "REQUEST", "REPLY", "PHASES",
-           "NAME", "read_config", "read_arrays", "read_request", "read_reply", "read_hello",
+           "NAME", "read_section", "read_arrays", "read_request", "read_reply", "read_hello",
            "is_hello", "read_hello_request",
            "check_arrays", "MAX_ROUNDS", "MAX_CLIENTS"]
 
@@ -162,7 +162,7 @@ def _known(mapping, allowed, what, noun):
                           f"{', '.join(allowed)}")
 
 
-def read_config(section, fields, what):
+def read_section(section, fields, what):
     """A config section checked against ``fields`` (dict of :class:`Field`): exactly those
     keys (optional ones may be absent), each read by its field. Returns a new dict."""
     _known(section, fields, what, "key")
@@ -228,7 +228,7 @@ def read_arrays(arrays, meta, M, kinds, names, *, exact, rows=None, what="arrays
         fields.update({f"{name}.kind": Field(str, choices=KINDS),
                        f"{name}.shape": Field(str, max_len=64),
                        f"{name}.dtype": Field(str, choices=("float64",))})
-    meta = read_config(meta if meta is not None else {}, fields, f"{what}.meta")
+    meta = read_section(meta if meta is not None else {}, fields, f"{what}.meta")
     if meta["manifold"] != manifold_spec(M):
         raise Refused(f"manifold mismatch: sent {brief(meta['manifold'])}, expected "
                       f"{manifold_spec(M)!r}")
@@ -258,7 +258,7 @@ def is_hello(content):
 def read_hello_request(content):
     """A hello request checked against :data:`HELLO_REQUEST`: its config."""
     _sections(content, {"config"}, "hello request")
-    return read_config(content["config"], HELLO_REQUEST, "request.config")
+    return read_section(content["config"], HELLO_REQUEST, "request.config")
 
 
 def read_request(content, M, kinds, atol=1e-7):
@@ -267,7 +267,7 @@ def read_request(content, M, kinds, atol=1e-7):
     of the algorithm's names (not ``x0``), the initial point exactly ``x0``; both are then
     checked finite and on the manifold (within ``atol``)."""
     _sections(content, {"config", "msg", "msg.meta", "init", "init.meta"}, "request")
-    config = read_config(content["config"], REQUEST, "request.config")
+    config = read_section(content["config"], REQUEST, "request.config")
     message_names = [n for n in kinds if n != "x0"]
     msg = read_arrays(content.get("msg", {}), content.get("msg.meta"), M, kinds,
                       message_names, exact=False, what="msg")
@@ -287,7 +287,7 @@ def read_request(content, M, kinds, atol=1e-7):
 def read_hello(content):
     """A node's hello reply checked against :data:`HELLO_REPLY`: its config."""
     _sections(content, {"config"}, "hello reply")
-    return read_config(content["config"], HELLO_REPLY, "hello")
+    return read_section(content["config"], HELLO_REPLY, "hello")
 
 
 def read_reply(content, phase, t, i, M, kinds, names):
@@ -302,7 +302,7 @@ def read_reply(content, phase, t, i, M, kinds, names):
         exactly the declared arrays of the declared shapes.
     """
     _sections(content, {"config", "up", "up.meta"}, "reply")
-    config = read_config(content["config"], REPLY, "reply.config")
+    config = read_section(content["config"], REPLY, "reply.config")
     if (config["client"], config["round"], config["phase"]) != (i, t, phase):
         raise Refused(f"reply labelled client {config['client']}, round {config['round']}, "
                       f"phase {config['phase']!r}")
