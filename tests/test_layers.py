@@ -18,7 +18,7 @@ import rfl_fast
 PACKAGE = pathlib.Path(rfl_fast.__file__).parent
 
 FLOORS = {
-    0: ("errors", "_validation", "_files", "_typing", "kernels", "_core"),
+    0: ("errors", "_validation", "_files", "_typing", "_docs", "kernels", "_core"),
     1: ("manifolds", "linalg"),
     2: ("problems", "algorithms", "privacy", "data"),
     3: ("federation",),

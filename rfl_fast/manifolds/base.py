@@ -16,12 +16,11 @@ Conventions (the same for every manifold):
   without a solution for the given input (``NaN`` from a kernel) raises ``NoSolutionError``.
 """
 
-import inspect
 import math
-import re
 
 import numpy as np
 
+from .._docs import inherit_sections
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import fast_lane
 from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
@@ -43,26 +42,6 @@ def _all_finite(a):
 
 def _default_atol(dtype):
     return 1e-4 if dtype == np.float32 else 1e-8
-
-
-#: The first numpydoc section header of a docstring (``Parameters`` and its underline, ...).
-_SECTIONS = re.compile(r"^(Parameters|Returns|Yields|Raises|Notes|Examples)\n-{3,}$", re.M)
-
-
-def _inherit_sections(cls):
-    """Give each method ``cls`` overrides with a summary of its own (what differs: a formula, a
-    domain, an error case) but no numpydoc sections the sections of the method it overrides, so
-    that ``help``, ``inspect.getdoc`` and Sphinx show both; the sections are written once, in
-    the base class. An override without a docstring inherits the whole one by itself."""
-    for name, fn in vars(cls).items():
-        own = inspect.getdoc(fn) if inspect.isfunction(fn) and fn.__doc__ else None
-        if own is None or _SECTIONS.search(own):
-            continue
-        base = next((inspect.getdoc(getattr(k, name)) for k in cls.__mro__[1:]
-                     if name in vars(k) and getattr(k, name).__doc__), None)
-        found = _SECTIONS.search(base or "")
-        if found:
-            fn.__doc__ = f"{own}\n\n{base[found.start():]}"
 
 
 class Manifold:
@@ -107,7 +86,7 @@ class Manifold:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        _inherit_sections(cls)
+        inherit_sections(cls)
 
     def __init__(self, shape: tuple[int, ...], dim: int, *, validate: bool | None = None) -> None:
         self.shape = tuple(int(s) for s in shape)

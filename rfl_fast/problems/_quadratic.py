@@ -182,20 +182,7 @@ class QuadraticProblem(Problem):
 
     def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
         """``f_i(x_j) = -c tr(X_j' A_i X_j)`` for clients ``idx`` (k,) at ``x`` (k, *shape)
-        -> (k,).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-
-        Returns
-        -------
-        ndarray, shape (k,)
-            ``f_i(x_j)`` per listed client.
-        """
+        -> (k,)."""
         idx = self._clients(idx)
         xm = self._mat(self._points(idx, x))
         if self._gram is not None:
@@ -206,22 +193,7 @@ class QuadraticProblem(Problem):
     def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
               ) -> FloatArray:
         """``-2c A_i X_j`` (k, *shape); with ``batch`` (k, b) sample indices the mean of
-        ``-2 z z' X`` over those samples (rows form).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-        batch : ndarray of int, shape (k, b), optional
-            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
-
-        Returns
-        -------
-        ndarray, shape ``(k, *shape)``
-            Euclidean gradients.
-        """
+        ``-2 z z' X`` over those samples (rows form)."""
         idx = self._clients(idx)
         xm = self._mat(self._points(idx, x))
         if batch is None:
@@ -247,20 +219,7 @@ class QuadraticProblem(Problem):
         """Per-sample Riemannian gradients of client ``i`` at ``x`` -> (m_i, *shape).
 
         Samples form: ``grad f_ij = -2 (I - XX') z_ij z_ij' X``. Covariances form: the
-        client's gradient (one "sample", shape (1, *shape)).
-
-        Parameters
-        ----------
-        i : int
-            Client id.
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        ndarray, shape ``(m_i, *shape)``
-            One tangent vector at ``x`` per sample.
-        """
+        client's gradient (one "sample", shape (1, *shape))."""
         if self._form == "covariances":
             return self.rgrad(np.array([self._client(i)]), self._point(x)[None])
         z, xm = self._rows_at(i, x, None)
@@ -340,35 +299,14 @@ class QuadraticProblem(Problem):
         return self._pooled()
 
     def f(self, x: ArrayLike) -> float:
-        """``sum_i w_i f_i(x) = -c tr(X' A X)``, ``A = sum_i w_i A_i`` (formed once).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``sum_i w_i f_i(x) = -c tr(X' A X)``, ``A = sum_i w_i A_i`` (formed once)."""
         if not self._pooled():
             return super().f(x)
         xm = self._mat(self._point(x)[None])[0]
         return float(-self._c * np.vdot(xm, self._global_matrix() @ xm))
 
     def grad(self, x: ArrayLike) -> FloatArray:
-        """``P_x(-2c A X)``, ``A = sum_i w_i A_i``, at one point -> (*shape).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        ndarray, shape ``(*shape)``
-            A tangent vector at ``x``.
-        """
+        """``P_x(-2c A X)``, ``A = sum_i w_i A_i``, at one point -> (*shape)."""
         if not self._pooled():
             return super().grad(x)
         x = self._point(x)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._docs import inherit_sections
 from .._typing import ArrayLike, ClientId, FloatArray, Weighting
 from ..manifolds import Manifold
 from ._clients import check_sample_index, select_rows
@@ -69,6 +70,10 @@ class Problem:
     #: per-sample clipping bounds its influence on a clipped sum (the DP sensitivity of
     #: PriRFed); else a sentence saying why not (PriRFed then refuses the problem).
     dp_unbounded = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        inherit_sections(cls)           # an override documents what differs (rfl_fast._docs)
 
     def __init__(self, sizes: ArrayLike, weighting: Weighting = "uniform") -> None:
         self.sizes = np.asarray(sizes, dtype=np.int64)

@@ -102,20 +102,7 @@ class Brockett(Problem):
         return self._mean[idx]
 
     def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
-        """``tr(X' Abar_i X H)`` -> (k,).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-
-        Returns
-        -------
-        ndarray, shape (k,)
-            ``f_i(x_j)`` per listed client.
-        """
+        """``tr(X' Abar_i X H)`` -> (k,)."""
         idx = self._clients(idx)
         x = self._points(idx, x)
         ax = np.matmul(self._means(idx), x)
@@ -123,22 +110,7 @@ class Brockett(Problem):
 
     def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
               ) -> FloatArray:
-        """``2 Abar_i X H`` (or the mean of ``2 A_ij X H`` over ``batch`` (k, b)).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-        batch : ndarray of int, shape (k, b), optional
-            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
-
-        Returns
-        -------
-        ndarray, shape ``(k, *shape)``
-            Euclidean gradients.
-        """
+        """``2 Abar_i X H`` (or the mean of ``2 A_ij X H`` over ``batch`` (k, b))."""
         idx = self._clients(idx)
         x = self._points(idx, x)
         if batch is None:
@@ -149,20 +121,7 @@ class Brockett(Problem):
         return 2.0 * np.matmul(a, x) * self.h
 
     def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
-        """``P_X(2 A_ij X H)`` for every sample -> (m_i, d, p).
-
-        Parameters
-        ----------
-        i : int
-            Client id.
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        ndarray, shape ``(m_i, *shape)``
-            One tangent vector at ``x`` per sample.
-        """
+        """``P_X(2 A_ij X H)`` for every sample -> (m_i, d, p)."""
         i = self._client(i)
         x = self._point(x)
         a = self._flat[self._offsets[i]:self._offsets[i + 1]]
@@ -171,33 +130,12 @@ class Brockett(Problem):
     # ------------------------------------------------------------------ global
 
     def f(self, x: ArrayLike) -> float:
-        """``tr(X' Abar X H)`` with ``Abar = sum_i w_i (1/m_i) sum_j A_ij`` -> float.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``tr(X' Abar X H)`` with ``Abar = sum_i w_i (1/m_i) sum_j A_ij`` -> float."""
         x = self._point(x)
         return float(np.einsum("dp,dp,p->", x, self._global @ x, self.h))
 
     def grad(self, x: ArrayLike) -> FloatArray:
-        """``P_X(2 Abar X H)`` -> (d, p).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        ndarray, shape ``(*shape)``
-            A tangent vector at ``x``.
-        """
+        """``P_X(2 Abar X H)`` -> (d, p)."""
         x = self._point(x)
         return self.manifold.proj(x, 2.0 * (self._global @ x) * self.h)
 
@@ -210,17 +148,7 @@ class Brockett(Problem):
         return self._solution.copy()
 
     def dist_to_solution(self, x: ArrayLike) -> float:
-        """``min_S |X - X* S|_F`` over column sign flips ``S``.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``min_S |X - X* S|_F`` over column sign flips ``S``."""
         x = self._point(x)
         xs = self.solution()
         s = np.sign(np.sum(x * xs, axis=0))
@@ -228,16 +156,6 @@ class Brockett(Problem):
         return float(np.linalg.norm(x - xs * s))
 
     def feasibility(self, x: ArrayLike) -> float:
-        """``|X'X - I|_F``.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``|X'X - I|_F``."""
         x = self._point(x)
         return float(np.linalg.norm(x.T @ x - np.eye(self.p)))

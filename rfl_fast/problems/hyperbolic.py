@@ -169,20 +169,7 @@ class HyperbolicPrediction(Problem):
     # ------------------------------------------------------------------ batched
 
     def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
-        """``(1/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> (k,).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-
-        Returns
-        -------
-        ndarray, shape (k,)
-            ``f_i(x_j)`` per listed client.
-        """
+        """``(1/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> (k,)."""
         idx = self._clients(idx)
         x = self._points(idx, x)
         rows, seg, starts, counts = self._select(idx, None)
@@ -191,22 +178,7 @@ class HyperbolicPrediction(Problem):
 
     def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
               ) -> FloatArray:
-        """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) J y_ij`` -> (k, d+1).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-        batch : ndarray of int, shape (k, b), optional
-            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
-
-        Returns
-        -------
-        ndarray, shape ``(k, *shape)``
-            Euclidean gradients.
-        """
+        """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) J y_ij`` -> (k, d+1)."""
         idx = self._clients(idx)
         x = self._points(idx, x)
         rows, seg, starts, counts = self._select(idx, batch)
@@ -224,20 +196,7 @@ class HyperbolicPrediction(Problem):
         return rows if sel is None else rows[sel]
 
     def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
-        """``-2 alpha_ij Log_x(y_ij)`` -> (N_i, d+1).
-
-        Parameters
-        ----------
-        i : int
-            Client id.
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        ndarray, shape ``(m_i, *shape)``
-            One tangent vector at ``x`` per sample.
-        """
+        """``-2 alpha_ij Log_x(y_ij)`` -> (N_i, d+1)."""
         x = self._point(x)
         rows = self._samples(i)
         y = self._y[rows]
@@ -303,34 +262,13 @@ class HyperbolicPrediction(Problem):
     # ------------------------------------------------------------------ global
 
     def f(self, x: ArrayLike) -> float:
-        """``sum_i (w_i/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> float.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``sum_i (w_i/N_i) sum_j alpha_ij dist^2(x, y_ij)`` -> float."""
         x = self._point(x)
         th, _ = _theta_ratio(-_ldot(x, self._y))
         return float(self._sw @ (th * th))
 
     def grad(self, x: ArrayLike) -> FloatArray:
-        """``-2 sum_i (w_i/N_i) sum_j alpha_ij Log_x(y_ij)`` -> (d+1,).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        ndarray, shape ``(*shape)``
-            A tangent vector at ``x``.
-        """
+        """``-2 sum_i (w_i/N_i) sum_j alpha_ij Log_x(y_ij)`` -> (d+1,)."""
         x = self._point(x)
         ip = _ldot(x, self._y)
         _, ratio = _theta_ratio(-ip)
@@ -353,47 +291,17 @@ class HyperbolicPrediction(Problem):
 
     def grad_norm(self, x: ArrayLike) -> float:
         """``|grad f(x)|_L``, computed from the space part (stable for tiny gradients, where
-        the Minkowski square ``-g0^2 + |g_1:|^2`` cancels to rounding noise or below 0).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        the Minkowski square ``-g0^2 + |g_1:|^2`` cancels to rounding noise or below 0)."""
         x = self._point(x)
         return float(_tangent_norm(x, self.grad(x)))
 
     def dist_to_solution(self, x: ArrayLike) -> float:
         """``dist(x, x*) = 2 asinh(|x - x*|_L / 2)``: the chordal form, accurate for nearby
-        points where ``acosh(-<x, x*>_L)`` has a floor of ~1e-8.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        points where ``acosh(-<x, x*>_L)`` has a floor of ~1e-8."""
         d = self._point(x) - self.solution()
         return float(2.0 * np.arcsinh(np.sqrt(max(float(_ldot(d, d)), 0.0)) / 2.0))
 
     def feasibility(self, x: ArrayLike) -> float:
-        """``|<x, x>_L + 1|``.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``|<x, x>_L + 1|``."""
         x = self._point(x)
         return abs(float(_ldot(x, x)) + 1.0)

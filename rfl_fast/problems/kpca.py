@@ -139,47 +139,17 @@ class KPCA(QuadraticProblem):
         return float(np.sum(self.principal_angles(x)))
 
     def dist_to_solution(self, x: ArrayLike) -> float:
-        """Grassmann distance ``|principal angles|_2`` between ``span(X)`` and ``span(X*)``.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """Grassmann distance ``|principal angles|_2`` between ``span(X)`` and ``span(X*)``."""
         return float(np.linalg.norm(self.principal_angles(x)))
 
     def feasibility(self, x: ArrayLike) -> float:
-        """``|X'X - I|_F``.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``|X'X - I|_F``."""
         x = self._point(x)
         return float(np.linalg.norm(x.T @ x - np.eye(self.r)))
 
     def metrics(self, x: ArrayLike) -> dict[str, float]:
         """``grad_norm``, ``f_gap``, ``dist`` (Grassmann), ``feasibility`` (``|X'X - I|_F``)
-        and ``angle`` (sum of principal angles to ``X*``).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        dict of str to float
-        """
+        and ``angle`` (sum of principal angles to ``X*``)."""
         x = self._point(x)
         theta = self.principal_angles(x)
         return {"grad_norm": self.grad_norm(x),

@@ -108,20 +108,7 @@ class SPDMean(Problem):
     # ------------------------------------------------------------------ batched
 
     def loss(self, idx: ArrayLike, x: ArrayLike) -> FloatArray:
-        """``(1/m_i) sum_j dist^2(X_j, Z_ij)`` -> (k,).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-
-        Returns
-        -------
-        ndarray, shape (k,)
-            ``f_i(x_j)`` per listed client.
-        """
+        """``(1/m_i) sum_j dist^2(X_j, Z_ij)`` -> (k,)."""
         idx = self._clients(idx)
         x = self._points(idx, x)
         rows, seg, starts, counts = self._select(idx, None)
@@ -141,44 +128,14 @@ class SPDMean(Problem):
 
     def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
               ) -> FloatArray:
-        """``X^-1 rgrad X^-1 = -(2/m) L^-T (sum_j logm(C_j)) L^-1`` -> (k, n, n).
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-        batch : ndarray of int, shape (k, b), optional
-            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
-
-        Returns
-        -------
-        ndarray, shape ``(k, *shape)``
-            Euclidean gradients.
-        """
+        """``X^-1 rgrad X^-1 = -(2/m) L^-T (sum_j logm(C_j)) L^-1`` -> (k, n, n)."""
         lg, _, linv = self._grads(idx, x, batch)
         g = -2.0 * _t(linv) @ lg @ linv
         return 0.5 * (g + _t(g))
 
     def rgrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
               ) -> FloatArray:
-        """``-(2/m) sum_j Log_X(Z_ij) = -(2/m) L (sum_j logm(C_j)) L'``.
-
-        Parameters
-        ----------
-        idx : array_like of int, shape (k,)
-            Client ids.
-        x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
-        batch : ndarray of int, shape (k, b), optional
-            Sample indices per client (a mini-batch); ``None``: all of each client's samples.
-
-        Returns
-        -------
-        ndarray, shape ``(k, *shape)``
-            Riemannian gradients (tangent at each ``x_j``).
-        """
+        """``-(2/m) sum_j Log_X(Z_ij) = -(2/m) L (sum_j logm(C_j)) L'``."""
         lg, lo, _ = self._grads(idx, x, batch)
         g = -2.0 * lo @ lg @ _t(lo)
         return 0.5 * (g + _t(g))
@@ -200,20 +157,7 @@ class SPDMean(Problem):
         return lam, lg, lo[0]
 
     def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
-        """``-2 Log_X(Z_ij)`` for every sample -> (m_i, n, n).
-
-        Parameters
-        ----------
-        i : int
-            Client id.
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        ndarray, shape ``(m_i, *shape)``
-            One tangent vector at ``x`` per sample.
-        """
+        """``-2 Log_X(Z_ij)`` for every sample -> (m_i, n, n)."""
         _, lg, lo = self._sample_logs(i, x)
         g = -2.0 * lo @ lg @ lo.T
         return 0.5 * (g + _t(g))
@@ -270,17 +214,7 @@ class SPDMean(Problem):
     # ------------------------------------------------------------------ global
 
     def f(self, x: ArrayLike) -> float:
-        """``sum_i (w_i/m_i) sum_j dist^2(X, Z_ij)``, all samples in one batch -> float.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``sum_i (w_i/m_i) sum_j dist^2(X, Z_ij)``, all samples in one batch -> float."""
         x = self._point(x)
         _, linv = self._factors(x[None])
         c = linv @ self._flat @ _t(linv)
@@ -288,18 +222,7 @@ class SPDMean(Problem):
         return float(self._sw @ np.sum(np.log(lam) ** 2, axis=-1))
 
     def grad(self, x: ArrayLike) -> FloatArray:
-        """``-2 sum_i (w_i/m_i) sum_j Log_X(Z_ij)`` -> (n, n).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        ndarray, shape ``(*shape)``
-            A tangent vector at ``x``.
-        """
+        """``-2 sum_i (w_i/m_i) sum_j Log_X(Z_ij)`` -> (n, n)."""
         x = self._point(x)
         lo, linv = self._factors(x[None])
         _, lg = _log_congruence(linv, self._flat)

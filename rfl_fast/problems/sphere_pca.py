@@ -96,46 +96,16 @@ class SpherePCA(QuadraticProblem):
 
     def dist_to_solution(self, x: ArrayLike) -> float:
         """Geodesic distance to the nearer of ``x*`` and ``-x*`` (equals ``angle`` on the
-        sphere).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        sphere)."""
         return self.angle(x)
 
     def feasibility(self, x: ArrayLike) -> float:
-        """``| |x| - 1 |``.
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        float
-        """
+        """``| |x| - 1 |``."""
         return abs(float(np.linalg.norm(self._point(x))) - 1.0)
 
     def metrics(self, x: ArrayLike) -> dict[str, float]:
         """``grad_norm``, ``f_gap``, ``dist``, ``feasibility`` and ``angle`` (the angle
-        between the lines of ``x`` and ``x*``).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(*shape)``
-            One point.
-
-        Returns
-        -------
-        dict of str to float
-        """
+        between the lines of ``x`` and ``x*``)."""
         out = super().metrics(x)
         out["angle"] = out["dist"]
         return out
