@@ -57,6 +57,7 @@ import numpy as np
 from ...algorithms.fedavg_prox import RFedAvg
 from ...algorithms.pri import PriRFed
 from ...data import eigengap_clients, hyperbolic_tree, wishart_clients
+from ...errors import NoSolutionError
 from ...federation import Uniform, run as fed_run
 from ...privacy import dp_rsgd_sigma, dp_rsvrg_sigma
 from ...problems import HyperbolicPrediction, SPDMean, SpherePCA
@@ -190,10 +191,8 @@ def run(small=False, seed=0, out=None):
                         res = fed_run(P, _algorithm(cp, sig, accountant), rounds,
                                       participation=Uniform(c["s"]), x0=x0,
                                       seed=seed * 1000 + r)
-                except ValueError as exc:       # iterates left the floating-point range
-                    if "finite" not in str(exc) and "NaN" not in str(exc):
-                        raise
-                    diverged, why = diverged + 1, str(exc)
+                except NoSolutionError as exc:  # an iterate left the range where the
+                    diverged, why = diverged + 1, str(exc)  # step's map has an answer
                     floors.append(math.inf)
                     grads.append(math.inf)
                     continue
