@@ -32,7 +32,17 @@ def test_registry_names_every_experiment_and_fails_clearly():
         except ImportError as exc:
             assert f"rfl_fast.app.experiments.{EXPERIMENTS[key]}" in str(exc)
         else:
-            assert callable(mod.run)
+            assert callable(mod.run) and callable(mod.table_rows)
+
+
+def test_an_experiment_module_without_its_table_rows_is_refused_by_name(monkeypatch):
+    """The results table calls the experiment's own ``table_rows``: a module without it is an
+    ImportError naming what is missing when it is looked up, not an AttributeError later."""
+    from rfl_fast.app.experiments import e1
+
+    monkeypatch.delattr(e1, "table_rows")
+    with pytest.raises(ImportError, match=r"experiment E1: .*e1 has no table_rows\(result\)"):
+        get_experiment("E1")
 
 
 # ----------------------------------------------------------------------------- every small form

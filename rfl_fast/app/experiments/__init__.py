@@ -1,7 +1,9 @@
 """Reproductions of the source papers' experiments E1..E8, one module per experiment (the
 papers: :data:`PAPERS`, which experiment reproduces which: :data:`SOURCES`).
 
-Every experiment module exposes ``run(small=False, seed=0, out=None) -> dict``:
+Every experiment module exposes ``run(small=False, seed=0, out=None) -> dict`` and
+``table_rows(result) -> list`` (its results table's rows ``(setting, quantity, ours, paper,
+verdict)``, which :mod:`rfl_fast.app.experiments.tables` lays out):
 
 * ``small=True`` is a fast version (seconds) with the same qualitative outcome, used by the
   tests; ``small=False`` the papers' setting (or the largest that runs in minutes; the result
@@ -85,14 +87,15 @@ def get_experiment(exp_id):
     Returns
     -------
     module
-        With ``run(small=False, seed=0, out=None) -> dict``.
+        With ``run(small=False, seed=0, out=None) -> dict`` and ``table_rows(result)``.
 
     Raises
     ------
     ValueError
         Unknown id.
     ImportError
-        The experiment's module is not (yet) part of this installation; the message names it.
+        The experiment's module is not (yet) part of this installation, or lacks one of the
+        two; the message names it.
     """
     key = _normalize_id(exp_id)
     name = f"{__name__}.{EXPERIMENTS[key]}"
@@ -103,8 +106,9 @@ def get_experiment(exp_id):
             raise
         raise ImportError(f"experiment {key} is registered but its module {name} is not "
                           f"available in this installation") from None
-    if not callable(getattr(module, "run", None)):
-        raise ImportError(f"experiment {key}: module {name} has no run(small, seed, out)")
+    for fn, signature in (("run", "run(small, seed, out)"), ("table_rows", "table_rows(result)")):
+        if not callable(getattr(module, fn, None)):
+            raise ImportError(f"experiment {key}: module {name} has no {signature}")
     return module
 
 

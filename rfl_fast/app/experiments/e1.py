@@ -103,8 +103,7 @@ def format_table(result):
 
 
 def table_rows(res):
-    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
-    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    """E1's results-table rows; see the package docstring."""
     rows = []
     paper = res["paper"]["table"]
     for d, ours in res["results"]["table"].items():

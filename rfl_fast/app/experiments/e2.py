@@ -133,8 +133,7 @@ def run(small=False, seed=0, out=None):
 
 
 def table_rows(res):
-    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
-    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    """E2's results-table rows; see the package docstring."""
     rows = []
     r = res["results"]
     for part in ("pca", "kpca", "kpca_tau_sweep"):

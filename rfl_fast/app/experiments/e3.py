@@ -157,8 +157,7 @@ def _mnist(rec, seed, every):
 
 
 def table_rows(res):
-    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
-    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    """E3's results-table rows; see the package docstring."""
     rows = []
     r = res["results"]
     for lb, setting in res["settings"]["settings"].items():
@@ -178,9 +177,9 @@ def table_rows(res):
                              "(median round below 1e-8)",
                          ", ".join(f"{a} {cell(v)}" for a, v in t.items()), "",
                          verdict(ok and t["RFedSVRG-2BBS"] < t["RFedSVRG-2BB"]
-                                  < t["RFedSVRG"],
-                                  ok and min(t["RFedSVRG-2BB"], t["RFedSVRG-2BBS"])
-                                  < t["RFedSVRG"])))
+                                 < t["RFedSVRG"],
+                                 ok and min(t["RFedSVRG-2BB"], t["RFedSVRG-2BBS"])
+                                 < t["RFedSVRG"])))
     if "skipped" in r.get("mnist", {}):
         rows.append(("mnist", "001 Fig. 7 / 004 Fig. 6", "not run", "", "skipped: local "
                      "MNIST files missing"))

@@ -121,8 +121,7 @@ def run(small=False, seed=0, out=None):
 
 
 def table_rows(res):
-    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
-    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    """E4's results-table rows; see the package docstring."""
     rows = []
     a = res["results"]["fig1a"]
     for name, v in a.items():

@@ -150,8 +150,7 @@ def run(small=False, seed=0, out=None):
 
 
 def table_rows(res):
-    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
-    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    """E5's results-table rows; see the package docstring."""
     rows = []
     table = res["settings"]["table1"]
     for name, c in table.items():
@@ -176,7 +175,7 @@ def table_rows(res):
         fx = r["fixed_K1"]
         rows.append((name, "claim: fixed step converges (to a neighbourhood)", "", "",
                      verdict(fx["grad_norm_final"] < 0.1 * fx["grad_norm_first"],
-                              fx["grad_norm_final"] < 0.8 * fx["grad_norm_first"])))
+                             fx["grad_norm_final"] < 0.8 * fx["grad_norm_first"])))
         better = [r[f"decaying_K{K}"]["grad_norm_final"] < r[f"fixed_K{K}"]["grad_norm_final"]
                   for K in ks]
         rows.append((name, "claim: decaying steps more accurate than fixed", "", "",

@@ -189,8 +189,7 @@ def run(small=False, seed=0, out=None):
 
 
 def table_rows(res):
-    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
-    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    """E6's results-table rows; see the package docstring."""
     rows = []
     a = res["results"]["A_sphere_arbitrary_participation"]
     for name, v in a["runs"].items():
@@ -201,7 +200,7 @@ def table_rows(res):
     rows.append(("A (Fig. 4-5)", "claim: AP solves the original, RS the re-weighted problem",
                  f"dist(x*, x~*) = {cell(a['dist_between_optima'])}", "",
                  verdict(ap["dist_to_original_optimum"] < ap["dist_to_reweighted_optimum"]
-                          and rs["dist_to_reweighted_optimum"] < rs["dist_to_original_optimum"])))
+                         and rs["dist_to_reweighted_optimum"] < rs["dist_to_original_optimum"])))
     b = res["results"]["B_stiefel_pca"]
     for name in [k for k, v in b.items() if isinstance(v, dict) and "f_gap_final" in v]:
         v = b[name]

@@ -248,8 +248,7 @@ def run(small=False, seed=0, out=None):
 
 
 def table_rows(res):
-    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
-    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    """E7's results-table rows; see the package docstring."""
     rows = []
     for name, r in res["results"].items():
         levels = [k for k in r if k.startswith("eps") or k == "sigma0"]
@@ -262,7 +261,7 @@ def table_rows(res):
             rows.append((name, "claim: sigma = 0 recovers the non-private algorithm",
                          f"max |diff| {cell(r['sigma0_vs_RFedAvg_max_abs_diff'])}", "",
                          verdict(r["sigma0_equals_RFedAvg_bitwise"],
-                                  r["sigma0_vs_RFedAvg_max_abs_diff"] < 1e-12)))
+                                 r["sigma0_vs_RFedAvg_max_abs_diff"] < 1e-12)))
     rows.append(("all", "002 Theorem 9 vs Theorem 8", "", "", "paper inconsistent: Theorem 9 "
                  "drops Theorem 8's e^((s-1) eps) factor on delta (eps_seed follows the seed)"))
     return rows

@@ -122,8 +122,7 @@ def run(small=False, seed=0, out=None, data=None):
 
 
 def table_rows(res):
-    """The results table's rows ``(setting, quantity, ours, paper, verdict)`` of a run's
-    results dict (:func:`rfl_fast.app.experiments.tables.results_table`)."""
+    """E8's results-table rows; see the package docstring."""
     rows = []
     c = res["results"]["comparison"]
     for name, v in c.items():
@@ -135,7 +134,7 @@ def table_rows(res):
     if reach["RFedProj"] is not None:     # at round-off floors compare the rounds, not values
         others = [math.inf if v is None else v for k, v in reach.items() if k != "RFedProj"]
         v = verdict(all(reach["RFedProj"] < o for o in others),
-                     any(reach["RFedProj"] < o for o in others))
+                    any(reach["RFedProj"] < o for o in others))
     else:
         others = [v["grad_norm_final"] for k, v in c.items() if k != "RFedProj"]
         v = lower_verdict(c["RFedProj"]["grad_norm_final"], others, 1.0)
