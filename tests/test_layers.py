@@ -9,7 +9,7 @@ Flower app; the interop adapters). A new top-level module or folder must be give
 """
 
 import ast
-import importlib
+import importlib.util
 import pathlib
 import sys
 
@@ -234,11 +234,10 @@ def test_a_name_has_one_public_home():
     (``tools/doc_coverage.PUBLIC_MODULES``) gather names from the floors below, and no name is
     public in two of them."""
     public = set(_public_modules())
-    found = {name: r for name, path in _modules().items()
-             if name not in public and name != "rfl_fast._typing"  # type aliases, not names
-             and (r := _reexports(path, name))}
-    for name in sorted(n for n in set(_modules()) - public - {"rfl_fast._typing"}
-                       if not n.endswith("__main__")):
+    others = {name: path for name, path in _modules().items()      # _typing: type aliases
+              if name not in public and name != "rfl_fast._typing"}
+    found = {name: r for name, path in others.items() if (r := _reexports(path, name))}
+    for name in sorted(n for n in others if not n.endswith("__main__")):
         try:                                    # a package gathering from its submodules:
             module = importlib.import_module(name)  # what they define, not what they import
         except ModuleNotFoundError as exc:      # an optional extra not installed (flwr)
@@ -253,7 +252,7 @@ def test_a_name_has_one_public_home():
     assert not found, f"names exported again by a module that does not define them: {found}"
     homes = {}
     for modname in public - {"rfl_fast"}:                 # the root re-exports each floor's API
-        module = __import__(modname, fromlist=["__all__"])
+        module = importlib.import_module(modname)
         for n in module.__all__:
             obj = getattr(module, n)
             if isinstance(getattr(obj, "__module__", None), str):
@@ -263,8 +262,6 @@ def test_a_name_has_one_public_home():
 
 
 def _public_modules():
-    import importlib.util
-
     here = pathlib.Path(__file__).resolve().parents[1] / "tools" / "doc_coverage.py"
     spec = importlib.util.spec_from_file_location("doc_coverage", here)
     module = importlib.util.module_from_spec(spec)
