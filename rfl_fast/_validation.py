@@ -25,7 +25,7 @@ __all__ = ["as_array", "check_dtype", "check_finite", "check_core_shape", "valid
            "check_int", "check_real", "check_float", "check_positive", "check_nonnegative",
            "check_reals", "check_bool", "check_choice", "FLOAT64",
            "Int", "Real", "Reals", "Choice", "Bool", "Optional", "POSITIVE", "NONNEGATIVE", "COUNT",
-           "validate_fields", "Checked", "brief", "by_name", "as_rng"]
+           "validate_fields", "Checked", "brief", "by_name", "as_rng", "ItemStreams"]
 
 _ENV_VALIDATE = "RFL_FAST_VALIDATE"
 
@@ -179,20 +179,50 @@ class _Brief(reprlib.Repr):
 _BRIEF = _Brief()
 
 
+class ItemStreams:
+    """The random source of a stack of items, item ``j`` drawn from its own generator.
+
+    Handed as ``rng=`` to a batched draw (``Manifold.tangent_gaussian`` of a stack ``(k,
+    *shape)``), it gives item ``j`` exactly the numbers that a draw for item ``j`` alone from
+    ``generators[j]`` gives, so a batch of clients and one client at a time (a Flower client)
+    draw the same noise. Only ``standard_normal`` is provided.
+
+    Parameters
+    ----------
+    generators : sequence of numpy.random.Generator
+        One per item, advanced by each draw.
+    """
+
+    def __init__(self, generators):
+        self.generators = tuple(generators)
+
+    def standard_normal(self, shape):
+        """Standard normal draws of shape ``shape`` = ``(k, *item)``, row ``j`` from generator
+        ``j``."""
+        shape = tuple(shape)
+        if not shape or shape[0] != len(self.generators):
+            raise ValueError(f"shape: expected ({len(self.generators)}, ...) (one row per "
+                             f"stream), got {shape}")
+        out = np.empty(shape)
+        for j, g in enumerate(self.generators):
+            out[j] = g.standard_normal(shape[1:])
+        return out
+
+
 def as_rng(rng, name="rng"):
     """A ``numpy.random.Generator`` from ``rng`` (what ``rng=`` arguments accept,
     ``rfl_fast._typing.RNGLike``).
 
     Parameters
     ----------
-    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+    rng : None, int, numpy.random.SeedSequence, numpy.random.Generator or ItemStreams
         ``None`` draws fresh OS entropy (not reproducible); an int (>= 0) or a
-        ``SeedSequence`` seeds a new PCG64 generator; a ``Generator`` is used as is (its state
-        advances). A bool, a negative int or anything else is refused, naming ``name``.
+        ``SeedSequence`` seeds a new PCG64 generator; a ``Generator`` (or the per-item
+        :class:`ItemStreams` of a batched draw) is used as is (its state advances). A bool, a negative int or anything else is refused, naming ``name``.
     name : str
         The argument's name, for the error.
     """
-    if isinstance(rng, np.random.Generator):
+    if isinstance(rng, (np.random.Generator, ItemStreams)):
         return rng
     if rng is None or isinstance(rng, np.random.SeedSequence):
         return np.random.default_rng(rng)

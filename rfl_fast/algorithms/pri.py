@@ -314,7 +314,15 @@ class PriRFed(FederatedAlgorithm):
             raise ValueError(f"{self.name}: manifold {M!r} has no tangent Gaussian "
                              f"(`tangent_gaussian`) for the privacy noise")
         if self.local == "DP-RSVRG":
-            self._transport(M)
+            transport = self._transport(M)
+            if transport not in getattr(M, "nonexpanding_transports", ()):
+                # T(clip(grad f_l(xs)) - g) is accounted with |T v|_x <= |v|_xs (a clipped term
+                # stays clipped); a transport that can stretch it would under-count eps
+                raise InvalidParameterError(
+                    "transport", f"{transport!r} of {M!r} is not declared non-expanding "
+                    f"(`nonexpanding_transports`: {getattr(M, 'nonexpanding_transports', ())}); "
+                    f"DP-RSVRG's privacy accounting assumes the transported clipped term is no "
+                    f"longer than before, which a stretching transport breaks", self.name)
         sizes = np.asarray(problem.sizes, dtype=np.int64)
         b = self._batches(sizes)
         over = np.flatnonzero(b > sizes)
@@ -329,9 +337,6 @@ class PriRFed(FederatedAlgorithm):
                                         f"{sizes.size} clients", self.name)
 
     def for_run(self, problem, participation, rounds, resumed=False):
-        if resumed:
-            return replace(self, ledger=self._plan().resume(
-                problem.sizes, rounds, None if self.target is None else self.target[0]))
         why = problem.dp_unbounded
         if why and (self.target is not None or (math.isfinite(self.clip) and bool(
                 (np.asarray(self.sigma) > 0).any()))):
@@ -352,11 +357,24 @@ class PriRFed(FederatedAlgorithm):
         rounds = check_int(rounds, "rounds", min_value=0)
         delta = (self.target[1] if self.target else self.delta if self.delta is not None
                  else DEFAULT_DELTA)
+        sizes = np.asarray(problem.sizes, dtype=np.int64)
+        void = math.nan if why else None if math.isfinite(self.clip) else math.inf
+        if resumed:
+            # the ledger comes from a file: rebuilt from this algorithm and the problem, and
+            # refused (naming the field) where it disagrees, before it is continued
+            led = self._plan()
+            if not isinstance(led, PrivacyLedger):
+                raise InvalidParameterError("ledger", expected="a PrivacyLedger",
+                                            got=type(led).__name__)
+            led.check_rebuilt(lambda horizon: self._settings(sizes, int(s), horizon),
+                              self.sigma, delta=delta, accountants=self.accountants,
+                              target=self.target, void=void, most=rounds)
+            return replace(self, ledger=led.resume(
+                problem.sizes, rounds, None if self.target is None else self.target[0]))
         ledger = PrivacyLedger.plan(
-            self._settings(np.asarray(problem.sizes, dtype=np.int64), int(s), rounds),
+            self._settings(sizes, int(s), rounds),
             self.sigma, delta=delta, rounds=rounds, accountants=self.accountants,
-            target=self.target, void=math.nan if why else None if math.isfinite(self.clip)
-            else math.inf, previous=self.ledger)
+            target=self.target, void=void, previous=self.ledger)
         return self if ledger is self.ledger else replace(self, ledger=ledger)
 
     def raise_budget(self, eps):
@@ -400,6 +418,7 @@ class PriRFed(FederatedAlgorithm):
             raise InvalidParameterError("batch_size", f"b = {b} "
                                         f"exceeds this client's N = {int(sizes[0])} samples",
                                         self.name)
+        alg.validate(problem)       # the server's choices pass the checks of a local run
         st, = alg._settings(sizes, 1, 1)
         return replace(alg, ledger=PrivacyLedger(np.array([float(sigma)]), (st,), 0.0)), st
 
@@ -438,28 +457,23 @@ class PriRFed(FederatedAlgorithm):
         return {"x": trainer(problem, idx, msg["x"], self._plan(), ctx)}, cstate, memo
 
     def _private_direction(self, problem, idx, x, batch, counts, sig, ctx):
-        """The clip -> noise transform of one DP-RSGD step, for every participant ``j``:
-        ``(1/b_j) sum_{p in B_j} clip_tau(grad f_ip(x_j)) + N_x(0, sigma_j^2)`` (no draws
+        """The clip -> noise transform of one DP-RSGD step, for every participant ``j`` at
+        once: ``(1/b_j) sum_{p in B_j} clip_tau(grad f_ip(x_j)) + N_x(0, sigma_j^2)`` (no draws
         where ``sigma_j = 0``; ``tau = inf``: the plain mean). ``batch``: None (all samples),
-        (k, b) indices, or a list of per-client index arrays."""
+        (k, b) indices, or a list of per-client index arrays. The clipped sums are one call of
+        ``problem.clipped_rgrad_sum``; the noise is one batched ``tangent_gaussian`` whose row
+        ``j`` is drawn from participant ``j``'s own stream (the draws of a client alone)."""
         M, tau = problem.manifold, self.clip
         if tau == math.inf and (batch is None or isinstance(batch, np.ndarray)):
             d = problem.rgrad(idx, x, batch)
-        elif tau == math.inf:
-            d = np.stack([problem.rgrad(idx[j:j + 1], x[j:j + 1], batch[j][None])[0]
-                          for j in range(idx.size)])
         else:
-            d = np.empty(x.shape)
-            for j, i in enumerate(idx):
-                bj = None if batch is None else batch[j]
-                coef = clip_factors(problem.sample_rgrad_norms(int(i), x[j], bj), tau) / counts[j]
-                d[j] = problem.weighted_rgrad(int(i), x[j], coef, bj)
-        if not (sig > 0).any():
-            return d
-        e = np.zeros(x.shape)
-        for j in np.flatnonzero(sig > 0):
-            e[j] = M.tangent_gaussian(x[j], sig[j], rng=ctx.rng.generator(j))
-        return d + e
+            d = problem.clipped_rgrad_sum(idx, x, tau, batch)
+            d /= np.asarray(counts, dtype=np.float64)[(...,) + (None,) * M.core_ndim]
+        noisy = np.flatnonzero(sig > 0)
+        if noisy.size:
+            d[noisy] = d[noisy] + M.tangent_gaussian(x[noisy], sig[noisy],
+                                                     rng=ctx.rng.streams(noisy))
+        return d
 
     def _draw_batches(self, sizes, b, ctx):
         if (b == sizes).all():

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._validation import ItemStreams
+
 __all__ = ["STREAM_PARTICIPATION", "STREAM_SERVER", "STREAM_INIT", "STREAM_CLIENTS",
            "resolve_seed", "stream", "client_rng", "ClientRandom", "ClientContext",
            "ServerContext"]
@@ -154,6 +156,24 @@ class ClientRandom:
                 g = self._pool[i] = np.random.Generator(np.random.PCG64())
                 g.bit_generator.state = st
         return self
+
+    def streams(self, positions=None):
+        """The participants' streams as one random source for a batched draw: row ``j`` of a
+        draw of shape ``(len(positions), ...)`` comes from participant ``positions[j]``'s
+        stream, exactly as a draw for that client alone would.
+
+        Parameters
+        ----------
+        positions : array_like of int, optional
+            Positions in ``idx`` (default: all participants, in order).
+
+        Returns
+        -------
+        rfl_fast._validation.ItemStreams
+            Accepted as ``rng=`` by the manifolds' random draws (``tangent_gaussian``).
+        """
+        positions = range(self.idx.size) if positions is None else np.asarray(positions).tolist()
+        return ItemStreams(self.generator(j) for j in positions)
 
     def batches(self, sizes, b):
         """Sample indices without replacement: row ``j`` has ``b`` of ``range(sizes[j])``.

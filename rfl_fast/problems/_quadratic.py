@@ -286,6 +286,32 @@ class QuadraticProblem(Problem):
         g = (-2.0 * self._c) * (p.T @ (coef[:, None] * y))
         return self._unmat(g[None])[0]
 
+    def clipped_rgrad_sum(self, idx: ArrayLike, x: ArrayLike, tau: float,
+                          batch: ArrayLike | None = None) -> FloatArray:
+        """One fused pass over the clients' rows (``kernels.fused.pca_grad_sum``, clipped),
+        all clients at once: each sample adds ``min(2c |p| |y|, tau) (p/|p|)(y/|y|)'``, the
+        term of :meth:`weighted_rgrad` with the factor of :meth:`sample_rgrad_norms` (the
+        residual ``p`` formed explicitly, norms scaled against overflow), so one sample moves
+        the sum by at most ``tau`` in floating point. Covariances form, per-client batch sizes
+        (a list) and a sample whose norm is not finite go the default way (which names it)."""
+        if self._form == "covariances" or not (batch is None or isinstance(batch, np.ndarray)):
+            return super().clipped_rgrad_sum(idx, x, tau, batch)
+        idx = self._clients(idx)
+        xt = np.ascontiguousarray(_t(self._mat(self._points(idx, x))))
+        if batch is None:
+            if self._offsets64 is None:
+                self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
+            rows, offsets, sel = self._flat, self._offsets64, idx
+        else:
+            batch = self._batch(idx, batch)
+            k, b = batch.shape
+            rows = self._flat[batch_rows(self._offsets, idx, batch).reshape(-1)]
+            offsets, sel = np.arange(0, k * b + 1, b, dtype=np.int64), np.arange(k)
+        St, _ = fused.pca_grad_sum(rows, offsets, sel, xt, tau, 2.0 * self._c, True)
+        if not np.isfinite(St).all():
+            return super().clipped_rgrad_sum(idx, x, tau, batch)
+        return self._unmat(-_t(St))
+
     # ------------------------------------------------------------------ global
 
     def _pooled(self):

@@ -16,6 +16,7 @@ import numpy as np
 from .._docs import inherit_sections
 from .._typing import ArrayLike, ClientId, FloatArray, Weighting
 from ..manifolds import Manifold
+from ..privacy.clipping import clip_factors
 from ._clients import check_sample_index, select_rows
 
 __all__ = ["Problem", "QuadraticRows"]
@@ -306,6 +307,46 @@ class Problem:
             g = g[sel]
         coef = self._coef(coef, g.shape[0])
         return np.tensordot(coef, g, axes=1)
+
+    def clipped_rgrad_sum(self, idx: ArrayLike, x: ArrayLike, tau: float,
+                          batch: ArrayLike | None = None) -> FloatArray:
+        """``sum_p clip_tau(grad f_ip(x_j))`` for every client ``i = idx[j]``: the clipped
+        per-sample gradient sums of a private local step, batched over the clients.
+
+        ``clip_tau(g) = g min(1, tau / |g|_x)`` (:func:`rfl_fast.privacy.clip_factors`). The
+        default goes client by client through :meth:`sample_rgrad_norms` and
+        :meth:`weighted_rgrad`; problems with a fused multi-client pass override it with the
+        same terms.
+
+        Parameters
+        ----------
+        idx : array_like of int, shape (k,)
+            Client ids.
+        x : ndarray, shape ``(k, *shape)``
+            One point per listed client.
+        tau : float
+            Clipping threshold (> 0; ``inf``: the plain sum).
+        batch : ndarray of int (k, b), or a sequence of k 1-d arrays, optional
+            Local sample indices per client; ``None``: all of each client's samples.
+
+        Returns
+        -------
+        ndarray, shape ``(k, *shape)``
+            Tangent vectors at ``x``.
+
+        Raises
+        ------
+        ValueError
+            A per-sample gradient norm is not finite (it cannot be clipped).
+        """
+        idx = self._clients(idx)
+        x = self._points(idx, x)
+        out = np.empty(x.shape)
+        for j, i in enumerate(idx.tolist()):
+            bj = None if batch is None else batch[j]
+            coef = clip_factors(self.sample_rgrad_norms(i, x[j], bj), tau)
+            out[j] = self.weighted_rgrad(i, x[j], coef, bj)
+        return out
 
     @staticmethod
     def _coef(coef, count):

@@ -3,7 +3,9 @@
 import numpy as np
 
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
+from ..kernels import call
 from ..manifolds import SPD
+from ..privacy.clipping import clip_factors
 from ._clients import pack_clients
 from ._numerics import riemannian_descent
 from .base import Problem
@@ -32,12 +34,26 @@ def _check_spectrum(lam):
 
 
 def _log_congruence(linv, z):
-    """Eigenvalues ``lam`` and ``logm(C)`` of ``C = L^-1 Z L^-T`` (batched); ``ValueError``
-    when some ``C`` has an eigenvalue <= 0 or non-finite (:func:`_check_spectrum`)."""
+    """``logm(C)`` of ``C = L^-1 Z L^-T`` (batched, by the compiled ``sym_logm`` kernel);
+    ``ValueError`` when some ``C`` has an eigenvalue <= 0 or non-finite
+    (:func:`_check_spectrum`), which ``sym_logm`` marks with NaN."""
     c = linv @ z @ _t(linv)
-    lam, q = np.linalg.eigh(0.5 * (c + _t(c)))
-    _check_spectrum(lam)
-    return lam, (q * np.log(lam)[..., None, :]) @ _t(q)
+    c = 0.5 * (c + _t(c))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lg = call("sym_logm", c)
+    bad = ~np.isfinite(lg).all(axis=(-2, -1))
+    if bad.any():   # name the first such sample and its smallest eigenvalue
+        lam = np.ones(c.shape[:-1])
+        cb = c[bad]
+        lam[bad] = np.linalg.eigvalsh(cb) if np.isfinite(cb).all() else np.nan
+        lam[bad, 0] = np.minimum(lam[bad, 0], 0.0)   # sym_logm found it not positive definite
+        _check_spectrum(lam)
+    return lg
+
+
+def _norms(lg):
+    """``|logm(C)|_F`` (= ``dist(X, Z)``) of the output of :func:`_log_congruence`."""
+    return np.sqrt(np.einsum("...ij,...ij->...", lg, lg))
 
 
 class SPDMean(Problem):
@@ -122,7 +138,7 @@ class SPDMean(Problem):
         x = self._points(idx, x)
         rows, seg, starts, counts = self._select(idx, batch)
         lo, linv = self._factors(x)
-        _, lg = _log_congruence(linv[seg], self._flat[rows])
+        lg = _log_congruence(linv[seg], self._flat[rows])
         lg = np.add.reduceat(lg, starts, axis=0)
         return lg / counts[:, None, None], lo, linv
 
@@ -153,22 +169,20 @@ class SPDMean(Problem):
 
     def _sample_logs(self, i, x, batch=None):
         lo, linv, z = self._client_samples(i, x, batch)
-        lam, lg = _log_congruence(linv, z)
-        return lam, lg, lo[0]
+        return _log_congruence(linv, z), lo[0]
 
     def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
         """``-2 Log_X(Z_ij)`` for every sample -> (m_i, n, n)."""
-        _, lg, lo = self._sample_logs(i, x)
+        lg, lo = self._sample_logs(i, x)
         g = -2.0 * lo @ lg @ lo.T
         return 0.5 * (g + _t(g))
 
     def sample_rgrad_norms(self, i: ClientId, x: ArrayLike, batch: ArrayLike | None = None
                            ) -> FloatArray:
-        """``2 dist(X, Z_ij)`` -> (m_i,) or (b,), from the same eigendecomposition
-        (``eigh``) that :meth:`weighted_rgrad` builds ``logm`` from, so the clip factor
-        measures the term it scales (``eigvalsh`` can return other small eigenvalues for a
-        sample of large condition relative to ``X``: 6e-7 relative overshoot of ``tau`` at
-        condition 1e12).
+        """``2 dist(X, Z_ij)`` -> (m_i,) or (b,), as ``2 |logm(C_j)|_F`` of the very ``logm``
+        that :meth:`weighted_rgrad` scales, so the clip factor measures the term it scales
+        (``eigvalsh`` can return other small eigenvalues for a sample of large condition
+        relative to ``X``: 6e-7 relative overshoot of ``tau`` at condition 1e12).
 
         Parameters
         ----------
@@ -183,8 +197,8 @@ class SPDMean(Problem):
         -------
         ndarray, shape (m_i,) or (b,)
         """
-        lam, _, _ = self._sample_logs(i, x, batch)
-        return 2.0 * np.sqrt(np.sum(np.log(lam) ** 2, axis=-1))
+        lg, _ = self._sample_logs(i, x, batch)
+        return 2.0 * _norms(lg)
 
     def weighted_rgrad(self, i: ClientId, x: ArrayLike, coef: ArrayLike,
                        batch: ArrayLike | None = None) -> FloatArray:
@@ -206,10 +220,27 @@ class SPDMean(Problem):
         ndarray, shape ``(*shape)``
             A tangent vector at ``x``.
         """
-        _, lg, lo = self._sample_logs(i, x, batch)
+        lg, lo = self._sample_logs(i, x, batch)
         coef = self._coef(coef, lg.shape[0])
         g = -2.0 * lo @ np.tensordot(coef, lg, axes=1) @ lo.T
         return 0.5 * (g + g.T)
+
+    def clipped_rgrad_sum(self, idx: ArrayLike, x: ArrayLike, tau: float,
+                          batch: ArrayLike | None = None) -> FloatArray:
+        """All clients' samples as one batch: ``-2 L (sum_j c_j logm(C_j)) L'`` with
+        ``c_j = min(1, tau / (2 |logm(C_j)|_F))``, per-client segment sums (the terms of
+        :meth:`weighted_rgrad` with the factors of :meth:`sample_rgrad_norms`). Per-client
+        batch sizes (a list) go the default way."""
+        if not (batch is None or isinstance(batch, np.ndarray)):
+            return super().clipped_rgrad_sum(idx, x, tau, batch)
+        idx = self._clients(idx)
+        x = self._points(idx, x)
+        rows, seg, starts, _ = self._select(idx, batch)
+        lo, linv = self._factors(x)
+        lg = _log_congruence(linv[seg], self._flat[rows])
+        coef = clip_factors(2.0 * _norms(lg), tau)
+        g = -2.0 * lo @ np.add.reduceat(coef[:, None, None] * lg, starts, axis=0) @ _t(lo)
+        return 0.5 * (g + _t(g))
 
     # ------------------------------------------------------------------ global
 
@@ -225,7 +256,7 @@ class SPDMean(Problem):
         """``-2 sum_i (w_i/m_i) sum_j Log_X(Z_ij)`` -> (n, n)."""
         x = self._point(x)
         lo, linv = self._factors(x[None])
-        _, lg = _log_congruence(linv, self._flat)
+        lg = _log_congruence(linv, self._flat)
         g = -2.0 * lo[0] @ np.tensordot(self._sw, lg, axes=1) @ lo[0].T
         return 0.5 * (g + g.T)
 
