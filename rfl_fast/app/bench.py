@@ -12,9 +12,12 @@ writes JSON.
     rfl-fast bench --only clipped       # the fused DP clipped sum (m = 6000, d = 784, r = 5)
     rfl-fast bench --sweep [--only stiefel_proj] [--write-auto]   # the shape sweep
     rfl-fast bench --scaling            # the kernels on 1, 2, 4, ... threads, with the floor
+    rfl-fast bench --federated [--ks 10,100,1000] [--only kPCA] [--json out.json]
+                                        # the workload matrix (rfl_fast.app.workloads)
 
 Never used for assertions on time; only ``--smoke`` fails (exit 1) when a backend disagrees
-with the reference.
+with the reference (``--federated --smoke``: when a batched-NumPy floor's iterates differ from
+the package's).
 """
 
 import argparse
@@ -354,6 +357,15 @@ def main(argv=None):
     parser.add_argument("--scaling", action="store_true",
                         help="the large-batch workloads on 1, 2, 4, ... threads (up to the "
                              "C++ thread setting), with the copy-bandwidth floor (--smoke: tiny)"),
+    parser.add_argument("--federated", action="store_true",
+                        help="the workload matrix: every algorithm x problem at k participants "
+                             "against the batched-NumPy and flop/memory floors (--smoke: toy "
+                             "shapes, k = 3, one round)")
+    parser.add_argument("--ks", default=None,
+                        help="with --federated: participant counts, comma-separated (default "
+                             "10,100; the issue's full list: 10,100,1000,10000)")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="with --federated: skip the peak-memory pass")
     parser.add_argument("--quick", action="store_true",
                         help="with --sweep: the registry's sample of each grid (minutes)")
     parser.add_argument("--write-auto", action="store_true",
@@ -371,8 +383,12 @@ def main(argv=None):
         parser.error("--write-auto, --rounds and --min-size need --sweep")
     if args.rounds < 1:
         parser.error(f"--rounds: expected an integer >= 1, got {args.rounds}")
-    if args.scaling and args.sweep:
-        parser.error("--scaling and --sweep are two different runs")
+    if sum((args.scaling, args.sweep, args.federated)) > 1:
+        parser.error("--scaling, --sweep and --federated are different runs")
+    if (args.ks is not None or args.no_memory) and not args.federated:
+        parser.error("--ks and --no-memory need --federated")
+    if args.federated:
+        return _federated(args, parser)
     if args.scaling:
         return _scaling(args)
     if args.quiet:  # the tables go nowhere; the summary and errors are printed below
@@ -383,6 +399,63 @@ def main(argv=None):
     if not args.sweep:  # the sweep prints its own summary
         print(agreement_summary(rows, verbose=args.verbose))
     return status
+
+
+def _federated(args, parser):
+    """``--federated``: the workload matrix (:mod:`rfl_fast.app.workloads`); exit 1 when a
+    floor's iterates differ from the package's (more than :data:`FLOOR_ATOL`, scaled)."""
+    from . import workloads as W
+
+    if args.ks is None:
+        ks = (3,) if args.smoke else W.DEFAULT_KS
+    else:
+        try:
+            ks = tuple(int(v) for v in args.ks.split(","))
+        except ValueError:
+            parser.error(f"--ks: expected comma-separated integers, got {args.ks!r}")
+        if not ks or min(ks) < 1:
+            parser.error(f"--ks: expected participant counts >= 1, got {args.ks!r}")
+    repeats = args.repeats or (1 if args.smoke else 3)
+    if repeats < 1:
+        parser.error(f"--repeats: expected an integer >= 1, got {repeats}")
+    shapes = W.Shapes.tiny() if args.smoke else W.Shapes()
+    problems = [p for p in W.PROBLEMS if args.only in p] or W.PROBLEMS
+    algorithms = [c[0] for c in W.ALGORITHM_CASES if args.only in c[0]] or None
+    if args.only and problems is W.PROBLEMS and algorithms is None:
+        parser.error(f"--only {args.only!r}: no problem or algorithm of the matrix matches "
+                     f"({', '.join(W.PROBLEMS)}; {', '.join(c[0] for c in W.ALGORITHM_CASES)})")
+    info = machine()
+    info["load_average"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    rates = {"dgemm_flops": W.dgemm_rate(256 if args.smoke else 1024),
+             "copy_Bps": copy_bandwidth(4 * 2**20 if args.smoke else 256 * 2**20)}
+    if not args.quiet:
+        for k, v in info.items():
+            print(f"{k}: {v}")
+        print(W.describe_rates(rates, repeats))
+        print(W.HEADER)
+    result = W.run_matrix(ks, shapes, repeats, problems, algorithms, memory=not args.no_memory,
+                          rates=rates,
+                          progress=None if args.quiet else lambda r: print(W.format_row(r),
+                                                                           flush=True))
+    result["machine"] = info
+    if not args.quiet:
+        W.print_table(result, rows=False)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    bad = [(r["problem"], r["algorithm"], r["k"], r["max_dx"]) for r in result["rows"]
+           if not r.get("max_dx", 0.0) <= FLOOR_ATOL]
+    print(f"{len(result['rows'])} cells, {len(result['refused'])} pairs refused by the package; "
+          f"floors agree with the package's iterates in {len(result['rows']) - len(bad)}")
+    if bad:
+        print(f"floors disagree with the package: {bad}", file=sys.stderr)
+        return 1
+    return 0
+
+
+#: ``--federated``: a floor agrees with the package when their server points differ by at most
+#: this, scaled by max(1, max|x|)
+FLOOR_ATOL = 1e-9
 
 
 def _scaling(args):
