@@ -18,8 +18,9 @@ own ``federation.run`` with ``metrics=False``. Reported per cell:
   DGEMM rate (:func:`dgemm_rate`); for kPCA, SpherePCA and Brockett also the memory-traffic
   floor (bytes each client-step must read / the measured copy bandwidth,
   :func:`rfl_fast.app.bench.copy_bandwidth`); ``over_physical`` is the round over the larger;
-* ``peak_over_data``: the peak traced memory (tracemalloc: NumPy's allocations) of building the
-  problem and running one round, over the client data's size;
+* ``peak_over_data``: the client data plus the peak traced memory (tracemalloc: NumPy's and
+  Python's allocations, not the C++ core's) of building the problem and running one round,
+  over the client data's size (1 = nothing but the data);
 * PriRFed: ``over_twin``, the private round over its non-private twin's (the same trainer,
   local steps and retraction with ``sigma = 0``, ``clip = inf``); RFedSVRG:
   ``first_over_later``, its first round over the median of the later ones.
@@ -656,14 +657,13 @@ _ROUNDS = {RFedAvg: _round_avg, RFedProx: _round_avg, RFedSVRG: _round_svrg,
 
 def _map_names(alg, M):
     """The retraction and transport names the package's algorithm uses on ``M``."""
-    from ..algorithms._checks import inverse_pair
     pairs = tuple(r for r in M.retractions if r in M.inverse_retractions)
     names = {"pair": getattr(alg, "retraction", None) or (pairs[0] if pairs else None),
              "retr": getattr(alg, "retraction", None) or M.retractions[0],
              "transport": getattr(alg, "transport", None) or (M.transports[0] if M.transports
                                                                else None)}
     if isinstance(alg, PriRFed):
-        names["pair"] = inverse_pair(M, alg.retraction, "floor")
+        names["pair"] = alg.retraction or pairs[0]
         names["local"] = alg.retraction or ("exp" if "exp" in M.retractions else names["pair"])
     return names
 
@@ -829,13 +829,14 @@ def _package_rounds(problem, alg, x0, rounds, seed=0):
 
 
 def _peak(name, data, shapes, alg, x0):
-    """Peak traced bytes of building the problem and one round."""
+    """Peak bytes of the client data (held by the caller) plus what building the problem and
+    one round allocate at most on top of it (tracemalloc: NumPy's and Python's allocations)."""
     tracemalloc.start()
     try:
         P = build_problem(name, data, shapes)
         spec, _ = accepted(P, alg, 1)
         _package_rounds(P, spec, x0, 1)
-        return tracemalloc.get_traced_memory()[1]
+        return sum(a.nbytes for a in data.values()) + tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
 
