@@ -916,14 +916,13 @@ def floor_agreement(name, data, shapes, spec, P, x0, seed=0, x_pkg=None, rounds=
 # ------------------------------------------------------------------------------ the matrix
 
 def run_matrix(ks=DEFAULT_KS, shapes=None, repeats=3, problems=PROBLEMS, algorithms=None,
-               memory=True, seed=0, rates=None, progress=None):
+               memory=True, seed=0, *, rates, progress=None):
     """Every accepted (algorithm, problem) pair at every ``k``: ``{"rates", "rows",
-    "refused"}``. ``progress(row)`` is called after each cell."""
-    from .bench import copy_bandwidth
+    "refused"}``. ``rates``: ``{"dgemm_flops": ..., "copy_Bps": ...}`` of this machine
+    (:func:`dgemm_rate`, :func:`rfl_fast.app.bench.copy_bandwidth`); ``progress(row)`` is
+    called after each cell."""
     shapes = shapes or Shapes()
     labels = algorithms or [c[0] for c in ALGORITHM_CASES]
-    if rates is None:
-        rates = {"dgemm_flops": dgemm_rate(), "copy_Bps": copy_bandwidth()}
     rows, refused = [], []
     for name in problems:
         for label in labels:
