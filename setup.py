@@ -124,7 +124,7 @@ ParallelCompile("RFL_FAST_BUILD_JOBS", default=0).install()  # 0: all cores
 
 setup(
     ext_modules=[ext],
-    # typed stub, PEP 561 marker, auto's shipped policy (data read with importlib.resources)
-    package_data={"rfl_fast": ["_core.pyi", "py.typed", "kernels/auto_policy.json"]},
+    # typed stub, PEP 561 marker
+    package_data={"rfl_fast": ["_core.pyi", "py.typed"]},
     cmdclass={"build_ext": optional_build_ext, "build_py": build_py_with_headers},
 )

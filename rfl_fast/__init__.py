@@ -144,18 +144,18 @@ def show_config(file=None):
     file : file-like, optional
         Where to print; ``sys.stdout`` by default.
     """
-    from .kernels import describe_backends, policy_notes
+    from .kernels import describe_backends, route_rules
 
     import numpy
     import scipy
 
     out = [f"rfl_fast {__version__}", f"  python {platform.python_version()} ({sys.platform})",
            f"  numpy {numpy.__version__}, scipy {scipy.__version__}"]
-    out.append(f"backends (auto: per kernel and shape, from its policy; in force: "
+    out.append(f"backends (auto: per kernel and size, by declared rules; in force: "
                f"{get_backend()!r}):")
     out.extend(describe_backends())
-    out.append("auto's policy (rfl-fast tune measures this machine):")
-    out.extend(f"  {line}" for line in policy_notes())
+    out.append("auto's rules (rfl_fast.kernels.registry):")
+    out.extend(f"  {line}" for line in route_rules())
     if "cpp" not in available_backends():
         out.append(_cpp_missing_note())
     out.append("threads:")

@@ -38,10 +38,6 @@ def _import_the_installed_package(root=Path(__file__).resolve().parent.parent):
 
 _import_the_installed_package()
 
-# auto follows the shipped policy in the tests, never a policy ``rfl-fast tune`` left in this
-# machine's cache (tests/test_policy.py plants its own)
-os.environ.setdefault("RFL_FAST_POLICY", "shipped")
-
 import numpy as np  # noqa: E402
 import rfl_fast as rf  # noqa: E402
 
@@ -83,19 +79,3 @@ def backend(request):
     """Run the test under every importable backend ("cpp", "numba", "numpy")."""
     with rf.backend(request.param):
         yield request.param
-
-
-@pytest.fixture
-def policy_cache(tmp_path, monkeypatch):
-    """An empty cache folder for auto's per-machine policy in this test (``rfl-fast tune``
-    writes there), the environment leaving the choice to it; the policy is read again before
-    and after."""
-    from rfl_fast import kernels
-    from rfl_fast.kernels import policy
-
-    monkeypatch.delenv(policy.ENV, raising=False)
-    monkeypatch.setattr(policy, "cache_dir", lambda: str(tmp_path))
-    kernels.reload_policy()
-    yield tmp_path
-    monkeypatch.undo()
-    kernels.reload_policy()

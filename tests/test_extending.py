@@ -16,6 +16,7 @@ from rfl_fast.algorithms import FederatedAlgorithm, PointState
 from rfl_fast.algorithms.base import participant_weights, stacked
 from rfl_fast.app import names
 from rfl_fast.app.config import build_plan, resolve_config
+from rfl_fast.kernels import _dispatch
 from rfl_fast.federation import Full, run, tangent_mean
 from rfl_fast.flower import manifold_from_spec, manifold_spec
 from rfl_fast.flower.spec import build_algorithm
@@ -74,7 +75,7 @@ def toys(monkeypatch):
     monkeypatch.setitem(CASES, ToyPlane, Case((ToyPlane(3), ToyPlane(7))))
     monkeypatch.setitem(rf.algorithms.ALGORITHMS, "ToyRGD", ToyRGD)
     yield
-    rf.kernels.reload_policy()      # drops the dispatcher's cached resolution of toy_axpy
+    _dispatch.forget_choices()      # drops the dispatcher's cached resolution of toy_axpy
 
 
 def test_a_toy_kernel_dispatches_on_every_choice_that_has_it(toys):

@@ -1,4 +1,4 @@
-"""The kernel registry is the one place a kernel is declared; auto chooses per shape from it."""
+"""The kernel registry is the one place a kernel is declared; auto chooses by its declared rules."""
 
 import ast
 import pathlib
@@ -10,7 +10,6 @@ import rfl_fast
 from rfl_fast import kernels
 from rfl_fast.kernels import KERNELS, REGISTRY, _dispatch
 from rfl_fast.kernels import reference as ref
-from rfl_fast.kernels import policy
 from rfl_fast.kernels.registry import FAMILIES, sweep_grid
 
 PACKAGE = pathlib.Path(rfl_fast.__file__).parent
@@ -54,67 +53,64 @@ def test_sweep_grid_is_the_issue_grid():
     assert set(FAMILIES) == {k.family for k in REGISTRY.values()}
 
 
-def test_the_shipped_policy_is_well_formed_and_covers_every_kernel():
-    """The shipped policy parses strictly (``policy.parse``), is portable, and has points for
-    every registered kernel."""
-    shipped = policy.shipped()
-    assert shipped.portable and shipped.source == "shipped"
-    assert set(shipped.kernels) == set(REGISTRY)
-    for name, points in shipped.kernels.items():
-        core = REGISTRY[name].args[0]
-        for p in points:
-            assert len(p.at) == 1 + core and min(p.at) >= 1, (name, p.at)
-            assert "numpy" in p.order and set(p.order) <= set(_dispatch.BACKENDS), p.order
+def _grid_shape(name, point):
+    """The first argument's shape at a sweep grid point (a square kernel's n: (n, n))."""
+    core = REGISTRY[name].args[0]
+    dims = tuple(point[1:])
+    return (point[0],) + (dims * core if len(dims) < core else dims)
 
 
-AUTO = {k: tuple((e.at, e.order) for e in v) for k, v in policy.effective().items()}
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_auto_takes_the_declared_order_at_every_grid_point(name):
+    """At every point of the kernel's sweep grid, auto resolves to the first available backend
+    of its declared order (``registry.declared_order``: the first route whose band holds the
+    size, else C++ > Numba > reference, never past a declared ``max_size``), and the C++ fast
+    lane is offered only where C++ is that choice."""
+    from rfl_fast.kernels.registry import declared_order, handles
 
-
-@pytest.mark.parametrize("name", sorted(AUTO))
-def test_auto_takes_the_order_of_the_nearest_point(name):
-    """At each policy point, and at a shape a little off it, auto resolves to that point's first
-    available backend (declared fit for the size), and the C++ fast lane is offered only where
-    C++ is auto's choice."""
-    from rfl_fast.kernels.registry import handles
-
-    for shape, order in AUTO[name]:
-        want = next(b for b in order if kernels.is_available(b) and handles(name, b, shape[-1]))
-        nudged = (shape[0] + (shape[0] > 4),) + shape[1:]  # nearer to this point than to others
-        for s in (shape, nudged, shape[1:] if shape[0] == 1 else shape):
-            got, _ = kernels.resolve(name, "auto", s)
-            assert got == want, (name, s, order)
+    for point in sweep_grid(name):
+        shape = _grid_shape(name, point)
+        order = declared_order(name, shape[-1])
+        assert sorted(order) == sorted(b for b in _dispatch.BACKENDS
+                                       if handles(name, b, shape[-1])), (name, shape, order)
+        want = next(b for b in order if kernels.is_available(b))
+        assert kernels.resolve(name, "auto", shape)[0] == want, (name, shape, order)
         lane = kernels.fast_lane(name, "auto", shape)
         assert (lane is not None) == (want == "cpp" and REGISTRY[name].fast_lane)
 
 
-def test_auto_chooses_by_batch_as_well_as_by_size():
-    """Two points that differ only in their number of items may take different backends."""
-    points = dict(AUTO["lorentz_dist"])
-    near = {_dispatch.auto_order("lorentz_dist", (b, 785)) for b in (1, 200)}
-    assert near == {points[(1, 785)], points[(200, 785)]} and len(near) == 2
+def test_a_declared_route_takes_over_from_its_size_and_not_before():
+    """A route is a band of sizes: Stiefel proj goes to the reference from p = 9 (C++ makes its
+    GEMMs there), the eigen-decomposition kernels from n = 128 (LAPACK's blocked solver); the
+    size below keeps the default order. The batch does not change the choice."""
+    from rfl_fast.kernels.registry import DEFAULT_ORDER, declared_order
+
+    assert declared_order("stiefel_proj", 8) == DEFAULT_ORDER
+    assert declared_order("stiefel_proj", 9)[0] == "numpy"
+    for name in ("sym_logm", "spd_exp", "spd_dist"):
+        assert declared_order(name, 127)[0] == "cpp"
+        assert declared_order(name, 128)[0] == "numpy"
+    assert declared_order("sphere_dist", 10_000) == DEFAULT_ORDER
+    assert {kernels.auto_order("stiefel_proj", (b, 784, 16)) for b in (1, 200)} == {
+        declared_order("stiefel_proj", 16)}
 
 
-def test_the_portable_rule_puts_the_reference_before_routes_that_make_its_blas_calls():
-    """Where the shipped policy's C++ route makes the reference's BLAS calls (``same_calls``:
-    Stiefel proj from p = 9, the SPD kernels on LAPACK), its measured lead over the reference is
-    overhead saved on the measuring machine (16 cores: 0.56x at Stiefel(1000, 12).proj, batch
-    40), so auto takes the reference there; elsewhere the measured order stands."""
-    shipped = policy.shipped()
-    assert shipped.same_calls["stiefel_proj"] == {"cpp": 9}
-    moved = 0
-    for name, points in shipped.kernels.items():
-        start = shipped.same_calls.get(name, {}).get("cpp")
-        for p in points:
-            got = shipped.order(name, p)
-            assert sorted(got) == sorted(p.order)
-            if start is not None and p.at[-1] >= start:
-                assert got.index("numpy") < got.index("cpp"), (name, p.at)
-                moved += p.order.index("cpp") < p.order.index("numpy")
-            else:
-                assert got == p.order
-    assert moved > 0  # the rule changed measured choices
-    near = _dispatch.resolve("stiefel_proj", "auto", (40, 1000, 12))[0]
-    assert near != "cpp"
+def test_every_route_is_a_reasoned_order_of_the_backends():
+    """Each declared route orders all three backends, starts past the smallest size, and says
+    why with the benchmark that shows its margin; ``show_config`` lists every rule."""
+    import io
+
+    routes = [(name, r) for name, k in REGISTRY.items() for r in k.routes]
+    assert routes
+    for name, r in routes:
+        assert sorted(r.order) == sorted(_dispatch.BACKENDS) and r.min_size > 1, (name, r)
+        assert "rfl-fast bench --sweep" in r.why, (name, r)
+    out = io.StringIO()
+    rfl_fast.show_config(out)
+    text = out.getvalue()
+    for name, r in routes:
+        assert name in text and r.why in text
+
 
 
 def test_call_dispatches_on_the_shape(monkeypatch):
@@ -154,128 +150,6 @@ def test_only_kernels_touch_the_compiled_module_and_the_dispatcher():
             if touched & {"_core", "_dispatch", "_numba", "_threads"}:
                 bad.append(f"{rel}: {mod} {names}")
     assert not bad, bad
-
-
-def _sweep_row(b, p, cpp, numba, numba_ok=True, rounds=None):
-    times = {"cpp": cpp, "numba": numba, "numpy": 1.0}
-    row = {"kernel": "stiefel_proj", "point": [b, 784, p], "auto": "cpp", "times": times,
-           "agree": {"cpp": True, "numba": numba_ok, "numpy": True}}
-    if rounds is not None:
-        row["rounds"] = [times] + [{"cpp": c, "numba": n, "numpy": 1.0} for c, n in rounds]
-    return row
-
-
-def test_derive_auto_orders_backends_by_their_time_per_point():
-    """The table derivation from sweep rows (times given, not measured): each point orders the
-    backends that agree with the reference and beat it by the margin fastest first, then the
-    reference, then the rest, a disagreeing one last."""
-    from rfl_fast.app.sweep import derive_auto
-
-    rows = [_sweep_row(1, 4, 0.1, 0.5), _sweep_row(1, 16, 2.0, 3.0),
-            _sweep_row(16, 16, 0.8, 3.0), _sweep_row(1, 32, 2.0, 0.5, numba_ok=False)]
-    got = derive_auto(rows)["stiefel_proj"]
-    assert tuple((p.at, p.order) for p in got) == (
-        ((1, 784, 4), ("cpp", "numba", "numpy")), ((1, 784, 16), ("numpy", "cpp", "numba")),
-        ((16, 784, 16), ("cpp", "numpy", "numba")), ((1, 784, 32), ("numpy", "cpp", "numba")))
-    assert dict(got[0].speedup) == {"cpp": 10.0, "numba": 2.0}
-
-
-def test_derive_auto_keeps_the_reference_where_a_backend_wins_by_less_than_the_margin():
-    """1.05x is within a busy machine's noise (MARGIN = 1.1): auto keeps the reference there;
-    a backend goes first by its median round, and not at all when one round has it behind the
-    reference (0.9x), however fast the others."""
-    from rfl_fast.app.sweep import MARGIN, derive_auto
-
-    assert MARGIN == 1.1
-    rows = [_sweep_row(1, 64, 1 / 1.05, 2.0),
-            _sweep_row(16, 64, 0.5, 0.8, rounds=[(1 / 0.9, 0.8), (0.5, 0.8)]),
-            _sweep_row(16, 128, 0.5, 0.6, rounds=[(0.55, 0.7)]),
-            _sweep_row(200, 64, 0.8, 2.0, rounds=[(1 / 1.05, 2.0), (0.8, 2.0)])]
-    assert tuple((p.at, p.order) for p in derive_auto(rows)["stiefel_proj"]) == (
-        ((1, 784, 64), ("numpy", "cpp", "numba")), ((16, 784, 64), ("numba", "numpy", "cpp")),
-        ((16, 784, 128), ("cpp", "numba", "numpy")), ((200, 784, 64), ("cpp", "numpy", "numba")))
-
-
-def test_a_close_point_is_timed_again_and_a_clear_one_is_not(monkeypatch):
-    from rfl_fast.app import sweep
-
-    calls = []
-
-    def fake_time_point(name, point, backends, repeats, fns=None):
-        calls.append(point)
-        cpp = {(1, 784, 5): 0.1, (1, 784, 64): 0.95}[tuple(point)]
-        return {"kernel": name, "point": list(point), "times": {"numpy": 1.0, "cpp": cpp},
-                "agree": {"numpy": True, "cpp": True}, "given_up": []}
-
-    monkeypatch.setattr(sweep, "time_point", fake_time_point)
-    clear = sweep.time_rounds("stiefel_proj", (1, 784, 5), ["numpy", "cpp"], 1, rounds=3)
-    close = sweep.time_rounds("stiefel_proj", (1, 784, 64), ["numpy", "cpp"], 1, rounds=3)
-    assert len(clear["rounds"]) == 1 and len(close["rounds"]) == 3
-    assert calls == [(1, 784, 5)] + [(1, 784, 64)] * 3
-
-
-def _write(table, path, note="a test sweep.", portable=True):
-    from rfl_fast.app.sweep import write_policy
-
-    return write_policy(table, path, note, policy.machine_key(), 2, portable=portable,
-                        command="test")
-
-
-def test_write_policy_merges_point_by_point(tmp_path):
-    """A sweep of some points replaces their orders and keeps every other point of the policy;
-    the file parses strictly."""
-    import shutil
-
-    from rfl_fast.app.sweep import derive_auto
-
-    path = tmp_path / "policy.json"
-    shutil.copy(PACKAGE / "kernels" / policy.SHIPPED, path)
-    new = _write(derive_auto([_sweep_row(1, 784, 2.0, 3.0)]), str(path))
-    again = policy.parse(path.read_bytes(), str(path))
-    assert again.kernels == new.kernels and again.portable
-    old = {p.at: p.order for p in policy.shipped().kernels["stiefel_proj"]}
-    assert {p.at: p.order for p in again.kernels["stiefel_proj"]} == {
-        **old, (1, 784, 784): ("numpy", "cpp", "numba")}
-    for name, points in policy.shipped().kernels.items():
-        if name != "stiefel_proj":
-            assert again.kernels[name] == points
-    notes = again.provenance["notes"]
-    assert notes[0] == "a test sweep." and notes[2:] == policy.shipped().provenance["notes"]
-    assert again.provenance["machine"] == policy.machine_key()
-
-
-def test_write_policy_drops_the_earlier_notes_once_every_point_is_replaced(tmp_path):
-    """A sweep that times every point of the policy is the whole story: the notes of the sweeps
-    before it go; one that leaves a point keeps them, under a line saying so."""
-    import shutil
-
-    path = tmp_path / "policy.json"
-    shutil.copy(PACKAGE / "kernels" / policy.SHIPPED, path)
-    everything = {name: tuple(policy.Point(p.at, ("numpy",)) for p in points)
-                  for name, points in policy.shipped().kernels.items()}
-    new = _write(everything, str(path), "the whole grid.")
-    assert new.provenance["notes"] == ["the whole grid."] and new.kernels == everything
-    one_short = {**everything, "stiefel_proj": everything["stiefel_proj"][1:]}
-    new = _write(one_short, str(path), "all but one point.")
-    assert new.provenance["notes"][:3] == ["all but one point.",
-                                           "Points this sweep did not time are kept from the "
-                                           "policy before it:", "the whole grid."]
-
-
-def test_bench_write_auto_writes_the_shipped_policy(monkeypatch, capsys):
-    """``rfl-fast bench --sweep --write-auto`` merges into ``rfl_fast/kernels/auto_policy.json``
-    (portable)."""
-    from rfl_fast.app import bench, sweep
-
-    written = []
-    monkeypatch.setattr(sweep, "write_policy", lambda table, path, note, machine, threads, **kw:
-                        written.append((table, path, note, kw)))
-    assert bench.main(["--sweep", "--only", "stiefel_proj", "--min-size", "100000",
-                       "--write-auto"]) == 0
-    (table, path, note, kw), = written
-    assert table == {} and kw["portable"] is True
-    assert path == str(PACKAGE / "kernels" / "auto_policy.json")
-    assert "--min-size 100000" in note
 
 
 def test_a_backend_beyond_its_declared_size_is_never_auto():

@@ -267,9 +267,6 @@ ALLOWED = {
     ("app/config.py", "_is_int"): "a type predicate picking a config form",
     ("app/config.py", "_is_real"): "a type predicate picking a config form",
     ("app/estimators.py", "_is_int"): "a type predicate picking a participation form",
-    ("kernels/policy.py", "_int"): "_validation.check_int raising PolicyError",
-    ("kernels/policy.py", "_float"): "_validation.check_float raising PolicyError",
-    ("kernels/policy.py", "_str"): "a bounded string in a policy file",
 }
 
 

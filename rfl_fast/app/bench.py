@@ -10,7 +10,7 @@ writes JSON.
     rfl-fast bench --smoke              # tiny shapes: runs, and checks backends agree
     rfl-fast bench --only sym_ --json out.json
     rfl-fast bench --only clipped       # the fused DP clipped sum (m = 6000, d = 784, r = 5)
-    rfl-fast bench --sweep [--only stiefel_proj] [--write-auto]   # the shape sweep
+    rfl-fast bench --sweep [--only stiefel_proj]   # the shape sweep: auto's rules, each margin
     rfl-fast bench --scaling            # the kernels on 1, 2, 4, ... threads, with the floor
     rfl-fast bench --federated [--ks 10,100,1000] [--only kPCA] [--json out.json]
                                         # the workload matrix (rfl_fast.app.workloads)
@@ -36,7 +36,6 @@ import rfl_fast as rf
 
 from .. import kernels
 from ..errors import BackendUnavailableError
-from ..kernels import policy
 from ..kernels.registry import FAMILIES, REGISTRY, bench_shapes
 from ..kernels.testing import kernel_inputs
 from .timing import AGREE_ATOL, WARMUP_S, agree, block_medians, median_time, scaled_error
@@ -156,11 +155,24 @@ def print_scaling(result):
           f"x floor: the time on {top} threads over it")
 
 
+def cpu_model():
+    """The CPU's model name (``/proc/cpuinfo``: x86 "model name", Arm "Model" or "Hardware";
+    elsewhere ``platform``)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "Model", "Hardware")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def machine():
     info = {"python": platform.python_version(), "numpy": np.__version__,
             "rfl_fast": rf.__version__, "machine": platform.machine(), "cpus": os.cpu_count(),
             "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)")}
-    info["cpu"] = policy.cpu_model()
+    info["cpu"] = cpu_model()
     try:
         from threadpoolctl import threadpool_info
 
@@ -368,21 +380,12 @@ def main(argv=None):
                         help="with --federated: skip the peak-memory pass")
     parser.add_argument("--quick", action="store_true",
                         help="with --sweep: the registry's sample of each grid (minutes)")
-    parser.add_argument("--write-auto", action="store_true",
-                        help="with --sweep: merge the sweep into auto's shipped policy "
-                             "(rfl_fast/kernels/auto_policy.json)")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="with --sweep: time a point whose choice is close up to this "
-                             "many times (auto's table takes each backend's worst round)")
     parser.add_argument("--min-size", type=int, default=0,
                         help="with --sweep: only grid points whose last core dimension "
                              "(Stiefel p, matrix n, vector d) is at least this")
     args = parser.parse_args(argv)
-    argv = sys.argv[1:] if argv is None else argv
-    if (args.write_auto or args.rounds != 1 or args.min_size) and not args.sweep:
-        parser.error("--write-auto, --rounds and --min-size need --sweep")
-    if args.rounds < 1:
-        parser.error(f"--rounds: expected an integer >= 1, got {args.rounds}")
+    if args.min_size and not args.sweep:
+        parser.error("--min-size needs --sweep")
     if sum((args.scaling, args.sweep, args.federated)) > 1:
         parser.error("--scaling, --sweep and --federated are different runs")
     if (args.ks is not None or args.no_memory) and not args.federated:
@@ -393,9 +396,9 @@ def main(argv=None):
         return _scaling(args)
     if args.quiet:  # the tables go nowhere; the summary and errors are printed below
         with contextlib.redirect_stdout(io.StringIO()):
-            rows, status = _sweep(args, argv) if args.sweep else _compare(args)
+            rows, status = _sweep(args) if args.sweep else _compare(args)
     else:
-        rows, status = _sweep(args, argv) if args.sweep else _compare(args)
+        rows, status = _sweep(args) if args.sweep else _compare(args)
     if not args.sweep:  # the sweep prints its own summary
         print(agreement_summary(rows, verbose=args.verbose))
     return status
@@ -512,9 +515,8 @@ def _compare(args):
     return rows, 0
 
 
-def _sweep(args, argv):
-    """The shape sweep (``rfl_fast.app.sweep``): ``(rows, exit status)``; ``argv``, the command
-    line, goes into the auto table's note."""
+def _sweep(args):
+    """The shape sweep (``rfl_fast.app.sweep``): ``(rows, exit status)``."""
     from . import sweep
     from ..kernels import KERNELS
 
@@ -523,20 +525,11 @@ def _sweep(args, argv):
         print(f"{k}: {v}")
     names = [k for k in KERNELS if args.only in k]
     rows = sweep.run_sweep(names, repeats=args.repeats or 3, quick=args.quick,
-                           rounds=args.rounds, min_size=args.min_size)
+                           min_size=args.min_size)
     sweep.print_summary(rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": info, "rows": rows}, f, indent=1)
-    if args.write_auto:
-        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "kernels",
-                            policy.SHIPPED)
-        command = f"rfl-fast bench {' '.join(argv)}"
-        note = (f"Measured by `{command}` on {info['cpu']} ({info['cpus']} CPUs), BLAS "
-                f"{info['blas']}, {info.get('cpp_threads', 1)} C++ threads.")
-        sweep.write_policy(sweep.derive_auto(rows), path, note, policy.machine_key(),
-                           rf.get_threads(), portable=True, command=command)
-        print(f"wrote {path}")
     bad = [(r["kernel"], r["point"], b) for r in rows for b, ok in r["agree"].items() if not ok]
     if bad:
         print(f"\nbackends disagree with the reference: {bad}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """The ``rfl-fast`` console command.
 
 Subcommands: ``demo``, ``run CONFIG``, ``reproduce ID`` (an id of ``experiments.EXPERIMENTS``),
-``bench``, ``tune``, ``info``; each takes ``-q/--quiet`` and ``-v/--verbose``; ``rfl-fast
+``bench``, ``info``; each takes ``-q/--quiet`` and ``-v/--verbose``; ``rfl-fast
 --version``. Exit codes: 0 success, 1 a run failed, 2 bad input (command line or experiment
 file; nothing written), 130 interrupted by Ctrl-C (results so far written and marked).
 """
@@ -190,15 +190,6 @@ def _bench(argv):
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 
 
-def _tune(argv):
-    from .tune import main as tune_main
-
-    try:
-        return tune_main(argv)
-    except SystemExit as exc:  # its argparse: usage errors exit 2, --help 0
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-
-
 def _experiment_id(value):
     from .experiments import EXPERIMENTS
 
@@ -279,8 +270,6 @@ def build_parser():
     # parsed by rfl_fast.app.bench itself (its own --help, -q and -v)
     sub.add_parser("bench", help="kernel timings of every backend against NumPy (--scaling: "
                                  "the kernels on 1, 2, 4, ... threads)", add_help=False)
-    sub.add_parser("tune", help="measure this machine and write auto's per-machine policy "
-                                "(--quick: about 2 minutes)", add_help=False)
     return parser
 
 
@@ -288,8 +277,6 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
         return _bench(argv[1:])
-    if argv[:1] == ["tune"]:
-        return _tune(argv[1:])
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2 with a message, --help 0

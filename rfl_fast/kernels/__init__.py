@@ -6,7 +6,7 @@ leading axis. Kernels never validate: ``call`` (and the public API above it) doe
 which a kernel has no answer (e.g. the log of a matrix that is not positive definite) comes back
 as NaN; the public function turns that into an error naming the argument. The C++ kernels with a
 BLAS route also take ``parallel=`` (``"auto"``, ``"items"``, ``"blas"``: how a batch whose items
-call BLAS uses the threads; :func:`batch_modes`), which auto's policy may fix per shape.
+call BLAS uses the threads; :func:`batch_modes`); ``auto`` leaves it to the binding's rule.
 """
 
 import functools
@@ -20,13 +20,12 @@ from . import _dispatch
 from ._dispatch import (BACKENDS, available_backends, backend, get_backend, get_threads,
                         is_available, set_threads)
 from ._threads import limit_blas_threads
-from .registry import KERNELS, REGISTRY
+from .registry import DEFAULT_ORDER, KERNELS, REGISTRY
 
 __all__ = ["KERNELS", "REGISTRY", "BACKENDS", "call", "resolve", "fast_lane", "backend",
            "get_backend", "available_backends", "is_available", "describe_backends",
            "compiled_version", "set_threads", "get_threads", "limit_blas_threads",
-           "numba_cache_note", "auto_order", "policy_notes", "reload_policy", "batch_modes",
-           "warm_up"]
+           "numba_cache_note", "auto_order", "route_rules", "batch_modes", "warm_up"]
 
 
 def warm_up(names=()) -> list[str]:
@@ -87,19 +86,23 @@ def resolve(name: str, backend: str | None = None, shape: tuple[int, ...] | None
 
 
 def auto_order(name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
-    """``auto``'s backend order for kernel ``name`` when its first argument has shape ``shape``
-    (the policy in force: :mod:`rfl_fast.kernels.policy`)."""
+    """``auto``'s backend order for kernel ``name`` when its first argument has shape ``shape``:
+    the registry's declared rule (:func:`rfl_fast.kernels.registry.declared_order`)."""
     return _dispatch.auto_order(name, shape)
 
 
-def policy_notes() -> list[str]:
-    """Which policies ``auto`` follows and where they come from (one line each)."""
-    return _dispatch.policy_notes()
-
-
-def reload_policy() -> None:
-    """Read ``auto``'s policy files again (after ``rfl-fast tune`` wrote one)."""
-    _dispatch.reload_policy()
+def route_rules() -> list[str]:
+    """``auto``'s declared rules, one line each: the default order, every declared route (with
+    the kernels that declare it) and every size limit."""
+    rules = {}
+    for name, k in REGISTRY.items():
+        for r in k.routes:
+            rules.setdefault(f"{' > '.join(r.order)} from size {r.min_size} ({r.why})",
+                             []).append(name)
+        for b, n in k.max_size:
+            rules.setdefault(f"{b} only up to size {n}", []).append(name)
+    return ([f"default: {' > '.join(DEFAULT_ORDER)}"]
+            + [f"{', '.join(names)}: {rule}" for rule, names in rules.items()])
 
 
 def batch_modes(name: str, shape: tuple[int, ...]) -> dict[str, Callable[..., np.ndarray]] | None:

@@ -6,32 +6,26 @@ Every kernel (``rfl_fast.kernels.registry``) has a NumPy/SciPy reference
 attributes are kernels with the reference's names and calling convention. The choice, from
 strongest to weakest: the ``backend=`` argument of a call, the innermost
 ``with rfl_fast.backend(...)`` block (per thread/context), the environment variable
-``RFL_FAST_BACKEND``, then ``"auto"``: the first installed backend of the kernel's order at the
-call's shape, from auto's policy (:mod:`rfl_fast.kernels.policy`: the shipped measurements made
-portable, and this machine's ``rfl-fast tune`` file for the C++ thread count in force): the order
-of the point nearest to the first argument's shape (number of items and core dimensions,
-compared on a log scale). The same point may fix the C++ batch mode (``parallel``) of the call.
+``RFL_FAST_BACKEND``, then ``"auto"``: the first installed backend of the kernel's declared
+order at the call's size (:func:`rfl_fast.kernels.registry.declared_order`: C++, Numba, the
+reference, except where the registry declares a route for a band of sizes).
 """
 
 import contextlib
 import contextvars
 import ctypes
-import functools
 import importlib
-import math
 import os
 from collections.abc import Iterator
 
 from .._validation import env_reader
 from ..errors import BackendUnavailableError
-from . import policy as _policy
 from ._threads import default_threads
-from .registry import KERNELS, REGISTRY, handles, size_limit
+from .registry import DEFAULT_ORDER, KERNELS, REGISTRY, declared_order, handles, size_limit
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends", "load",
-           "resolve", "resolve_checked", "auto_order", "auto_entry", "shape_key",
-           "backend_kernels", "backend_error", "set_threads", "get_threads", "policy_notes",
-           "reload_policy"]
+           "resolve", "resolve_checked", "auto_order", "backend_kernels", "backend_error",
+           "set_threads", "get_threads", "forget_choices"]
 
 BACKENDS = ("cpp", "numba", "numpy")
 _CHOICES = BACKENDS + ("auto",)
@@ -41,8 +35,6 @@ _MODULES = {
     "numpy": "rfl_fast.kernels.reference",
 }
 _ENV = "RFL_FAST_BACKEND"
-#: Order for a kernel the policy does not list.
-DEFAULT_ORDER = ("cpp", "numba", "numpy")
 #: Resolved choices kept per (kernel, choice, shape); cleared when it grows past this.
 _CACHE_MAX = 4096
 
@@ -52,7 +44,6 @@ _errors = {}
 _resolved = {}
 _checked = {}
 _threads = None  # the C++ kernels' thread count in force (set_threads)
-_tables = {}     # threads -> ({kernel: ((log point, Entry), ...)}, notes, {kernel: modes})
 
 
 def load(name):
@@ -202,15 +193,6 @@ def backend(name: str) -> Iterator[str]:
         _current.reset(token)
 
 
-def shape_key(kernel, shape):
-    """``(items, *core)``: the number of items and the core dimensions of a first argument of
-    ``kernel`` with shape ``shape`` (the coordinates of the auto table's points)."""
-    k = KERNELS[kernel][0][0]
-    if len(shape) < k:
-        return None
-    return (max(1, math.prod(shape[: len(shape) - k])),) + tuple(shape[len(shape) - k:])
-
-
 def _threads_in_force():
     global _threads
     if _threads is None:
@@ -218,84 +200,28 @@ def _threads_in_force():
     return _threads
 
 
-def _policy_table():
-    """``auto``'s table for the C++ thread count in force (built on first use: the shipped
-    policy and this machine's tuned file, see :mod:`rfl_fast.kernels.policy`)."""
-    threads = _threads_in_force()
-    table = _tables.get(threads)
-    if table is None:
-        base = _policy.shipped()
-        tuned, note = _policy.load_tuned(threads)
-        entries = _policy.effective(tuned)
-        logs = {k: tuple((tuple(map(math.log, e.at)), e) for e in v) for k, v in entries.items()}
-        modes = {k: tuple((tuple(map(math.log, core)), m)
-                          for core, m in _policy.modes(v).items()) for k, v in entries.items()}
-        notes = [f"shipped policy (rfl_fast/kernels/{_policy.SHIPPED}): {base.describe()}",
-                 note]
-        table = _tables[threads] = (logs, notes, {k: v for k, v in modes.items() if v})
-    return table
-
-
-def reload_policy():
-    """Read auto's policy files again (after ``rfl-fast tune`` wrote one) and forget every
-    choice made from the old ones."""
-    _tables.clear()
+def forget_choices():
+    """Forget every resolved choice (after a kernel was registered or removed at run time)."""
     _resolved.clear()
     _checked.clear()
-
-
-def policy_notes():
-    """Lines for ``show_config``: which policies ``auto`` follows and where they come from."""
-    return list(_policy_table()[1])
-
-
-def auto_entry(kernel, shape):
-    """The policy's entry (:class:`rfl_fast.kernels.policy.Entry`) nearest to ``shape`` for
-    ``kernel`` (``None``: the kernel has none)."""
-    points = _policy_table()[0].get(kernel)
-    if not points:
-        return None
-    key = None if shape is None else shape_key(kernel, shape)
-    if key is None or len(key) != len(points[0][0]) or min(key) < 1:
-        return points[0][1]
-    return _nearest(points, key)
-
-
-def _nearest(points, key):
-    """The payload of ``points`` (``((log point, payload), ...)``) nearest to ``key`` (a point,
-    positive) on the log scale."""
-    logs = tuple(map(math.log, key))
-    return min(points, key=lambda p: sum((a - b) ** 2 for a, b in zip(p[0], logs)))[1]
-
-
-def auto_order(kernel, shape):
-    """``auto``'s backend order for ``kernel`` when its first argument has shape ``shape``: the
-    order at the nearest point of the policy (``None``: the first point's order)."""
-    entry = auto_entry(kernel, shape)
-    return DEFAULT_ORDER if entry is None else entry.order
-
-
-def _with_mode(kernel, fn, shape):
-    """``fn`` (a C++ kernel or fast lane) with the batch mode the policy fixes at the core shape
-    nearest to ``shape``'s (log scale; never by the batch, so an item's bits do not depend on
-    it); ``fn`` itself where none is fixed."""
-    modes = _policy_table()[2].get(kernel)
-    key = None if shape is None else shape_key(kernel, shape)
-    if not modes or key is None or min(key) < 1 or len(key) - 1 != len(modes[0][0]):
-        return fn
-    mode = _nearest(modes, key[1:])
-    return fn if mode is None else functools.partial(fn, parallel=mode)
 
 
 def _last_dim(shape):
     return None if not shape else shape[-1]
 
 
+def auto_order(kernel, shape):
+    """``auto``'s backend order for ``kernel`` when its first argument has shape ``shape``
+    (``None``: unknown): the registry's declared order at its size, the last dimension."""
+    order = declared_order(kernel, _last_dim(shape))
+    return order if kernel in REGISTRY else DEFAULT_ORDER
+
+
 def resolve(kernel, choice=None, shape=None):
     """``(backend_name, function)`` for ``kernel`` under ``choice`` (default: in force) when its
     first argument has shape ``shape`` (see ``auto_order``)."""
     choice = get_backend() if choice is None else choice
-    key = (kernel, choice, shape)
+    key = (kernel, choice, _last_dim(shape))   # the choice depends on the size alone
     hit = _resolved.get(key)
     if hit is not None:
         return hit
@@ -314,8 +240,6 @@ def resolve(kernel, choice=None, shape=None):
         if fn is None and name == "numpy" and kernel in REGISTRY:
             fn = REGISTRY[kernel].reference
         if callable(fn):
-            if name == "cpp" and kernel in REGISTRY:
-                fn = _with_mode(kernel, fn, shape)
             if len(_resolved) >= _CACHE_MAX:
                 _resolved.clear()
             _resolved[key] = (name, fn)
@@ -331,15 +255,13 @@ def resolve_checked(kernel, choice=None, shape=None):
     declares one and C++ is the backend ``resolve`` picks for ``kernel`` under ``choice`` at
     ``shape``, else ``None``."""
     choice = get_backend() if choice is None else choice
-    key = (kernel, choice, shape)
+    key = (kernel, choice, _last_dim(shape))
     try:
         return _checked[key]
     except KeyError:
         name, _ = resolve(kernel, choice, shape)
         declared = name == "cpp" and REGISTRY[kernel].fast_lane
         fn = getattr(_modules["cpp"], kernel + "_checked") if declared else None
-        if fn is not None:
-            fn = _with_mode(kernel, fn, shape)
         if len(_checked) >= _CACHE_MAX:
             _checked.clear()
         _checked[key] = fn
@@ -369,10 +291,7 @@ def set_threads(threads: int | None) -> None:
     core = load("cpp")
     if core is not None:
         core.set_threads(threads)
-    if threads != _threads:  # auto's choices depend on the thread count
-        _threads = threads
-        _resolved.clear()
-        _checked.clear()
+    _threads = threads
 
 
 def get_threads() -> int:

@@ -1,12 +1,16 @@
 """The one table of kernels: every kernel is declared here, once.
 
 A kernel entry names its argument and result core dimensions, its family (which fixes the
-shape key ``auto`` chooses by and the benchmark sweep's grid) and whether the C++ backend has a
+size ``auto`` chooses by and the benchmark sweep's grid) and whether the C++ backend has a
 checked fast lane (``_core.<name>_checked``) for the public API. Its NumPy reference is the
 function of the same name in :mod:`rfl_fast.kernels.reference`; its compiled routes are the
-functions of the same name in ``rfl_fast._core`` and :mod:`rfl_fast.kernels._numba`. The
-``auto`` choice per shape is data: :mod:`rfl_fast.kernels.policy` (``auto_policy.json``,
-measured by ``rfl-fast bench --sweep --write-auto``; per machine, ``rfl-fast tune``).
+functions of the same name in ``rfl_fast._core`` and :mod:`rfl_fast.kernels._numba`.
+
+``auto``'s choice is a declared rule, read here: C++, then Numba, then the reference
+(:data:`DEFAULT_ORDER`), except where a kernel declares a :class:`Route` for a band of sizes
+(each with the reason and the benchmark that shows its margin), and never a backend past its
+``max_size``. No measured per-shape table: the shape sweep (``rfl-fast bench --sweep``) and the
+CI ratio gate (``benchmarks/gate.py``) check the rules against the reference on the whole grid.
 
 Adding a kernel: its reference in ``reference.py``, its compiled code, and one entry below.
 Multi-client kernels (``FUSED``) read clients of different sizes from one row array; their
@@ -19,8 +23,33 @@ from itertools import product
 
 from .._validation import by_name
 
-__all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "Fused", "FUSED", "handles",
-           "sweep_grid", "bench_shapes"]
+__all__ = ["Kernel", "Family", "FAMILIES", "REGISTRY", "KERNELS", "Fused", "FUSED", "Route",
+           "DEFAULT_ORDER", "declared_order", "handles", "sweep_grid", "bench_shapes"]
+
+#: ``auto``'s order where a kernel declares no route for the size: the compiled backends first.
+DEFAULT_ORDER = ("cpp", "numba", "numpy")
+
+
+@dataclass(frozen=True)
+class Route:
+    """A declared exception to :data:`DEFAULT_ORDER`: ``auto`` takes ``order`` for a first
+    argument whose size (the family's: p of a Stiefel (n, p), n of an (n, n) matrix, d of a
+    vector) is at least ``min_size``. ``why``: the reason, and the benchmark that shows it."""
+
+    order: tuple
+    min_size: int
+    why: str
+
+
+#: The reference first where the C++ kernel makes the reference's own BLAS/LAPACK calls, or
+#: LAPACK's blocked eigensolver beats the compiled per-item one: the compiled lead there is call
+#: overhead on one machine (0.56x at Stiefel(1000, 12).proj, batch 40, on 16 cores).
+_BLAS_PROJ = Route(("numpy", "cpp", "numba"), 9,
+                   "from p = 9 the C++ projection makes the reference's two GEMMs "
+                   "(rfl-fast bench --sweep --only stiefel_proj)")
+_LAPACK_EIGH = Route(("numpy", "cpp", "numba"), 128,
+                     "from n = 128 LAPACK's blocked dsyevd beats the compiled per-item "
+                     "eigensolvers (rfl-fast bench --sweep --only sym_ / spd_)")
 
 
 @dataclass(frozen=True)
@@ -92,11 +121,14 @@ class Kernel:
     inputs: object = None
     #: the ``(n_items, *dims)`` shapes ``rfl-fast bench`` times it at (default: its family's)
     bench: tuple = ()
+    #: declared exceptions to ``DEFAULT_ORDER`` (:class:`Route`), by size
+    routes: tuple = ()
 
 
 REGISTRY = by_name((
     # Stiefel St(n, p), points (n, p)
-    Kernel("stiefel_proj", (2, 2), 2, "stiefel", True, "(x, u) -> u - x sym(x'u)"),
+    Kernel("stiefel_proj", (2, 2), 2, "stiefel", True, "(x, u) -> u - x sym(x'u)",
+           routes=(_BLAS_PROJ,)),
     Kernel("stiefel_retr_polar", (2, 2), 2, "stiefel", True, "(x, u) -> polar(x + u)"),
     Kernel("stiefel_inv_retr_polar", (2, 2), 2, "stiefel", True,
            "(x, y) -> y S - x, (x'y)S + S(y'x) = 2I, S symmetric",
@@ -107,18 +139,18 @@ REGISTRY = by_name((
            "(x, y) -> y R - x, (x'y)R + R'(y'x) = 2I, R upper triangular"),
     Kernel("polar", (2,), 2, "stiefel", False, "(a,) -> a (a'a)^(-1/2), the nearest Stiefel point"),
     # symmetric matrix functions (n, n), one symmetric eigendecomposition each
-    Kernel("sym_expm", (2,), 2, "square"),
-    Kernel("sym_logm", (2,), 2, "square"),
-    Kernel("sym_sqrtm", (2,), 2, "square"),
-    Kernel("sym_invsqrtm", (2,), 2, "square"),
+    Kernel("sym_expm", (2,), 2, "square", routes=(_LAPACK_EIGH,)),
+    Kernel("sym_logm", (2,), 2, "square", routes=(_LAPACK_EIGH,)),
+    Kernel("sym_sqrtm", (2,), 2, "square", routes=(_LAPACK_EIGH,)),
+    Kernel("sym_invsqrtm", (2,), 2, "square", routes=(_LAPACK_EIGH,)),
     # SPD S++(n), affine-invariant metric
     # Numba's Jacobi lanes above n = 64: 0.08x the reference at (200, 128) (quick sweep)
     Kernel("spd_exp", (2, 2), 2, "square", True, "(x, u) -> x^½ expm(x^-½ u x^-½) x^½",
-           max_size=(("numba", 64),)),
+           max_size=(("numba", 64),), routes=(_LAPACK_EIGH,)),
     Kernel("spd_log", (2, 2), 2, "square", True, "(x, y) -> x^½ logm(x^-½ y x^-½) x^½",
-           max_size=(("numba", 64),)),
+           max_size=(("numba", 64),), routes=(_LAPACK_EIGH,)),
     Kernel("spd_dist", (2, 2), 0, "square", True, "(x, y) -> |logm(x^-½ y x^-½)|_F",
-           max_size=(("numba", 64),)),
+           max_size=(("numba", 64),), routes=(_LAPACK_EIGH,)),
     # sphere S^(d-1), points (d,)
     Kernel("sphere_exp", (1, 1), 1, "vector", True),
     Kernel("sphere_log", (1, 1), 1, "vector", True),
@@ -181,6 +213,17 @@ FUSED = by_name((
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
 ), lambda f: f.name, "kernels.FUSED")
+
+
+def declared_order(name, size):
+    """``auto``'s backend order for kernel ``name`` at ``size`` (the family's; ``None``:
+    unknown): its first declared :class:`Route` whose band holds ``size``, else
+    :data:`DEFAULT_ORDER`; backends not declared fit for ``size`` (``max_size``) dropped."""
+    kernel = REGISTRY.get(name)
+    order = DEFAULT_ORDER
+    if kernel is not None and size is not None:
+        order = next((r.order for r in kernel.routes if size >= r.min_size), DEFAULT_ORDER)
+    return tuple(b for b in order if kernel is None or handles(name, b, size))
 
 
 def size_limit(name, backend):
