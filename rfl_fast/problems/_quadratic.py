@@ -58,7 +58,7 @@ def _check_no_overflow(flat, sizes, name):
     """Refuse samples whose covariance ``z'z`` could overflow float64 (one client's sum of
     squares of an entry bounded by ``rows * max|z|^2``): every product and metric would be
     inf/NaN. flat: (sum of rows, d)."""
-    big = float(np.abs(flat).max()) if flat.size else 0.0
+    big = max(float(flat.max()), -float(flat.min())) if flat.size else 0.0  # no |flat| copy
     limit = math.sqrt(np.finfo(np.float64).max / max(1, int(np.max(sizes))))
     if not big <= limit:
         raise ValueError(f"{name}: entries up to {big:.3g} make a client's covariance z'z "
