@@ -69,6 +69,11 @@ class Manifold:
         Names accepted by ``inv_retr`` (exact inverses of the retraction of the same name).
     transports : tuple of str
         Names accepted by ``transport``; the first is the default.
+    nonexpanding_transports : tuple of str
+        The transports declared never to lengthen a vector, ``|T_{x->y} v|_y <= |v|_x`` for
+        every tangent ``v`` (isometric parallel transports, orthogonal projections in the
+        metric); PriRFed's DP-RSVRG accepts only these (a clipped term must stay clipped).
+        Empty here: a transport is stretching until declared otherwise.
     has_project, has_tangent_gaussian : bool
         Whether ``project`` (the nearest point) and ``tangent_gaussian`` are implemented
         (class attributes, ``False`` here).
@@ -77,6 +82,7 @@ class Manifold:
     retractions = ()
     inverse_retractions = ()
     transports = ()
+    nonexpanding_transports = ()
     has_project = False
     has_tangent_gaussian = False
     #: Retraction name -> the kernels (``kernels.REGISTRY``) that compute one point's

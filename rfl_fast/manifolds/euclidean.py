@@ -21,6 +21,7 @@ class Euclidean(Manifold):
     retractions = ("exp",)
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
+    nonexpanding_transports = ("parallel", "projection")
     has_project = True
     has_tangent_gaussian = True
 

@@ -95,6 +95,7 @@ class Grassmann(Manifold):
     retractions = ("polar", "qr", "exp")
     inverse_retractions = ("polar", "qr", "exp")
     transports = ("projection", "parallel")
+    nonexpanding_transports = ("projection", "parallel")
     has_project = True
     has_tangent_gaussian = True
 

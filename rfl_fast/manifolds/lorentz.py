@@ -53,6 +53,7 @@ class Lorentz(Manifold):
     retractions = ("exp",)
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
+    nonexpanding_transports = ("parallel",)   # projection: stretches (the ambient metric is indefinite)
     has_tangent_gaussian = True
 
     def __init__(self, d: int, *, validate: bool | None = None) -> None:

@@ -80,6 +80,12 @@ class Product(Manifold):
 
         self.retractions = options("retractions")
         self.transports = options("transports")
+        # the sum metric: a transport acting factor by factor lengthens nothing when no
+        # factor's does ("default": every factor's first)
+        self.nonexpanding_transports = tuple(
+            t for t in self.transports
+            if all(f.transports and (f.transports[0] if t == "default" else t)
+                   in f.nonexpanding_transports for f in factors))
         self.inverse_retractions = options(
             "inverse_retractions", all(f.retractions[0] in f.inverse_retractions
                                        for f in factors))

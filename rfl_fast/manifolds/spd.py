@@ -51,6 +51,7 @@ class SPD(Manifold):
     retractions = ("exp", "second_order")
     inverse_retractions = ("exp",)
     transports = ("parallel", "projection")
+    nonexpanding_transports = ("parallel",)   # projection: the identity, stretched by the metric at y
     has_tangent_gaussian = True
 
     def __init__(self, n: int, *, validate: bool | None = None) -> None:

@@ -56,6 +56,7 @@ class Sphere(Manifold):
     retractions = ("exp", "projection")
     inverse_retractions = ("exp", "projection")
     transports = ("parallel", "projection")
+    nonexpanding_transports = ("parallel", "projection")
     has_project = True
     has_tangent_gaussian = True
 

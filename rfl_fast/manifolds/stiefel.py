@@ -48,6 +48,7 @@ class Stiefel(Manifold):
     retractions = ("polar", "qr", "cayley", "exp")
     inverse_retractions = ("polar", "qr")
     transports = ("projection",)
+    nonexpanding_transports = ("projection",)
     has_project = True
     has_tangent_gaussian = True
     step_kernels = {"polar": ("stiefel_proj", "stiefel_retr_polar")}

@@ -10,9 +10,16 @@ continues them within the budget. The ``"pld"`` column is exact at every round w
 row holding the next such round's value (an upper bound: ``eps`` grows with ``t``). Noise
 publishing a step's data gives ``inf``, noise making the whole run ``(0, delta)``-DP 0
 (:mod:`rfl_fast.privacy.accounting`), no noise ``inf``.
+
+A ledger read back (a checkpoint) is untrusted: :meth:`PrivacyLedger.check_rebuilt` rebuilds it
+from what the run's algorithm and problem give (the settings of every client, the noise, the
+delta, the accountants, the budget) and refuses one that disagrees, naming the field; its
+columns are recomputed, never read.
 """
 
+import math
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as _fields
 
 import numpy as np
 
@@ -21,12 +28,16 @@ from ..errors import InvalidParameterError
 from .accountant import Accountant
 from .accounting import _trivial_epsilon
 
-__all__ = ["PrivacyLedger", "PLD_POINTS", "DEFAULT_DELTA"]
+__all__ = ["PrivacyLedger", "PLD_POINTS", "DEFAULT_DELTA", "COLUMN_RTOL"]
 
 #: Rounds at which the PLD accountant is evaluated exactly (see the module docstring).
 PLD_POINTS = 32
 #: ``delta`` used to report the privacy of a run given ``sigma`` without ``target``/``delta``.
 DEFAULT_DELTA = 1e-5
+#: Relative difference allowed between a stored ledger's columns and the recomputed ones (the
+#: accountants' arithmetic rounds differently on another machine or dp-accounting build; an
+#: honest ledger agrees to ~1e-15, a tampered one differs in its leading digits).
+COLUMN_RTOL = 1e-9
 
 
 def _curve(kind, sigma, delta, st, rounds):
@@ -97,6 +108,99 @@ class PrivacyLedger:
         """
         t = min(int(t), self.rounds)
         return {name: float(col[t]) for name, col in self.columns.items()}
+
+    def check_rebuilt(self, settings_for, sigma, *, delta, accountants, target, void, most):
+        """Check this ledger (read back from a file: untrusted) against the one the run's own
+        algorithm and problem give; ``InvalidParameterError`` (``param`` "ledger") naming the
+        first field that disagrees. Nothing of the stored ledger is believed: the settings,
+        the noise, ``delta``, the accountants and ``void`` must be those given, the noise must
+        meet ``target`` over the ledger's rounds, and every column is recomputed from them.
+
+        Parameters
+        ----------
+        settings_for : callable
+            ``settings_for(horizon)``: every client's DPSettings as the algorithm computes them
+            for the problem, planned for ``horizon`` rounds (the stored one, checked: a
+            resumed run's ``rounds`` may exceed the horizon its noise was planned for).
+        sigma : ndarray (n,) or None
+            The algorithm's noise; None: calibrated (the stored noise is then checked against
+            ``target``).
+        delta, accountants, target, void
+            As :meth:`plan` takes them, from the algorithm.
+        most : int
+            The run's rounds: the most the ledger may cover (its columns cost what a fresh
+            run's would).
+        """
+        def refuse(what, stored, expected):
+            raise InvalidParameterError(
+                "ledger", f"the stored privacy ledger disagrees with the run's algorithm and "
+                f"problem: {what} is {brief(stored)}, they give {brief(expected)}; refusing to "
+                f"resume with privacy state that was not computed for this run")
+
+        from .accounting import DPSettings
+
+        if not (isinstance(self.settings, tuple) and self.settings
+                and all(isinstance(st, DPSettings) for st in self.settings)):
+            refuse("settings", self.settings, "a DPSettings per client")
+        horizon = self.settings[0].rounds
+        settings = tuple(settings_for(horizon))
+        n = len(settings)
+        self._check_sizes([st.n_samples for st in settings])
+        for i, (have, want) in enumerate(zip(self.settings, settings)):
+            for f in (fl.name for fl in _fields(want)):
+                a, b = getattr(have, f), getattr(want, f)
+                if type(a) is not type(b) or a != b:
+                    refuse(f"{f} of client {i}", a, b)
+        rounds = self.rounds
+        if type(rounds) is not int or not horizon <= max(rounds, 1) <= max(most, 1):
+            refuse("rounds", rounds, f"an int in [{horizon}, {most}] (from the planned "
+                   f"horizon to the run's rounds)")
+        for what, have, want in (("delta", self.delta, float(delta)),
+                                 ("accountants", self.accountants, tuple(accountants)),
+                                 ("calibrated", self.calibrated, sigma is None)):
+            if type(have) is not type(want) or have != want:
+                refuse(what, have, want)
+        if not (self.void is None and void is None or isinstance(self.void, float)
+                and void is not None and (self.void == void or math.isnan(self.void)
+                                          and math.isnan(void))):
+            refuse("void (the run's guarantee)", self.void, void)
+        stored = self.sigma
+        if not (isinstance(stored, np.ndarray) and stored.shape == (n,)
+                and stored.dtype == np.float64):
+            refuse("sigma", stored, f"{n} float64 values")
+        if sigma is not None:
+            want = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (n,))
+            bad = np.flatnonzero(stored != want)
+            if bad.size:
+                i = int(bad[0])
+                refuse(f"sigma of client {i}", float(stored[i]), float(want[i]))
+        elif not (np.isfinite(stored) & (stored > 0)).all():
+            refuse("the calibrated sigma", stored, "finite values > 0")
+        # the budget it was planned for (the algorithm's may be raised since): its delta
+        if self.target is not None and not (isinstance(self.target, tuple)
+                                            and len(self.target) == 2
+                                            and self.target[1] == self.delta):
+            refuse("target", self.target, f"None or (eps, {self.delta!r})")
+        # the columns, recomputed (a calibrated noise checked against the algorithm's budget)
+        fresh = replace(self, sigma=stored, calibrated=False)
+        try:
+            cols = fresh._columns(rounds, target if void is None else None)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError("ledger", f"the stored privacy ledger's noise does "
+                                        f"not meet the run's budget: {exc.reason}") from None
+        if not isinstance(self.columns, dict) or list(self.columns) != list(cols):
+            refuse("its columns",
+                   sorted(map(str, self.columns)) if isinstance(self.columns, dict)
+                   else self.columns, list(cols))
+        for name, want in cols.items():
+            have = self.columns[name]
+            if not (isinstance(have, np.ndarray) and have.shape == want.shape
+                    and have.dtype == np.float64):
+                refuse(f"column {name!r}", have, f"{want.size} float64 values")
+            close = np.isclose(have, want, rtol=COLUMN_RTOL, atol=0.0, equal_nan=True)
+            if not close.all():
+                t = int(np.flatnonzero(~close)[0])
+                refuse(f"column {name!r} at round {t}", float(have[t]), float(want[t]))
 
     @property
     def _key(self):         # what the ledger was planned from
@@ -169,6 +273,14 @@ class PrivacyLedger:
         cols["delta"] = np.full(rounds + 1, self.delta)
         return cols
 
+    def _check_sizes(self, sizes):
+        planned = [st.n_samples for st in self.settings]
+        if sizes != planned:
+            raise InvalidParameterError(
+                "problem", f"the privacy ledger was accounted for clients with N_i = "
+                f"{brief(planned)} samples, the problem has {brief(sizes)}; resuming on other "
+                f"data would keep the wrong eps columns")
+
     def resume(self, sizes, rounds, budget=None):
         """The ledger continued to ``rounds`` rounds, the noise kept (``self`` within its
         columns); :class:`~rfl_fast.errors.InvalidParameterError` for other ``N_i``
@@ -183,13 +295,7 @@ class PrivacyLedger:
         budget : float, optional
             Default: the target's eps, else what the plan spends.
         """
-        planned = [st.n_samples for st in self.settings]
-        sizes = [int(v) for v in np.asarray(sizes)]
-        if sizes != planned:
-            raise InvalidParameterError(
-                "problem", f"the privacy ledger was accounted for clients with N_i = "
-                f"{brief(planned)} samples, the problem has {brief(sizes)}; resuming on other "
-                f"data would keep the wrong eps columns")
+        self._check_sizes([int(v) for v in np.asarray(sizes)])
         rounds = check_int(rounds, "rounds", min_value=0)
         if rounds <= self.rounds:
             return self
