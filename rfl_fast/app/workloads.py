@@ -791,27 +791,36 @@ def dgemm_rate(n=1024, repeats=5):
 def step_cost(name, shapes, alg):
     """``(flops, bytes)`` of one client-step: the local gradient and the step, roughly the
     least arithmetic (products counted 2 per multiply-add; factorizations of small matrices
-    by their textbook counts) and the client data it must read (``None`` where the problem's
-    data per step is not the dominant traffic)."""
+    by their textbook counts) and the client data it must read (``None`` for SPDMean and
+    HyperbolicPrediction, whose steps are bound by the arithmetic on small matrices). A step
+    of a full local gradient reads every sample of the client (Brockett: its mean matrix, one
+    ``d x d``, unless the per-sample gradients are clipped); a DP-RSVRG step reads two samples
+    plus its share of the epoch's full clipped pass (``m / inner_steps`` samples)."""
     s = shapes
     private = isinstance(alg, PriRFed) and not math.isinf(alg.clip)
+    samples = {"Brockett": s.brockett_m, "SPDMean": s.spd_m, "HyperbolicPrediction": s.hyp_m
+               }.get(name, s.pca_m)
+    if isinstance(alg, PriRFed) and alg.local == "DP-RSVRG":
+        reads = samples / alg.inner_steps + 2
+    else:
+        reads = samples
     if name in ("kPCA", "GrassmannPCA", "SpherePCA"):
-        m, d = s.pca_m, s.pca_d
+        d = s.pca_d
         r = 1 if name == "SpherePCA" else s.pca_r
-        grad = 4 * m * d * r + (2 * m * d * r if private else 0)   # Z X, Z'Y (+ (I-XX')Z)
-        step = 8 * d * r * r + 30 * r**3
-        return grad + step, m * d * 8
+        per = 4 * d * r + (2 * d * r if private else 0)      # z'X, z y' (+ the residual)
+        return reads * per + 8 * d * r * r + 30 * r**3, reads * d * 8
     if name == "Brockett":
         d, p = s.brockett_d, s.brockett_p
-        grad = 2 * d * d * p * (s.brockett_m if private else 1) + 4 * d * p * p
-        return grad + 8 * d * p * p + 30 * p**3, d * d * 8 * (s.brockett_m if private else 1)
+        step = 4 * d * p * p + 8 * d * p * p + 30 * p**3
+        if private or reads != samples:
+            return reads * 2 * d * d * p + step, reads * d * d * 8
+        return 2 * d * d * p + step, d * d * 8
     if name == "SPDMean":
-        n, m = s.spd_n, s.spd_m
-        per_sample = 4 * n**3 + 9 * n**3 + 2 * n**3          # congruence, eigh, logm
-        return m * per_sample + 30 * n**3, None
-    if name == "HyperbolicPrediction":
-        m, d = s.hyp_m, s.hyp_d + 1
-        return m * (4 * d + 20) + 10 * d, None
+        n = s.spd_n
+        return reads * (4 * n**3 + 9 * n**3 + 2 * n**3) + 30 * n**3, None  # congruence, eigh,
+    if name == "HyperbolicPrediction":                                       # logm; the step
+        d = s.hyp_d + 1
+        return reads * (4 * d + 20) + 10 * d, None
     raise KeyError(name)
 
 
