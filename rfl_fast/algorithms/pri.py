@@ -66,7 +66,6 @@ from .._validation import (COUNT, POSITIVE, Bool, Choice, Optional, Real, Reals,
                            check_choice, check_int, check_positive)
 from ..errors import InvalidParameterError, ParameterError, ParameterTypeError
 from ..privacy.accounting import ACCOUNTANTS, DELTA, DPSettings
-from ..privacy.clipping import clip_factors
 from ..privacy.ledger import DEFAULT_DELTA, PrivacyLedger
 from ._checks import inverse_pair, transport_name
 from .base import FederatedAlgorithm, check_problem, stacked
@@ -505,33 +504,40 @@ class PriRFed(FederatedAlgorithm):
         return np.stack([path[pick[j]][j] for j in range(k)])
 
     def _dp_rsvrg(self, problem, idx, x_t, plan, ctx):
+        """DP-RSVRG for every participant at once: each epoch one batched full clipped mean at
+        the snapshots, each inner step one batched pick (client ``j``'s sample from its own
+        stream), clipped terms, transport, noise and retraction. Each client's stream is drawn
+        in the order of a client alone: per step its pick, then its noise; the option-2 pick
+        last."""
         M = problem.manifold
         method, transport = self._local_method(M), self._transport(M)
         eta = self.step(ctx.round)
         tau, K, m = self.clip, self.local_steps, self.inner_steps
-        out = np.empty((idx.size,) + M.shape)
-        for j, i in enumerate(idx):
-            i = int(i)
-            gen = ctx.rng.generator(j)
-            n_i = int(problem.sizes[i])
-            sig = float(plan.sigma[i])
-            xs = np.array(x_t)
-            path = [] if self.output_option == 2 else None
-            for _ in range(K):
-                cs = clip_factors(problem.sample_rgrad_norms(i, xs), tau)   # (N_i,)
-                g = problem.weighted_rgrad(i, xs, cs / n_i)                 # full clipped mean
-                x = xs
-                for _ in range(m):
-                    if path is not None:
-                        path.append(x)
-                    sel = np.array([gen.integers(n_i)])
-                    c = clip_factors(problem.sample_rgrad_norms(i, x, sel), tau)
-                    a = problem.weighted_rgrad(i, x, c, sel)
-                    v = problem.weighted_rgrad(i, xs, cs[sel], sel) - g
-                    d = a - M.transport(xs, x, v, transport)          # clipped
-                    if sig > 0:
-                        d = d + M.tangent_gaussian(x, sig, rng=gen)   # noise
-                    x = M.retr(x, -eta * d, method)                 # step
-                xs = x
-            out[j] = xs if path is None else path[int(gen.integers(len(path)))]
-        return out
+        k = idx.size
+        sizes = np.asarray(problem.sizes, dtype=np.int64)[idx]
+        per_item = (...,) + (None,) * M.core_ndim
+        gens = [ctx.rng.generator(j) for j in range(k)]
+        sig = plan.sigma[idx]
+        noisy = np.flatnonzero(sig > 0)
+        xs = stacked(x_t, k)
+        path = [] if self.output_option == 2 else None
+        for _ in range(K):
+            g = problem.clipped_rgrad_sum(idx, xs, tau) / sizes[per_item]   # full clipped mean
+            x = xs
+            for _ in range(m):
+                if path is not None:
+                    path.append(x)
+                sel = np.array([[gen.integers(n)] for gen, n in zip(gens, sizes.tolist())],
+                               dtype=np.int64)
+                a = problem.clipped_rgrad_sum(idx, x, tau, sel)
+                v = problem.clipped_rgrad_sum(idx, xs, tau, sel) - g
+                d = a - M.transport(xs, x, v, transport)                    # clipped
+                if noisy.size:                                               # noise
+                    d[noisy] = d[noisy] + M.tangent_gaussian(x[noisy], sig[noisy],
+                                                             rng=ctx.rng.streams(noisy))
+                x = M.retr(x, -eta * d, method)                              # step
+            xs = x
+        if path is None:
+            return xs
+        picks = [int(gen.integers(len(path))) for gen in gens]
+        return np.stack([path[p][j] for j, p in enumerate(picks)])
