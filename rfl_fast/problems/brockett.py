@@ -5,6 +5,7 @@ import numpy as np
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
 from ..errors import InvalidParameterError
 from ..manifolds import Stiefel
+from ..privacy.clipping import clip_factors
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
 from .base import Problem
@@ -126,6 +127,21 @@ class Brockett(Problem):
         x = self._point(x)
         a = self._flat[self._offsets[i]:self._offsets[i + 1]]
         return self.manifold.proj(x, 2.0 * np.matmul(a, x) * self.h)
+
+    def clipped_rgrad_sum(self, idx: ArrayLike, x: ArrayLike, tau: float,
+                          batch: ArrayLike | None = None) -> FloatArray:
+        """All selected samples at once: ``g = P_X(2 A_ij X H)`` (the terms of
+        :meth:`sample_rgrads`), clipped by their norms and summed per client (segment sums).
+        Per-client batch sizes (a list) go the default way."""
+        if not (batch is None or isinstance(batch, np.ndarray)):
+            return super().clipped_rgrad_sum(idx, x, tau, batch)
+        idx = self._clients(idx)
+        x = self._points(idx, x)
+        rows, seg, starts, _ = self._select(idx, batch)
+        xs = x[seg]
+        g = self.manifold.proj(xs, 2.0 * np.matmul(self._flat[rows], xs) * self.h)
+        coef = clip_factors(self.manifold.norm(xs, g), tau)
+        return np.add.reduceat(coef[:, None, None] * g, starts, axis=0)
 
     # ------------------------------------------------------------------ global
 
