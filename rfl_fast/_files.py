@@ -8,13 +8,17 @@ Reads: an ``.npy`` header declares a shape and a dtype; :func:`read_npy` and :fu
 check that declaration against the bytes the file (the zip member, the message) holds
 *before* anything is allocated, refuse object dtypes (pickles) and read exactly the declared
 bytes, so a file costs at most a fixed multiple of its size (for a deflated ``.npz`` member,
-of deflate's largest expansion ratio, :data:`DEFLATE_MAX_RATIO`). Every failure is a
+of deflate's largest expansion ratio, :data:`DEFLATE_MAX_RATIO`; a zip directory naming a
+member twice, or members sharing their bytes, is refused before anything is inflated, so the
+members together cost at most that multiple of the file). Every failure is a
 ``ValueError`` whose message is bounded and names what was wrong (callers add the file name).
 """
 
 import io
 import os
+import re
 import tempfile
+import time
 import threading
 import zipfile
 
@@ -67,11 +71,54 @@ def _fsync_folder(folder):
         os.close(fd)
 
 
+#: A temporary file of another format (no writer's pid in its name, e.g. from an older
+#: rfl_fast) is taken as abandoned when it is older than this (seconds).
+STALE_AFTER = 3600.0
+_TMP_NAME = re.compile(r"(\d+)-[a-z0-9_]+")
+
+
+def _alive(pid):
+    if os.name != "posix":          # os.kill(pid, 0) is no probe there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:                 # exists, owned by someone else
+        return True
+    return True
+
+
+def _remove_stale(folder, stem, ext):
+    """Remove the temporary files of earlier writes of ``stem + ext`` whose writer is gone (a
+    kill -9 between the temporary file and the rename leaves it behind): named with a pid
+    that no longer runs (POSIX), else older than :data:`STALE_AFTER`. A live writer's file is
+    never touched."""
+    head, tail = f".{stem}.", f".tmp{ext}"
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(head) and n.endswith(tail)
+                 and len(n) > len(head) + len(tail)]
+    except OSError:
+        return
+    for name in names:
+        full = os.path.join(folder, name)
+        m = _TMP_NAME.fullmatch(name[len(head):-len(tail)])
+        try:
+            if m is not None and int(m.group(1)) != os.getpid() and not _alive(
+                    int(m.group(1))) or (m is None or os.name != "posix") and \
+                    time.time() - os.lstat(full).st_mtime > STALE_AFTER:
+                os.remove(full)
+        except (OSError, ValueError, OverflowError):
+            pass
+
+
 def atomic_write(path, write, *, fsync=False):
     """Write ``path`` through ``write(tmp)`` and an atomic rename; returns ``path``.
 
-    ``tmp`` is a fresh name in the same folder with the same extension; it is removed when
-    ``write`` fails (the error propagates, an existing ``path`` is untouched). ``fsync``
+    ``tmp`` is a fresh name in the same folder with the same extension, holding the writer's
+    pid; it is removed when ``write`` fails (the error propagates, an existing ``path`` is
+    untouched), and one left by a writer killed before the rename (kill -9, power loss) is
+    removed by the next write of ``path`` (:func:`_remove_stale`). ``fsync``
     (checkpoints, privacy ledgers): the file is flushed to disk before the rename and the
     folder after it, so after a power loss the file is the new version, never an older one
     or an empty one. The file gets the mode of any new file (``0o666`` less the user's
@@ -80,7 +127,9 @@ def atomic_write(path, write, *, fsync=False):
     path = os.fspath(path)
     folder, base = os.path.split(os.path.abspath(path))
     stem, ext = os.path.splitext(base)
-    fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".tmp{ext}", dir=folder)
+    _remove_stale(folder, stem, ext)
+    fd, tmp = tempfile.mkstemp(prefix=f".{stem}.{os.getpid()}-", suffix=f".tmp{ext}",
+                               dir=folder)
     os.close(fd)
     try:
         write(tmp)
@@ -188,6 +237,24 @@ def read_npy(path):
     return _from_buffer(body, 0, shape, order, dtype, count)
 
 
+def _check_directory(infos, size):
+    """Refuse a zip directory that names a member twice, or whose members together hold more
+    compressed bytes than the file (entries sharing their data: each would be inflated again),
+    before anything is inflated; then the members' declared sizes total at most
+    :data:`DEFLATE_MAX_RATIO` times the file's size."""
+    names, offsets, held = set(), set(), 0
+    for info in infos:
+        what = f"member {info.filename[:80]!r}"
+        if info.filename in names or info.header_offset in offsets:
+            raise ValueError(f"{what}: listed twice in the zip directory (crafted)")
+        names.add(info.filename)
+        offsets.add(info.header_offset)
+        held += info.compress_size
+    if held > size:
+        raise ValueError(f"the zip directory's members hold {held} compressed bytes, more than "
+                         f"the file's {size} (entries sharing their data; crafted)")
+
+
 def read_npz(path, *, max_members=4096):
     """The arrays of the ``.npz`` file ``path`` (member name without ``.npy`` -> array), each
     member's declared size checked against the zip directory and deflate's largest expansion
@@ -218,6 +285,7 @@ def read_npz(path, *, max_members=4096):
         infos = zf.infolist()
         if len(infos) > max_members:
             raise ValueError(f"{len(infos)} members, more than the {max_members} read")
+        _check_directory(infos, os.path.getsize(path))
         for info in infos:
             name = info.filename
             what = f"member {name[:80]!r}"

@@ -237,5 +237,5 @@ def test_the_guards_ledger_file_is_an_accountant_state(tmp_path):
     saved.pop("accountant")
     saved["version"] = 1                                   # the earlier layout: refused
     (tmp_path / "led.json").write_text(json.dumps(saved))
-    with pytest.raises(ValueError, match="not a version-2 ledger"):
+    with pytest.raises(ValueError, match=r"not a version-\d ledger"):
         ClientPrivacy(node, 0).charge(one, 3)

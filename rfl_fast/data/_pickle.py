@@ -349,6 +349,11 @@ def uint8_matrix(obj, what):
             raise PickleRefused(f"{what}: not a C-order uint8 buffer record")
         return _matrix(args[2], args[0], what)
     if isinstance(obj, list) and obj and all(isinstance(r, (bytes, list)) for r in obj):
+        if len({id(r) for r in obj}) != len(obj):
+            # a memo reference repeats a row for 2 bytes of file: m shared rows would allocate
+            # m x 3072 bytes from a file holding one (a real batch never shares a row)
+            raise PickleRefused(f"{what}: rows shared by memo references (each row must be "
+                                f"its own bytes in the file)")
         rows = [np.frombuffer(r, np.uint8) if isinstance(r, bytes) else _int_row(r, what)
                 for r in obj]
         if len({r.size for r in rows}) != 1:

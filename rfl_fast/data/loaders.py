@@ -69,6 +69,8 @@ _CIFAR = {
 CIFAR_RECORD = 1 + 3072
 _SPLITS = ("train", "test", "all")
 
+# Most dimensions an IDX file may declare (NumPy's oldest limit; MNIST's have 1 or 3).
+_IDX_MAX_NDIM = 32
 # IDX type codes (third magic byte) -> big-endian dtype
 _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
@@ -230,6 +232,9 @@ def read_idx(path):
             )
         dtype = np.dtype(_IDX_TYPES[raw[2]])
         ndim = raw[3]
+        if ndim > _IDX_MAX_NDIM:
+            raise ValueError(f"{path}: IDX header declares {ndim} dimensions, more than the "
+                             f"{_IDX_MAX_NDIM} an array may have (MNIST files have 1 or 3)")
         header = 4 + 4 * ndim
         dims_raw = _read_exact(f, 4 * ndim, path)
         if len(dims_raw) < 4 * ndim:

@@ -16,23 +16,35 @@ Format: one ``.npz`` file (written to a temporary file in the same directory, fl
   the bit-generator states of the participation and server streams. The clients' streams are
   rebuilt from ``(seed, round, client)`` and need no state.
 
-Nothing is pickled: objects are stored as dataclasses named by ``module:qualname`` and
-rebuilt field by field (no ``__init__`` re-run, so specialized algorithms come back exactly);
-only classes from ``rfl_fast`` modules, or from the module of an ``algorithm`` passed to
-:func:`resume`, are rebuilt. Loading uses ``numpy.load(..., allow_pickle=False)``.
+Nothing is pickled: objects are stored as dataclasses named by ``module:qualname``. Loading
+resolves no module from the file: a name is looked up in a table of the classes a run builds
+(:func:`classes`: the registered algorithms and their server states, the participation models,
+the schedules, the privacy settings and ledger), plus the dataclasses of the module of an
+``algorithm`` passed to :func:`resume` (already imported by its caller); any other name is
+refused. Every object is rebuilt through its constructor (``cls(**fields)``), so it passes the
+checks a new one passes. Loading uses ``numpy.load(..., allow_pickle=False)``'s format through
+the bounded reader below.
 
 Trust: a checkpoint file is untrusted data, read at a cost bounded by a fixed multiple of its
 size. Every ``.npy`` member's declared shape and dtype are checked against the member's size in
-the zip directory (and that size against deflate's largest expansion of its compressed size)
-before it is inflated (:func:`rfl_fast._files.read_npz`), so a crafted header cannot make the
-reader allocate more than the file holds; object dtypes are refused. The JSON document is
-decoded to at most :data:`MAX_DEPTH` levels, scalars only of numeric dtypes, dataclasses only
-of trusted modules and with exactly their declared fields. :func:`read_run` then checks the
-payload's structure (every key present with its type, the random generators' states
-restorable). Every failure -- a corrupt zip, a truncated member, bad or deep JSON, a missing
-entry, an untrusted class, a malformed state -- raises
-:class:`rfl_fast.errors.CheckpointError` naming the file (a missing file stays
-``FileNotFoundError``).
+the zip directory (and that size against deflate's largest expansion of its compressed size),
+and the members' declared sizes together against the file's, before anything is inflated
+(:func:`rfl_fast._files.read_npz`), so a crafted header or a directory naming one member many
+times cannot make the reader allocate more than the file holds; object dtypes are refused.
+Each array member is referenced at most once (the writer never shares one) and is used as
+read, not copied. The JSON document is decoded to at most :data:`MAX_DEPTH` levels, scalars
+only of numeric dtypes, dataclasses only of the table and with exactly their declared fields.
+:func:`read_run` then checks the payload's structure (every key present with its type, the
+random generators' states restorable), and :func:`check_state` everything a fresh run on the
+problem would have built: the algorithm and participation pass ``validate`` and the algorithm
+is specialized for the run again (PriRFed rebuilds its privacy ledger and refuses a stored one
+that disagrees), the server state is of the type and the shapes ``init_server`` gives, the
+client states those of ``init_clients``, the history's columns those the run records (the
+base columns, the problem's metrics, the ledger's) with their dtypes and round numbers. Every
+failure -- a corrupt zip, a truncated member, bad or deep JSON, a missing entry, an unknown
+class, a constructor's refusal, a malformed state, even a ``SystemExit`` raised on the way --
+raises :class:`rfl_fast.errors.CheckpointError` naming the file (a missing file stays
+``FileNotFoundError``; only ``KeyboardInterrupt`` passes through).
 
 A run's checkpoint also records the problem it ran on (:func:`problem_fingerprint`: its type,
 manifold, number of clients, their sample counts and weights); :func:`rfl_fast.federation.resume`
@@ -41,18 +53,20 @@ recorded one).
 """
 
 import dataclasses
-import importlib
+import functools
 import json
 import os
+import sys
 
 import numpy as np
 
 from .._files import atomic_write, read_npz
 from .._validation import brief
 from ..errors import CheckpointError
+from .history import BASE_COLUMNS, INT_COLUMNS
 
 __all__ = ["save", "load", "read_run", "check_state", "problem_fingerprint",
-           "check_problem_matches",
+           "check_problem_matches", "classes",
            "FORMAT_VERSION", "MAX_DEPTH"]
 
 FORMAT_VERSION = 2
@@ -97,16 +111,75 @@ def _encode(obj, arrays):
 _SCALAR_KINDS = "biuf"
 
 
-def _decode(obj, arrays, trusted, depth=0):
+@functools.cache
+def _builtin_classes():
+    from .. import algorithms
+    from ..algorithms import ALGORITHMS, participation, schedules
+    from ..privacy import DPSettings, PrivacyLedger
+
+    found = list(ALGORITHMS.values())
+    found += [getattr(algorithms, n) for n in algorithms.__all__]  # their server states
+    found += [participation.Full, participation.Uniform, participation.Bernoulli,
+              schedules.Constant, schedules.Decaying, DPSettings, PrivacyLedger]
+    table = {f"{c.__module__}:{c.__qualname__}": c for c in found
+             if isinstance(c, type) and dataclasses.is_dataclass(c)}
+    # the name checkpoints written before the ledger moved to rfl_fast.privacy give it
+    table["rfl_fast.algorithms.pri:PrivacyLedger"] = PrivacyLedger
+    return table
+
+
+def classes(trusted=("rfl_fast",)):
+    """The classes a checkpoint may name, ``{"module:qualname": class}``: rfl_fast's (the
+    registered algorithms and their server states, participations, schedules, DPSettings,
+    PrivacyLedger) and the dataclasses defined in each other module of ``trusted`` that is
+    already imported (the module of an algorithm passed to ``resume``). Nothing is imported.
+
+    Parameters
+    ----------
+    trusted : iterable of str
+        ``"rfl_fast"`` and module names.
+
+    Returns
+    -------
+    dict
+    """
+    table = dict(_builtin_classes()) if "rfl_fast" in trusted else {}
+    for name in trusted:
+        module = sys.modules.get(name) if name != "rfl_fast" else None
+        for obj in list(vars(module).values()) if module is not None else ():
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj) and \
+                    obj.__module__ == name:
+                table.setdefault(f"{name}:{obj.__qualname__}", obj)
+    return table
+
+
+class _Arrays:
+    """The file's array members, each handed out once (the writer never shares one, so a
+    second reference is a crafted file trying to multiply the memory it costs)."""
+
+    def __init__(self, arrays):
+        self.arrays, self.used = arrays, set()
+
+    def take(self, key):
+        if not isinstance(key, str) or key not in self.arrays:
+            raise ValueError(f"no array member {brief(key)}")
+        if key in self.used:
+            raise ValueError(f"array member {key!r} referenced twice (a checkpoint stores "
+                             f"each array once)")
+        self.used.add(key)
+        return self.arrays[key]
+
+
+def _decode(obj, arrays, table, depth=0):
     if depth > MAX_DEPTH:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     depth += 1
     if isinstance(obj, list):
-        return [_decode(v, arrays, trusted, depth) for v in obj]
+        return [_decode(v, arrays, table, depth) for v in obj]
     if not isinstance(obj, dict):
         return obj
     if "__array__" in obj:
-        a = np.array(arrays[obj["__array__"]])
+        a = arrays.take(obj["__array__"])       # read once, used as read: no copy
         if obj.get("readonly"):
             a.setflags(write=False)
         return a
@@ -116,17 +189,34 @@ def _decode(obj, arrays, trusted, depth=0):
             raise ValueError(f"a scalar of dtype {brief(obj['dtype'])} (numbers only)")
         return dtype.type(obj["__scalar__"])
     if "__tuple__" in obj:
-        return tuple(_decode(v, arrays, trusted, depth) for v in obj["__tuple__"])
+        return tuple(_decode(v, arrays, table, depth) for v in _list(obj["__tuple__"]))
     if "__frozenset__" in obj:
-        return frozenset(_key(_decode(v, arrays, trusted, depth)) for v in obj["__frozenset__"])
+        return frozenset(_key(_decode(v, arrays, table, depth))
+                         for v in _list(obj["__frozenset__"]))
     if "__items__" in obj:
-        return {_key(_decode(k, arrays, trusted, depth)): _decode(v, arrays, trusted, depth)
-                for k, v in obj["__items__"]}
+        return {_key(_decode(k, arrays, table, depth)): _decode(v, arrays, table, depth)
+                for k, v in _pairs(obj["__items__"])}
     if "__dict__" in obj:
-        return {k: _decode(v, arrays, trusted, depth) for k, v in obj["__dict__"].items()}
+        d = obj["__dict__"]
+        if not isinstance(d, dict):
+            raise ValueError(f"malformed entry {brief(obj)}")
+        return {k: _decode(v, arrays, table, depth) for k, v in d.items()}
     if "__dataclass__" in obj:
-        return _dataclass(obj, arrays, trusted, depth)
+        return _dataclass(obj, arrays, table, depth)
     raise ValueError(f"malformed entry {brief(obj)}")
+
+
+def _list(v):
+    if not isinstance(v, list):
+        raise ValueError(f"expected a list, got {brief(v)}")
+    return v
+
+
+def _pairs(v):
+    for item in _list(v):
+        if not (isinstance(item, list) and len(item) == 2):
+            raise ValueError(f"expected [key, value] pairs, got {brief(item)}")
+        yield item
 
 
 def _key(k):
@@ -136,27 +226,28 @@ def _key(k):
     return k
 
 
-def _dataclass(obj, arrays, trusted, depth):
-    module, qualname = str(obj["__dataclass__"]).split(":")
-    name = f"{module[:80]}:{qualname[:80]}"
-    if not any(module == m or module.startswith(m + ".") for m in trusted):
-        raise ValueError(f"refusing to rebuild {name} (only "
-                         f"classes of {sorted(trusted)} are rebuilt; pass the algorithm "
-                         f"to resume(..., algorithm=...) for your own classes)")
-    cls = importlib.import_module(module)
-    for part in qualname.split("."):
-        cls = getattr(cls, part)
-    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-        raise ValueError(f"{name} is not a dataclass")
-    declared = {f.name for f in dataclasses.fields(cls)}
-    given = obj["fields"]
+def _dataclass(obj, arrays, table, depth):
+    name = obj["__dataclass__"]
+    cls = table.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"refusing to rebuild {brief(name)}: not a class a run builds (known: "
+                         f"rfl_fast's algorithms, states, participations, schedules and "
+                         f"privacy ledgers; pass the algorithm to resume(..., algorithm=...) "
+                         f"for your own classes)")
+    fields = dataclasses.fields(cls)
+    declared = {f.name for f in fields}
+    given = obj.get("fields")
     if not isinstance(given, dict) or set(given) != declared:
-        raise ValueError(f"{cls.__qualname__}: fields {brief(sorted(map(str, given)))}, "
-                         f"expected {sorted(declared)}")
-    inst = cls.__new__(cls)
-    for name, value in given.items():
-        object.__setattr__(inst, name, _decode(value, arrays, trusted, depth))
-    return inst
+        got = sorted(map(str, given)) if isinstance(given, dict) else given
+        raise ValueError(f"{cls.__qualname__}: fields {brief(got)}, expected {sorted(declared)}")
+    if any(not f.init for f in fields):
+        raise ValueError(f"{cls.__qualname__} has fields its constructor does not take")
+    kwargs = {k: _decode(v, arrays, table, depth) for k, v in given.items()}
+    try:
+        return cls(**kwargs)            # the constructor's checks, as for a new object
+    except Exception as exc:  # noqa: BLE001 - whatever the constructor refuses with
+        raise ValueError(f"{cls.__qualname__}: {type(exc).__name__}: {str(exc)[:300]}") \
+            from None
 
 
 # ---------------------------------------------------------------- files
@@ -180,12 +271,19 @@ def save(path, payload):
 def load(path, *, trusted=("rfl_fast",)):
     """Read a checkpoint written by :func:`save`: the payload dict.
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+    trusted : iterable of str
+        Where the classes it may name come from (:func:`classes`).
+
     Raises
     ------
     FileNotFoundError
         No file at ``path``.
     CheckpointError
-        Anything wrong with the file (module docstring), naming it.
+        Anything wrong with the file (module docstring), naming it; so is any other exception
+        but ``KeyboardInterrupt``, ``SystemExit`` included.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -201,10 +299,16 @@ def load(path, *, trusted=("rfl_fast",)):
             version = doc.get("version") if isinstance(doc, dict) else None
             raise CheckpointError(f"checkpoint {path}: format version {brief(version)}, this "
                                   f"rfl_fast reads version {FORMAT_VERSION}")
-        return {k: _decode(v, arrays, set(trusted)) for k, v in doc["payload"].items()}
+        payload = doc.get("payload")
+        if not isinstance(payload, dict):
+            raise ValueError("no payload")
+        table, members = classes(tuple(trusted)), _Arrays(arrays)
+        return {k: _decode(v, members, table) for k, v in payload.items()}
     except CheckpointError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every failure of a foreign file is one error
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every failure of a foreign file is one error
         raise _corrupt(path, exc) from None
 
 
@@ -245,23 +349,118 @@ def check_problem_matches(recorded, problem):
 
 
 def check_state(payload, problem, path):
-    """Probe a read checkpoint against ``problem`` before a run continues from it: ``x0`` and
-    the algorithm's model point are points of the problem's manifold and every persistent
-    client state has a row per client; ``CheckpointError`` naming the file otherwise (a state
-    rebuilt from a crafted file would otherwise fail somewhere inside a round)."""
-    from .driver import check_point_arg
+    """Probe a read checkpoint against ``problem`` before a run continues from it, rebuilding
+    what a fresh run on it would build (module docstring): the participation and the
+    algorithm pass their checks for the problem and the algorithm is specialized for the run
+    (PriRFed's ledger rebuilt and compared), ``x0`` and the model are points of the manifold,
+    the server state has the type and shapes of ``init_server``'s, the client states those of
+    ``init_clients`` (a row per client), the history the run's columns. ``CheckpointError``
+    naming the file otherwise (a state rebuilt from a crafted file would otherwise fail
+    somewhere inside a round, or run with privacy state not computed for it)."""
+    from .context import ServerContext
+    from .driver import _Metrics, check_point_arg, specialize
 
     M, n = problem.manifold, int(problem.n_clients)
     try:
-        check_point_arg(M, payload["x0"], "x0")
-        check_point_arg(M, np.asarray(payload["algorithm"].point(problem, payload["state"]),
+        alg, part, rounds = payload["algorithm"], payload["participation"], payload["rounds"]
+        part.validate(n)
+        fixed = specialize(problem, alg, part, rounds, resumed=True)
+        x0 = check_point_arg(M, payload["x0"], "x0")
+        ctx = ServerContext(0, rounds, np.random.Generator(np.random.PCG64(0)))
+        _like(payload["state"], fixed.init_server(problem, x0, ctx), M, "the server state")
+        check_point_arg(M, np.asarray(alg.point(problem, payload["state"]),
                                       dtype=np.float64), "the model")
-        for name, arr in payload["client_state"].items():
-            if arr.ndim < 1 or arr.shape[0] != n:
-                raise ValueError(f"client state {name!r} of shape {arr.shape}, not one row "
-                                 f"per client ({n})")
-    except Exception as exc:  # noqa: BLE001 - every malformed state is one error
+        fresh = fixed.init_clients(problem, x0)
+        saved = payload["client_state"]
+        if set(saved) != set(fresh):
+            raise ValueError(f"client states {brief(sorted(saved))}, the algorithm keeps "
+                             f"{sorted(fresh)}")
+        for name, arr in saved.items():
+            _like(arr, np.asarray(fresh[name]), M, f"client state {name!r}")
+        extra = {}
+        if payload["metrics"]:
+            extra.update(_Metrics(problem)(x0))
+        if fixed.ledger is not None:
+            extra.update(fixed.ledger.row(0))
+        _check_history(payload["history"], payload["round"],
+                       BASE_COLUMNS + tuple(c for c in extra if c not in BASE_COLUMNS))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every malformed state is one error
         raise _corrupt(path, exc) from None
+
+
+def _like(saved, fresh, M, what):
+    """``saved`` (from the file) has the structure of ``fresh`` (what the run builds): the same
+    dataclass, arrays of the same shape and dtype kind (finite floats), scalars of the same
+    type; a field None at the start may hold an array of a point's shape."""
+    if isinstance(fresh, np.ndarray):
+        if not (isinstance(saved, np.ndarray) and saved.shape == fresh.shape
+                and saved.dtype.kind == fresh.dtype.kind and saved.dtype.kind in "biuf"):
+            raise ValueError(f"{what}: {brief(saved)}, expected an array of shape "
+                             f"{fresh.shape} of dtype {fresh.dtype}")
+        if saved.dtype.kind == "f" and not np.isfinite(saved).all():
+            raise ValueError(f"{what}: not finite")
+        return
+    if fresh is None:
+        if saved is not None:
+            _like(saved, np.zeros(M.shape), M, what)
+        return
+    if dataclasses.is_dataclass(fresh):
+        if type(saved) is not type(fresh):
+            raise ValueError(f"{what}: a {type(saved).__name__}, the algorithm keeps a "
+                             f"{type(fresh).__name__}")
+        for f in dataclasses.fields(fresh):
+            _like(getattr(saved, f.name), getattr(fresh, f.name), M, f"{what}.{f.name}")
+        return
+    plain = (bool, int, float)
+    kind = next((t for t in plain if isinstance(fresh, t)), None)
+    if kind is None or not isinstance(saved, kind) or (kind is not bool and
+                                                       isinstance(saved, bool)):
+        raise ValueError(f"{what}: {brief(saved)}, expected a {type(fresh).__name__}")
+
+
+def _check_history(hist, round_, columns):
+    """The history of ``round_`` rounds: exactly ``columns`` in order, of their dtypes, the
+    round numbers 0..round_, and a JSON-plain ``meta`` whose ``rejected`` lists
+    ``[round, client, reason]``."""
+    have = list(hist["columns"])
+    if have != list(columns):
+        missing = [c for c in columns if c not in have]
+        unknown = [c for c in have if c not in columns]
+        raise ValueError(f"history columns differ from the run's: missing {brief(missing)}, "
+                         f"unknown {brief(unknown)}" if missing or unknown else
+                         f"history columns in another order than the run's {list(columns)}")
+    for name, col in hist["columns"].items():
+        want = np.int64 if name in INT_COLUMNS else np.float64
+        if col.dtype != want:
+            raise ValueError(f"history column {name!r} of dtype {col.dtype}, expected "
+                             f"{np.dtype(want)}")
+    if not np.array_equal(hist["columns"]["round"], np.arange(round_ + 1)):
+        raise ValueError("history column 'round' is not 0, 1, ..., round")
+    meta = hist["meta"]
+    _plain(meta, "history meta")
+    rejected = meta.get("rejected", [])
+    if not isinstance(rejected, (list, tuple)) or not all(
+            isinstance(r, (list, tuple)) and len(r) == 3 and _is_int(r[0]) and _is_int(r[1])
+            and isinstance(r[2], str) for r in rejected):
+        raise ValueError(f"history meta 'rejected': {brief(rejected)}, expected "
+                         f"[round, client, reason] entries")
+
+
+def _plain(v, what):
+    """JSON values only (what the engine writes into a history's meta)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return
+    if isinstance(v, (list, tuple)):
+        for item in v:
+            _plain(item, what)
+        return
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        for item in v.values():
+            _plain(item, what)
+        return
+    raise ValueError(f"{what}: a {type(v).__name__} ({brief(v)}), expected JSON values")
 
 
 def state_payload(*, round, seed, rounds, metrics, metrics_every, algorithm, participation,
@@ -335,6 +534,8 @@ def read_run(path, *, trusted=("rfl_fast",)):
                              f"{payload['round']}")
         for key in ("prng", "srng"):               # restorable (the engine's PCG64 streams)
             np.random.PCG64().state = payload[key]
-    except Exception as exc:  # noqa: BLE001 - every malformed payload is one error
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every malformed payload is one error
         raise _corrupt(path, exc) from None
     return payload

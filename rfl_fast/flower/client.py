@@ -48,7 +48,7 @@ from ..federation.arrival import kinds_of
 from ..federation.context import ClientContext, ClientRandom
 from . import schema
 from .codec import manifold_spec, pack
-from .guard import ClientPrivacy
+from .guard import ClientPrivacy, private_keys
 from .spec import AppNames, FederationConfig
 
 __all__ = ["handle", "client_app", "client_id_of", "NodePolicy", "PHASES"]
@@ -96,7 +96,7 @@ class NodePolicy:
 
     def __init__(self, node_config, app_names=None):
         self.cid = client_id_of(node_config)
-        self.private = tuple(sorted(str(k) for k in node_config if str(k).startswith("dp-")))
+        self.private = private_keys(node_config)    # a dp-like typo is refused
         self.accept, self.names = None, ()
         text = node_config.get("accept-algorithms")
         if text not in (None, ""):

@@ -27,22 +27,58 @@ client takes nothing privacy-relevant from the server:
 
 Node config keys: ``dp-sigma`` (> 0), ``dp-clip`` (> 0), ``dp-epsilon`` (> 0), ``dp-delta``
 (in (0, 1)), ``dp-ledger`` (path), ``dp-seed`` (optional int >= 0; reproducible noise for tests
-and audits, which then must stay secret).
+and audits, which then must stay secret). A key that looks like one but is not (``dp_sigma``,
+``DP-SIGMA``, ``dp-sigam``, ``dpclip``: any key beginning with "dp" once case and separators
+are dropped) is refused (:func:`private_keys`): a typo must not make a node non-private.
+
+The ledger file records, besides the accountant's state, every mechanism charged (its sigma,
+its DPSettings and how many rounds); reading it rebuilds the accountant from those events
+through DPSettings' own checks and refuses a file whose stored RDP, epsilon, release count or
+rounds disagree with the recomputation, naming the field.
 """
 
 import json
 import math
 import os
+import re
 import secrets
+from dataclasses import asdict
+
+import numpy as np
 
 from .._files import atomic_write
 from .._validation import brief
-from ..privacy import Accountant
+from ..privacy import Accountant, DPSettings
 
-__all__ = ["ClientPrivacy", "PrivacyRefused", "KEYS"]
+__all__ = ["ClientPrivacy", "PrivacyRefused", "KEYS", "private_keys"]
 
 KEYS = ("dp-sigma", "dp-clip", "dp-epsilon", "dp-delta", "dp-ledger", "dp-seed")
-LEDGER_VERSION = 2
+LEDGER_VERSION = 3
+#: Relative difference allowed between a ledger file's stored RDP / epsilon and the values
+#: recomputed from its events (another machine's rounding; a tampered value differs more).
+LEDGER_RTOL = 1e-9
+
+
+def private_keys(node_config):
+    """The ``dp-*`` keys a node config sets (sorted; empty: the node is not private).
+
+    Raises
+    ------
+    ValueError
+        A key that looks like a privacy key but is none of :data:`KEYS` (its letters and
+        digits, lower-cased, begin with "dp"): refused, naming it and the known keys, rather
+        than ignored (the node would silently run without its privacy).
+    """
+    found = []
+    for key in node_config:
+        name = str(key)
+        if name in KEYS:
+            found.append(name)
+        elif re.sub(r"[^a-z0-9]", "", name.casefold()).startswith("dp"):
+            raise ValueError(f"node config {brief(name)}: not a privacy key of rfl_fast (known: "
+                             f"{', '.join(KEYS)}); refusing to run rather than ignore it (a "
+                             f"misspelt key would leave this node without its privacy)")
+    return tuple(sorted(found))
 
 
 class PrivacyRefused(RuntimeError):
@@ -76,6 +112,7 @@ class ClientPrivacy:
     """
 
     def __init__(self, node_config, cid):
+        private_keys(node_config)
         self.cid = int(cid)
         self.sigma = _num(node_config, "dp-sigma", lambda v: 0 < v < math.inf,
                           "noise standard deviation sigma > 0")
@@ -111,13 +148,14 @@ class ClientPrivacy:
     # ------------------------------------------------------------------ ledger
 
     def read_ledger(self):
-        """The ledger dict (its ``"accountant"`` restored, an :class:`Accountant`), or
-        ``None`` when the file does not exist yet.
+        """The ledger dict (its ``"accountant"`` rebuilt from its ``"events"``, an
+        :class:`Accountant`), or ``None`` when the file does not exist yet.
 
         Raises
         ------
         ValueError
-            The file exists but is not a ledger of this client (never reset silently).
+            The file exists but is not a ledger of this client, or its stored values disagree
+            with those recomputed from its events (never reset silently).
         """
         path = self.ledger_path
         if not os.path.exists(path):
@@ -126,11 +164,9 @@ class ClientPrivacy:
             with open(path, encoding="utf-8") as fh:
                 led = json.load(fh)
             ok = (isinstance(led, dict) and led.get("version") == LEDGER_VERSION
-                  and int(led["client"]) == self.cid and int(led["releases"]) >= 0
-                  and isinstance(led["epsilon_spent"], (int, float))
-                  and all(isinstance(t, int) for t in led["released_rounds"]))
+                  and type(led.get("client")) is int and led["client"] == self.cid)
             if ok:
-                led["accountant"] = Accountant.restore(led["accountant"])
+                led["accountant"] = self._rebuilt(led)
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise ValueError(f"privacy ledger {path}: unreadable ({brief(str(exc))}); refusing "
                              f"to run rather than forget what was spent") from None
@@ -139,6 +175,45 @@ class ClientPrivacy:
                              f"client {self.cid}; refusing to run rather than forget what "
                              f"was spent")
         return led
+
+    @staticmethod
+    def _rebuilt(led):
+        """The accountant of the ledger dict ``led`` (from a file), recomputed from its events
+        and checked against what the file states (``ValueError`` naming the field)."""
+        def disagree(field, stored, computed):
+            raise ValueError(f"{field} is {brief(stored)}, its events give {brief(computed)}")
+
+        events, rounds = led["events"], led["released_rounds"]
+        if not isinstance(events, list) or not isinstance(rounds, list):
+            raise ValueError("'events' and 'released_rounds' must be lists")
+        acc = Accountant("rdp")
+        for ev in events:
+            if not (isinstance(ev, dict) and set(ev) == {"sigma", "settings", "rounds"}
+                    and isinstance(ev["settings"], dict) and type(ev["rounds"]) is int
+                    and ev["rounds"] >= 1):
+                raise ValueError(f"event {brief(ev)}: expected {{'sigma', 'settings', "
+                                 f"'rounds' >= 1}}")
+            acc.charge(ev["sigma"], DPSettings(**ev["settings"]), ev["rounds"])
+        if not all(type(t) is int and t >= 0 for t in rounds) or len(set(rounds)) != len(rounds):
+            raise ValueError("'released_rounds' must be distinct ints >= 0")
+        if type(led["releases"]) is not int or led["releases"] != len(rounds):
+            disagree("releases", led["releases"], len(rounds))
+        if acc.rounds != len(rounds):
+            disagree("the number of released rounds", len(rounds), acc.rounds)
+        state = acc.state()
+        stored = led["accountant"]
+        if not isinstance(stored, dict) or Accountant.restore(stored).rounds != acc.rounds:
+            disagree("accountant.rounds", brief(stored), acc.rounds)
+        have, want = np.asarray(stored["rdp"], dtype=np.float64), np.asarray(state["rdp"])
+        if not np.allclose(have, want, rtol=LEDGER_RTOL, atol=0.0):
+            disagree("accountant.rdp", have, want)
+        delta = led["delta"] if events else None
+        eps = acc.epsilon(delta) if events else 0.0
+        spent = led["epsilon_spent"]
+        if not isinstance(spent, (int, float)) or isinstance(spent, bool) or not (
+                spent == eps or abs(spent - eps) <= LEDGER_RTOL * abs(eps)):
+            disagree("epsilon_spent", spent, eps)
+        return acc
 
     def charge(self, round_settings, t):
         """Account one round before running it; returns the updated ledger (as written).
@@ -156,7 +231,7 @@ class ClientPrivacy:
         PrivacyRefused
             The round was released already, or the budget would be exceeded.
         """
-        led = self.read_ledger() or {"releases": 0, "released_rounds": [],
+        led = self.read_ledger() or {"releases": 0, "released_rounds": [], "events": [],
                                      "accountant": Accountant("rdp"), "epsilon_spent": 0.0}
         if int(t) in led["released_rounds"]:
             raise PrivacyRefused(f"client {self.cid}: round {t} was released already; a second "
@@ -169,8 +244,14 @@ class ClientPrivacy:
                 f"{self.delta:g}), over this client's budget eps = {self.epsilon:g}; refused "
                 f"(ledger {self.ledger_path}: {led['releases']} rounds released, eps = "
                 f"{led['epsilon_spent']:.4g})")
+        events = [dict(ev) for ev in led["events"]]
+        event = {"sigma": self.sigma, "settings": asdict(round_settings)}
+        if events and {k: events[-1][k] for k in event} == event:
+            events[-1]["rounds"] += 1
+        else:
+            events.append({**event, "rounds": 1})
         led = {"version": LEDGER_VERSION, "client": self.cid, "accountant": acc.state(),
-               "released_rounds": led["released_rounds"] + [int(t)],
+               "events": events, "released_rounds": led["released_rounds"] + [int(t)],
                "releases": int(led["releases"]) + 1, "epsilon_spent": eps, "delta": self.delta}
 
         def write(tmp):

@@ -608,8 +608,9 @@ def _rdp_round(sigma, settings, sampling="without_replacement"):
     :func:`epsilon_rdp` and PriRFed's per-round privacy columns (unchecked arguments).
 
     Noise so large that dp-accounting's formulas overflow (a step's GDP parameter below
-    ``1e-100``) takes the unsampled Gaussian's RDP ``a mu^2 / 2`` per step instead, an upper
-    bound of the sampled one (sampling only amplifies privacy)."""
+    ``1e-100``) or leave their domain (its sampled-Gaussian formulas raise ``ValueError``
+    once ``1 - exp(-mu^2)`` rounds to 0) takes the unsampled Gaussian's RDP ``a mu^2 / 2`` per
+    step instead, an upper bound of the sampled one (sampling only amplifies privacy)."""
     dpa = _dp()
     rel = (dpa.NeighboringRelation.REPLACE_ONE if sampling == "without_replacement"
            else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
@@ -623,9 +624,15 @@ def _rdp_round(sigma, settings, sampling="without_replacement"):
         elif mu_step < 1e-100:
             rdp_round = st.steps_per_round * orders * mu_step ** 2 / 2
         else:
-            acc.compose(dpa.SelfComposedDpEvent(_step_event(sigma, st, sampling),
-                                                st.steps_per_round))
-            rdp_round = np.asarray(acc.rdp, float)
+            try:
+                acc.compose(dpa.SelfComposedDpEvent(_step_event(sigma, st, sampling),
+                                                    st.steps_per_round))
+                rdp_round = np.asarray(acc.rdp, float)
+            except (ValueError, ArithmeticError):
+                # dp-accounting's sampled formulas leave their domain for a tiny mu (its
+                # log1p(-exp(-mu^2)) meets log(0): "math domain error", from sigma ~ 1e8
+                # at b = 10): the unsampled bound, as for the smallest mu above
+                rdp_round = st.steps_per_round * orders * mu_step ** 2 / 2
         rho = st.client_rate
         if rho < 1.0:  # revealed participation: mixture with the no-op mechanism
             with np.errstate(over="ignore"):
