@@ -254,7 +254,7 @@ ALLOWED = {
     ("data/_pickle.py", "_check_nesting"): "the nesting and cycles of a parsed pickle",
     ("app/config.py", "_check_size"): "an experiment file's depth and expanded size",
     ("flower/schema.py", "check_arrays"): "arrival checks of Flower arrays",
-    ("kernels/_dispatch.py", "_check_choice"): "backend names (floor 0, env-driven)",
+    ("kernels/_dispatch.py", "check_choice"): "backend names (floor 0, env-driven)",
     ("kernels/_dispatch.py", "_check_backend"): "backend names",
     ("kernels/_numba/_runtime.py", "_check_layer"): "Numba threading layer",
     ("data/partition.py", "_check_index"): "client index of ClientData",

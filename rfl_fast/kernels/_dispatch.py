@@ -25,7 +25,7 @@ from .registry import DEFAULT_ORDER, KERNELS, REGISTRY, declared_order, handles,
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends", "load",
            "resolve", "resolve_checked", "auto_order", "backend_kernels", "backend_error",
-           "set_threads", "get_threads", "forget_choices"]
+           "set_threads", "get_threads", "forget_choices", "check_choice"]
 
 BACKENDS = ("cpp", "numba", "numpy")
 _CHOICES = BACKENDS + ("auto",)
@@ -108,7 +108,7 @@ def _give_blas_threads(core):
         return
 
 
-def _check_choice(name, where):
+def check_choice(name, where):
     if name not in _CHOICES:
         raise ValueError(f"{where}: unknown backend {name!r}; expected one of {_CHOICES}")
     return name
@@ -164,7 +164,7 @@ def get_backend() -> str:
 
 def _parse_env_choice(raw):
     # a bad value raises here and is not cached, so every call raises until it is fixed
-    return _check_choice(raw or "auto", _ENV)
+    return check_choice(raw or "auto", _ENV)
 
 
 _env_choice = env_reader(_ENV, _parse_env_choice)
@@ -186,7 +186,7 @@ def backend(name: str) -> Iterator[str]:
     str
         ``name``.
     """
-    token = _current.set(_check_choice(name, "backend"))
+    token = _current.set(check_choice(name, "backend"))
     try:
         yield name
     finally:
@@ -225,7 +225,7 @@ def resolve(kernel, choice=None, shape=None):
     hit = _resolved.get(key)
     if hit is not None:
         return hit
-    _check_choice(choice, "backend")
+    check_choice(choice, "backend")
     order = auto_order(kernel, shape) if choice == "auto" else (choice,)
     if choice == "auto":
         order = [b for b in order if handles(kernel, b, _last_dim(shape))]

@@ -32,8 +32,7 @@ from .registry import FUSED
 
 __all__ = ["route", "pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps",
            "pca_local_steps_reference", "local_steps", "compiled_available", "BLOCK_BYTES",
-           "row_norms", "clipped_pca_rows", "CLIPPED_PCA_ORDER", "clipped_pca_route",
-           "clipped_pca_sum", "clipped_pca_sum_reference"]
+           "row_norms", "clipped_pca_rows", "clipped_pca_sum", "clipped_pca_sum_reference"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
@@ -45,18 +44,24 @@ def compiled_available(name="pca_grad_sum"):
     return mod is not None and hasattr(mod, name)
 
 
+def _provides(backend, name):
+    """Whether ``backend`` has fused kernel ``name`` (the reference always does)."""
+    if backend == "numpy":
+        return True
+    if backend == "cpp":
+        return compiled_available(name)
+    return backend == "numba" and name == "clipped_pca_sum" and _numba_clipped() is not None
+
+
 def route(name, backend=None):
-    """``"cpp"`` or ``"numpy"``: the route of fused kernel ``name`` (``pca_grad_sum``,
-    ``pca_local_steps``) under ``backend`` (``None``: the choice in force). ``"numpy"`` runs the
-    reference; any other choice the first available backend of the kernel's ``order``
-    (``registry.FUSED``; there is no Numba version of these multi-client passes)."""
+    """The backend fused kernel ``name`` (of ``registry.FUSED``) runs on, by one rule for all
+    of them: ``backend`` (default: the choice in force, :func:`rfl_fast.backend`) where it has
+    the kernel, else the first backend of the kernel's declared order (``FUSED[name].order``,
+    the reference last) that has it; ``"auto"`` takes that order."""
     choice = _dispatch.get_backend() if backend is None else backend
-    if choice == "numpy":
-        return "numpy"
-    for b in FUSED[name].order:
-        if b == "numpy" or compiled_available(name):
-            return b
-    return "numpy"
+    _dispatch.check_choice(choice, "backend")
+    order = FUSED[name].order if choice == "auto" else (choice,) + FUSED[name].order
+    return next(b for b in order if _provides(b, name))
 
 
 def row_norms(a):
@@ -243,12 +248,6 @@ def local_steps(rows, step_kernels, idx, x, eta, steps):
     return out if np.isfinite(out).all() else None
 
 
-#: Order of the routes of :func:`clipped_pca_sum` under ``"auto"`` (``registry.FUSED``), from
-#: side-by-side measurements at m = 6000, d = 784, r = 5 (``rfl-fast bench --only clipped``):
-#: the one-pass C++ kernel beat the Numba kernel and the NumPy closed form.
-CLIPPED_PCA_ORDER = FUSED["clipped_pca_sum"].order
-
-
 def _numba_clipped():
     """The Numba one-pass kernel's module, or ``None`` when Numba is missing."""
     try:
@@ -258,26 +257,9 @@ def _numba_clipped():
     return clipped
 
 
-def clipped_pca_route(backend=None):
-    """``"cpp"``, ``"numba"`` or ``"numpy"``: the route :func:`clipped_pca_sum` takes under
-    ``backend`` (``None``: the choice in force; ``"cpp"`` falls back to the order when the
-    extension is missing; ``"numba"`` raises ``ImportError`` when Numba is)."""
-    choice = _dispatch.get_backend() if backend is None else backend
-    if choice not in ("auto", "cpp", "numba", "numpy"):
-        raise ValueError(f"backend: expected 'auto', 'cpp', 'numba' or 'numpy', got {backend!r}")
-    if choice == "numba":
-        from ._numba import clipped  # noqa: F401  (ImportError when Numba is missing)
-    order = (choice,) if choice in ("numpy", "numba") else CLIPPED_PCA_ORDER
-    for route in order:
-        if (route == "numpy" or (route == "cpp" and compiled_available())
-                or (route == "numba" and _numba_clipped() is not None)):
-            return route
-    return "numpy"
-
-
 def clipped_pca_sum(Z, Xt, tau, c, route):
     """``St`` (r, d) of the clipped one-pass sum of one client's rows ``Z`` (m, d) at ``Xt``
-    (r, d) (module docstring) by ``route`` (:func:`clipped_pca_route`). C-contiguous float64."""
+    (r, d) (module docstring) by ``route`` (:func:`route`). C-contiguous float64."""
     if route == "cpp":
         St, _ = pca_grad_sum(Z, np.array([0, Z.shape[0]], dtype=np.int64),
                              np.zeros(1, dtype=np.int64), Xt[None], tau, c, True, backend="cpp")

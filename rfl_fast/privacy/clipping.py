@@ -187,9 +187,9 @@ def clipped_sum_pca(Z: ArrayLike, X: ArrayLike, tau: float, c: float = 1.0, *,
     backend : {None, "auto", "cpp", "numba", "numpy"}
         ``None`` follows ``rfl_fast.backend`` / ``RFL_FAST_BACKEND``. ``"cpp"``: the one-pass
         C++ kernel; ``"numba"``: the one-pass Numba kernel; ``"numpy"``: blocked NumPy;
-        ``"auto"`` takes the first available in ``kernels.fused.CLIPPED_PCA_ORDER`` (``"cpp"``
-        falls back to it when the extension is missing). All three compute the same
-        per-sample terms (``kernels.fused.clipped_pca_sum``).
+        ``"auto"`` takes the first available in the kernel's declared order
+        (``kernels.registry.FUSED["clipped_pca_sum"].order``), as does a backend that is
+        missing. All three compute the same per-sample terms (``kernels.fused.clipped_pca_sum``).
 
     Returns
     -------
@@ -201,7 +201,7 @@ def clipped_sum_pca(Z: ArrayLike, X: ArrayLike, tau: float, c: float = 1.0, *,
     ValueError
         ``Z`` holds NaN or inf (named by the check).
     """
-    route = fused.clipped_pca_route(backend)
+    route = fused.route("clipped_pca_sum", backend)
     # the one-pass kernels read Z once; a separate finiteness pass would double their cost, so
     # Z is checked through the result, non-finite exactly when some z_j is (X finite)
     Z, X, X2 = _pca_args(Z, X, check_z=route == "numpy")
