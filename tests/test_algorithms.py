@@ -340,8 +340,8 @@ def test_fused_rfedavg_local_steps_equal_the_batched_route(monkeypatch, sizes, d
     P = KPCA([rng.standard_normal((m, d)) for m in sizes], r, gram=False)
     x0 = P.manifold.random_point(rng=1)
     idx = np.array([len(sizes) - 1, 0, 1])
-    fused_x = fused_local_steps(P, idx, x0, 0.01, 4, "polar")
-    assert fused_x is not None and fused_x.shape == (3, d, r)
+    fused_x = fused_local_steps(P, "polar")(idx, x0, 0.01, 4)
+    assert fused_x.shape == (3, d, r)
     alg = RFedAvg(0.01, 4)
     kw = dict(participation=Uniform(3), x0=x0, seed=2, metrics=False)
     calls = []
@@ -354,13 +354,13 @@ def test_fused_rfedavg_local_steps_equal_the_batched_route(monkeypatch, sizes, d
         assert fused.route("pca_local_steps") == "cpp"
     with monkeypatch.context() as mp:
         _unfused(mp)
-        assert fused_local_steps(P, idx, x0, 0.01, 4, "polar") is None
+        assert fused_local_steps(P, "polar") is None
         x = _batched_steps(P, idx, x0, 0.01, 4)
         b = run(P, alg, 3, **kw)
     np.testing.assert_array_equal(fused_x, x)  # the same arithmetic: the same bits
     np.testing.assert_array_equal(a.x, b.x)
     with rf.backend("numpy"):  # the kernel's NumPy reference: the batched NumPy route's bits
-        np.testing.assert_array_equal(fused_local_steps(P, idx, x0, 0.01, 4, "polar"),
+        np.testing.assert_array_equal(fused_local_steps(P, "polar")(idx, x0, 0.01, 4),
                                       _batched_steps(P, idx, x0, 0.01, 4))
 
 
@@ -373,8 +373,23 @@ def test_fused_local_steps_only_where_they_apply():
     x = KPCA(data, 2).manifold.random_point(rng=1)
     idx = np.array([0, 1])
     assert KPCA(data, 2, gram=True).quadratic_rows() is None
-    assert fused_local_steps(KPCA(data, 2, gram=True), idx, x, 0.1, 2, "polar") is None
-    assert fused_local_steps(KPCA(data, 2, gram=False), idx, x, 0.1, 2, "qr") is None
+    assert fused_local_steps(KPCA(data, 2, gram=True), "polar") is None
+    assert fused_local_steps(KPCA(data, 2, gram=False), "qr") is None
+    assert fused_local_steps(KPCA(data, 2, gram=False), "polar")(idx, x, 0.1, 2).shape == (2, 8, 2)
     S = SpherePCA(data, gram=False)
     assert S.quadratic_rows() is not None     # declared, but the kernel steps on Stiefel only
-    assert fused_local_steps(S, idx, S.manifold.random_point(rng=1), 0.1, 2, "exp") is None
+    assert fused_local_steps(S, "exp") is None
+
+
+def test_fused_local_steps_that_leave_the_manifold_raise_naming_the_clients():
+    """The fused route is decided before any work and never redone: a step that overflows
+    (huge data times a huge step) raises NoSolutionError naming the clients and the step."""
+    from rfl_fast.errors import NoSolutionError
+    from rfl_fast.federation import Full, run
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((30, 8)) * s for s in (1.0, 1e150, 1.0)]
+    P = KPCA(data, 2, gram=False)
+    with pytest.raises(NoSolutionError, match=r"RFedAvg: the local steps of clients \[1\]"):
+        run(P, RFedAvg(1e10, 3), 1, participation=Full(), seed=0, metrics=False)

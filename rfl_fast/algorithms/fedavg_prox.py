@@ -14,7 +14,7 @@ participants. The retraction is the same for local steps and consensus (default:
 where they exist, Stiefel's polar pair), as in the paper's experiments.
 
 RFedAvg's full-gradient steps run as one fused multi-client kernel where the kernels layer has
-one (``kernels.fused.local_steps``) for what the problem and the manifold declare (kPCA's rows,
+one (``kernels.fused.local_stepper``) for what the problem and the manifold declare (kPCA's rows,
 ``problem.quadratic_rows()``; Stiefel's polar step kernels, ``Manifold.step_kernels``): the same
 iterates as stepping through ``rgrad`` and ``retr``.
 """
@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import COUNT, NONNEGATIVE, Optional
+from ..errors import NoSolutionError
 from ..kernels import fused
 from .base import _RetractionBased, check_problem, stacked
 
@@ -43,19 +44,14 @@ class PointState:
     x: np.ndarray
 
 
-def fused_local_steps(problem, idx, x, step, steps, retraction):
-    """Full-gradient local steps ``x <- R_x(-step grad f_i(x))`` of the clients ``idx`` (k,)
-    from the point ``x`` ``(*shape)`` by a fused kernel, where the kernels layer has one for the
-    problem's declared rows (:meth:`~rfl_fast.problems.Problem.quadratic_rows`) and the
-    manifold's declared step kernels of ``retraction`` (``Manifold.step_kernels``): see
-    :func:`rfl_fast.kernels.fused.local_steps`.
-
-    Returns the last iterates ``(k, *shape)`` (those of stepping through ``rgrad`` and
-    ``retr``), or ``None`` where no fused kernel applies or an iterate is not finite (the
-    caller's own steps then raise the usual error).
-    """
-    return fused.local_steps(problem.quadratic_rows(),
-                             problem.manifold.step_kernels.get(retraction), idx, x, step, steps)
+def fused_local_steps(problem, retraction):
+    """The fused kernel of full-gradient local steps for the problem's declared rows
+    (:meth:`~rfl_fast.problems.Problem.quadratic_rows`) and the manifold's declared step
+    kernels of ``retraction`` (``Manifold.step_kernels``), where the kernels layer has one:
+    ``steps(idx, x, eta, n)`` (see :func:`rfl_fast.kernels.fused.local_stepper`), else
+    ``None``; decided from the declarations, before any work."""
+    return fused.local_stepper(problem.quadratic_rows(),
+                               problem.manifold.step_kernels.get(retraction))
 
 
 class _LocalRetractionSteps(_RetractionBased):
@@ -109,10 +105,17 @@ class _LocalRetractionSteps(_RetractionBased):
         method = self._retraction(M)
         eta = self.step(ctx.round)
         x_t = msg["x"]
-        if self._gradient_steps and self.batch_size is None:
-            x = fused_local_steps(problem, idx, x_t, eta, self.local_steps, method)
-            if x is not None:
-                return {"x": x}, cstate, memo
+        steps = (fused_local_steps(problem, method) if self._gradient_steps
+                 and self.batch_size is None else None)
+        if steps is not None:
+            x = steps(idx, x_t, eta, self.local_steps)
+            bad = ~np.isfinite(x.reshape(idx.size, -1)).all(axis=1)
+            if bad.any():
+                raise NoSolutionError(
+                    f"{self.name}: the local steps of clients {idx[bad][:5].tolist()} left "
+                    f"{M!r} (a step X - eta grad f_i(X) overflowed or lost rank: reduce the step "
+                    f"{eta!r} or rescale the data)")
+            return {"x": x}, cstate, memo
         x = stacked(x_t, idx.size)
         for _ in range(self.local_steps):
             d = self._direction(problem, idx, x, x_t, self._batch(problem, idx, ctx), method)

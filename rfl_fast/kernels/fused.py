@@ -31,7 +31,7 @@ from ._dispatch import get_threads
 from .registry import FUSED
 
 __all__ = ["route", "pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps",
-           "pca_local_steps_reference", "local_steps", "compiled_available", "BLOCK_BYTES",
+           "pca_local_steps_reference", "local_stepper", "compiled_available", "BLOCK_BYTES",
            "row_norms", "clipped_pca_rows", "clipped_pca_sum", "clipped_pca_sum_reference"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
@@ -211,10 +211,9 @@ def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, *, threads=None, bac
     return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps)
 
 
-def local_steps(rows, step_kernels, idx, x, eta, steps):
-    """Full-gradient local steps ``x <- R_x(-eta grad f_i(x))`` of the clients ``idx`` (k,) from
-    the point ``x`` ``(*shape)`` by the fused kernel of ``registry.FUSED`` that fuses
-    ``step_kernels``, where one does.
+def local_stepper(rows, step_kernels):
+    """The fused kernel of ``registry.FUSED`` that fuses ``step_kernels``, bound to the clients'
+    rows, where one does: decided from the declarations alone, before any work.
 
     Parameters
     ----------
@@ -223,29 +222,27 @@ def local_steps(rows, step_kernels, idx, x, eta, steps):
     step_kernels : tuple of str or None
         The kernels of one step on the manifold: its Riemannian gradient's and its
         retraction's (``Manifold.step_kernels[method]``).
-    idx : ndarray of int, shape (k,)
-        The clients.
-    x : ndarray, shape ``(*shape)``
-        The common starting point.
-    eta : float
-        Step size.
-    steps : int
-        Number of steps.
 
     Returns
     -------
-    ndarray, shape ``(k, *shape)`` or None
-        The last iterates (the bits of stepping through the two kernels), or ``None`` where no
-        fused kernel fuses ``step_kernels``, ``rows`` is ``None`` or an iterate is not finite
-        (the caller's own steps then raise the usual error).
+    callable or None
+        ``steps(idx, x, eta, n)``: ``n`` full-gradient steps ``x <- R_x(-eta grad f_i(x))`` of
+        the clients ``idx`` (k,) from the point ``x`` ``(*shape)``, the last iterates
+        ``(k, *shape)`` (the bits of stepping through the two kernels; NaN items where a step
+        has no answer); ``None`` where no fused kernel fuses ``step_kernels`` or ``rows`` is
+        ``None``.
     """
     kernel = next((f.name for f in FUSED.values() if f.steps and f.steps == step_kernels), None)
     if rows is None or kernel is None:
         return None
-    idx = np.ascontiguousarray(idx, dtype=np.int64)
-    x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + np.shape(x)), dtype=np.float64)
-    out = globals()[kernel](rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, steps)
-    return out if np.isfinite(out).all() else None
+    fn = globals()[kernel]
+
+    def steps(idx, x, eta, n):
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + np.shape(x)), dtype=np.float64)
+        return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n)
+
+    return steps
 
 
 def _numba_clipped():

@@ -195,7 +195,7 @@ class Fused:
     ``kernels.fused.<name>_reference``; ``order`` is ``auto``'s order of the backends that have
     it (the reference last). ``steps``: for a kernel of whole local loops, the kernels of one
     step it fuses after the rows' gradient ``scale_i Z_i' Z_i X`` (the Riemannian gradient's
-    kernel, the retraction's kernel), by which :func:`kernels.fused.local_steps` finds it for a
+    kernel, the retraction's kernel), by which :func:`kernels.fused.local_stepper` finds it for a
     manifold declaring them (``Manifold.step_kernels``)."""
 
     name: str

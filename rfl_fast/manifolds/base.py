@@ -87,7 +87,7 @@ class Manifold:
     has_tangent_gaussian = False
     #: Retraction name -> the kernels (``kernels.REGISTRY``) that compute one point's
     #: ``egrad2rgrad`` and ``retr`` with it, a declared capability by which the kernels layer
-    #: finds fused routes (``kernels.fused.local_steps``); empty here.
+    #: finds fused routes (``kernels.fused.local_stepper``); empty here.
     step_kernels = {}
 
     def __init_subclass__(cls, **kwargs):
