@@ -5,9 +5,11 @@
   every algorithm, with dropouts, rejected uploads and a silent node.
 * ``test_deployment_*``: a real Flower deployment -- one ``flower-superlink`` and four
   ``flower-supernode`` processes on 127.0.0.1 (free ports, temporary ``FLWR_HOME``) -- running
-  RFedSVRG on kPCA and RFedAGS with a client that drops out and one whose upload is rejected,
-  checked against the simulation engine bit for bit. Skipped when ``flwr`` (the ``flower``
-  extra) is not installed. Every process started is stopped by the fixture's finalizer.
+  RFedSVRG on kPCA (each client's task built once in the run, though every message is a fresh
+  ClientApp process) and RFedAGS with a client that drops out and one whose upload is
+  rejected, checked against the simulation engine bit for bit. Skipped when ``flwr`` (the
+  ``flower`` extra) is not installed. Every process started is stopped by the fixture's
+  finalizer.
 """
 
 import importlib.util
@@ -42,7 +44,7 @@ LOOPBACK = pytest.mark.xdist_group("flower-loopback")
 HAS_FLWR = importlib.util.find_spec("flwr") is not None
 HAS_DP = importlib.util.find_spec("dp_accounting") is not None
 needs_flwr = pytest.mark.skipif(not HAS_FLWR, reason="flwr not installed: pip install "
-                                "'.[flower]' (flwr==1.41.0) to test the Flower link")
+                                "'.[flower]' to test the Flower link")
 
 TASK = "synthetic_kpca"
 TIMING = ("cpu_server", "cpu_clients_max", "wall", "wall_metrics")
@@ -495,12 +497,36 @@ def federation(request):
     return fed
 
 
+#: The app module of a deployment whose task (``synthetic_kpca``) writes a line per build into
+#: ``{folder}/builds<client id>.txt`` (the ClientApp's process id).
+COUNTED_APP = '''"""rfl_fast's app with a task that counts its builds."""
+import os
+
+from rfl_fast.flower import client_app, server_app
+from rfl_fast.flower.tasks import synthetic_kpca
+
+
+def counted_kpca(client_id, node_config=None, **kwargs):
+    with open(os.path.join({folder!r}, f"builds{{client_id}}.txt"), "a") as f:
+        f.write(f"{{os.getpid()}}\\n")
+    return synthetic_kpca(client_id, node_config, **kwargs)
+
+
+server = server_app(tasks={{"counted_kpca": counted_kpca}})
+client = client_app(tasks={{"counted_kpca": counted_kpca}})
+'''
+
+
 @pytest.mark.slow
 @LOOPBACK
-def test_deployment_rfedsvrg_kpca_equals_the_engine(federation, gathered):
+def test_deployment_rfedsvrg_kpca_equals_the_engine(federation, gathered, tmp_path):
+    """Also: every message runs in a fresh ClientApp process, yet each client's task is built
+    once in the run (its problem decoded from the run's ``context.state`` afterwards)."""
     rc = _run_config("RFedSVRG", {"step": 0.2, "local_steps": 3}, rounds=2, timeout=90.0,
-                     **{"node-wait": 60.0})
-    out = federation.run(rc, timeout=240)
+                     task="counted_kpca", **{"node-wait": 60.0})
+    out = federation.run(rc, timeout=240, module=COUNTED_APP.format(folder=str(tmp_path)))
+    builds = {i: (tmp_path / f"builds{i}.txt").read_text().split() for i in range(4)}
+    assert all(len(pids) == 1 for pids in builds.values()), builds   # hello + 4 exchanges
     its, sim = _engine(rc)
     np.testing.assert_array_equal(out["iterates"], its)   # bit for bit across processes
     np.testing.assert_array_equal(out["x"], sim.x)

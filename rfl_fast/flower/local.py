@@ -122,15 +122,20 @@ class LocalFederation:
         removed on close).
     startup_timeout : float
         Seconds to wait for the SuperLink's health endpoint.
+    env : dict, optional
+        Extra environment variables of the Flower processes, e.g. Flower's
+        ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` (how often a SuperNode's SuperExec looks for a
+        ClientApp task to start; Flower's default 1 s).
     """
 
-    def __init__(self, n_nodes, node_configs=None, workdir=None, startup_timeout=60.0):
+    def __init__(self, n_nodes, node_configs=None, workdir=None, startup_timeout=60.0,
+                 env=None):
         self.n_nodes = int(n_nodes)
         self._own_dir = workdir is None
         self.workdir = tempfile.mkdtemp(prefix="rfl_flower_") if workdir is None else workdir
         self.home = os.path.join(self.workdir, "flwr_home")
         os.makedirs(self.home, exist_ok=True)
-        self.env = flower_env(self.home)
+        self.env = {**flower_env(self.home), **{str(k): str(v) for k, v in (env or {}).items()}}
         self.procs = {}           # name -> Popen
         self._logs = []
         self.port = None
