@@ -479,8 +479,8 @@ class PriRFed(FederatedAlgorithm):
             return None
         if (b == b[0]).all():
             return ctx.rng.batches(sizes, int(b[0]))
-        return [ctx.rng.generator(j).choice(int(m), int(bj), replace=False)
-                for j, (m, bj) in enumerate(zip(sizes, b))]
+        return [g.choice(int(m), int(bj), replace=False)
+                for g, m, bj in zip(ctx.rng.generators(), sizes, b)]
 
     def _dp_rsgd(self, problem, idx, x_t, plan, ctx):
         M = problem.manifold
@@ -516,7 +516,7 @@ class PriRFed(FederatedAlgorithm):
         k = idx.size
         sizes = np.asarray(problem.sizes, dtype=np.int64)[idx]
         per_item = (...,) + (None,) * M.core_ndim
-        gens = [ctx.rng.generator(j) for j in range(k)]
+        gens = ctx.rng.generators()
         sig = plan.sigma[idx]
         noisy = np.flatnonzero(sig > 0)
         xs = stacked(x_t, k)

@@ -101,6 +101,26 @@ class ClientRandom:
         self._ids = self.idx.tolist()
         self._pool = {} if pool is None else pool
 
+    def generators(self, positions=None):
+        """The generators of the participants at ``positions`` (default: all, in order),
+        created where missing in one pass (no Python call per client).
+
+        Parameters
+        ----------
+        positions : array_like of int, optional
+            Positions in ``idx``.
+
+        Returns
+        -------
+        list of numpy.random.Generator
+        """
+        ids = self._ids if positions is None else [self._ids[j] for j in
+                                                    np.asarray(positions).tolist()]
+        pool = self._pool
+        pool.update({i: np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+            self.seed, spawn_key=(STREAM_CLIENTS, self.t, i)))) for i in ids if i not in pool})
+        return [pool[i] for i in ids]
+
     def generator(self, j):
         """Generator of the ``j``-th participant (client ``idx[j]``).
 
@@ -172,8 +192,7 @@ class ClientRandom:
         rfl_fast._validation.ItemStreams
             Accepted as ``rng=`` by the manifolds' random draws (``tangent_gaussian``).
         """
-        positions = range(self.idx.size) if positions is None else np.asarray(positions).tolist()
-        return ItemStreams(self.generator(j) for j in positions)
+        return ItemStreams(self.generators(positions))
 
     def batches(self, sizes, b):
         """Sample indices without replacement: row ``j`` has ``b`` of ``range(sizes[j])``.
@@ -190,8 +209,8 @@ class ClientRandom:
         ndarray of int64, shape (k, b)
         """
         out = np.empty((self.idx.size, int(b)), dtype=np.int64)
-        for j, m in enumerate(np.asarray(sizes)):
-            out[j] = self.generator(j).choice(int(m), int(b), replace=False)
+        for j, (g, m) in enumerate(zip(self.generators(), np.asarray(sizes).tolist())):
+            out[j] = g.choice(int(m), int(b), replace=False)
         return out
 
     def integers(self, low, high):
@@ -206,12 +225,11 @@ class ClientRandom:
         -------
         ndarray of int64, shape (k,)
         """
-        return np.array([self.generator(j).integers(low, high) for j in range(self.idx.size)],
-                        dtype=np.int64)
+        return np.array([g.integers(low, high) for g in self.generators()], dtype=np.int64)
 
     def random(self):
         """One uniform in ``[0, 1)`` per client: shape (k,)."""
-        return np.array([self.generator(j).random() for j in range(self.idx.size)])
+        return np.array([g.random() for g in self.generators()])
 
     def standard_normal(self, shape):
         """Standard normal draws, one block per client.
@@ -226,10 +244,7 @@ class ClientRandom:
         ndarray, shape ``(k, *shape)``
         """
         shape = tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
-        out = np.empty((self.idx.size,) + shape)
-        for j in range(self.idx.size):
-            out[j] = self.generator(j).standard_normal(shape)
-        return out
+        return ItemStreams(self.generators()).standard_normal((self.idx.size,) + shape)
 
 
 @dataclass(frozen=True)
