@@ -64,7 +64,9 @@ def stiefel_retr_polar(x, u):
 def stiefel_inv_retr_polar(x, y):
     """Inverse polar retraction ``y S - x`` with ``(x'y) S + S (y'x) = 2I``; (N, n, p).
 
-    One ``scipy.linalg.solve_continuous_lyapunov`` per item; NaN where it has no solution.
+    One ``scipy.linalg.solve_continuous_lyapunov`` per item; NaN where it has no solution, and
+    where ``S`` is not positive definite (:func:`polar_spd`): then ``polar(x + u) = y
+    polar(S) != y`` for the only candidate ``u``, no tangent vector retracts to ``y``.
     """
     m = _t(x) @ y
     p = x.shape[-1]
@@ -77,7 +79,35 @@ def stiefel_inv_retr_polar(x, y):
             s[k] = scipy.linalg.solve_continuous_lyapunov(m[k], 2.0 * np.eye(p))
         except (np.linalg.LinAlgError, ValueError):
             s[k] = np.nan
+            continue
+        if not polar_spd(s[k]):
+            s[k] = np.nan
     return y @ s - x
+
+
+#: A pivot of the Cholesky factorization of the polar inverse's ``S`` must exceed this times
+#: ``S``'s largest diagonal entry (the same test in every backend).
+SPD_PIVOT = 1e-12
+
+
+def polar_spd(s):
+    """Whether the symmetric ``s`` (p x p) is positive definite by the test every backend
+    applies to the polar inverse's ``S``: its symmetric part's Cholesky pivots (Schur
+    complements, no pivoting) all exceed :data:`SPD_PIVOT` times the largest diagonal entry,
+    and every entry is finite. ``X + U = Y S`` has polar factor ``Y`` exactly when ``S`` is
+    symmetric positive definite."""
+    a = 0.5 * (s + s.T)
+    if not np.isfinite(a).all():
+        return False
+    p = a.shape[0]
+    tol = SPD_PIVOT * max(float(np.max(np.diag(a))), 0.0)
+    a = np.array(a)
+    for k in range(p):
+        d = a[k, k]
+        if not d > tol:
+            return False
+        a[k + 1:, k + 1:] -= np.outer(a[k + 1:, k], a[k, k + 1:]) / d
+    return True
 
 
 def _unique_lyapunov(m):

@@ -5,7 +5,8 @@
 //   polar(a)            a (a'a)^-½, the polar factor (nearest point of St(n, p)); NaN when
 //                       rank-deficient (s_min <= s_max * eps * n, as the NumPy reference)
 //   retr_polar(x, u)    polar(x + u)
-//   inv_retr_polar(x,y) y S - x with S symmetric, (x'y) S + S (y'x) = 2I; NaN if the
+//   inv_retr_polar(x,y) y S - x with S symmetric, (x'y) S + S (y'x) = 2I (NaN unless S is
+//                       positive definite: polar_spd); NaN if the
 //                       Lyapunov operator is singular (two eigenvalues of x'y sum to ~0)
 //   retr_qr(x, u)       qf(x + u), R with positive diagonal
 //   inv_retr_qr(x, y)   y R - x with R upper triangular, (x'y) R + R'(y'x) = 2I; NaN if a
@@ -938,6 +939,31 @@ inline bool lyapunov_sign_blas(const double* M, double* S, int p, double* work) 
     return lyapunov_sign(M, S, p, work, inv, sandwich);
 }
 
+// Whether the symmetric S (p x p) is positive definite by the test of every backend
+// (reference.polar_spd): the Cholesky pivots (Schur complements, no pivoting) of sym(S) all
+// exceed 1e-12 times its largest diagonal entry, every entry finite. a: p*p scratch.
+inline bool polar_spd(const double* S, double* a, int p) {
+    double dmax = 0.0;
+    for (int i = 0; i < p; ++i) {
+        for (int j = 0; j < p; ++j) {
+            const double v = 0.5 * (S[i * p + j] + S[j * p + i]);
+            if (!std::isfinite(v)) return false;
+            a[i * p + j] = v;
+        }
+        dmax = std::fmax(dmax, a[i * p + i]);
+    }
+    const double tol = 1e-12 * dmax;
+    for (int k = 0; k < p; ++k) {
+        const double d = a[k * p + k];
+        if (!(d > tol)) return false;
+        for (int i = k + 1; i < p; ++i) {
+            const double f = a[i * p + k];
+            for (int j = k + 1; j < p; ++j) a[i * p + j] -= f * a[k * p + j] / d;
+        }
+    }
+    return true;
+}
+
 template <int P = 0>
 RFL_INLINE void inv_retr_polar(const double* x, const double* y, double* out, int n, int p_,
                            double* work) {
@@ -956,6 +982,9 @@ RFL_INLINE void inv_retr_polar(const double* x, const double* y, double* out, in
         else
             ok = lyapunov_sign(M, S, p, lw) || (p <= kKronMax && lyapunov_sym(M, S, p, lw));
     }
+    // S must be positive definite: polar(x + u) = polar(y S) = y polar(S) is y only then, so
+    // elsewhere no tangent vector retracts to y (the reference's polar_spd, same test)
+    if (ok) ok = polar_spd(S, lw, p);
     if (!ok) return linalg::fill_nan(out, static_cast<std::size_t>(n) * p);
     y_times_minus_x<P>(x, y, S, out, n, p);
 }

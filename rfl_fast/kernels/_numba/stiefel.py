@@ -8,7 +8,8 @@ their exact inverses, and the polar factor.
 * polar inverse: ``(x'y) S + S (y'x) = 2I`` solved directly as a linear system in the
   ``p(p+1)/2`` entries of the symmetric ``S`` (Gaussian elimination, partial pivoting); NaN when
   a pivot falls below ``1e-12 max|K|`` (the system is singular iff two eigenvalues of ``x'y`` sum
-  to zero, which is the reference's test) or the solution is not finite.
+  to zero, which is the reference's test) or the solution is not finite, and where ``S`` is
+  not positive definite (no tangent vector retracts to ``y``; the reference's ``polar_spd``).
 * QR retraction: modified Gram-Schmidt with re-orthogonalization (twice is enough), which gives
   the positive-diagonal factor directly.
 * QR inverse: the reference's column-by-column triangular systems, NaN on an exactly zero pivot.
@@ -29,6 +30,7 @@ _JIT = dict(cache=True, error_model="numpy")
 CHUNK = 8
 GRAM_MAX_COND2 = 1e4
 _EPS = float(np.finfo(np.float64).eps)
+_SPD_PIVOT = 1e-12      # reference.SPD_PIVOT
 
 
 # ---------------------------------------------------------------- items
@@ -132,6 +134,31 @@ def _sym_index(i, j, p):
 
 
 @njit(**_JIT)
+def _spd(s, a):
+    """reference.polar_spd: Cholesky pivots of sym(s) above SPD_PIVOT times its largest
+    diagonal entry (a: p x p scratch)."""
+    p = s.shape[0]
+    dmax = 0.0
+    for i in range(p):
+        for j in range(p):
+            v = 0.5 * (s[i, j] + s[j, i])
+            if not np.isfinite(v):
+                return False
+            a[i, j] = v
+        dmax = max(dmax, a[i, i])
+    tol = _SPD_PIVOT * dmax
+    for k in range(p):
+        d = a[k, k]
+        if not d > tol:
+            return False
+        for i in range(k + 1, p):
+            f = a[i, k]
+            for j in range(k + 1, p):
+                a[i, j] -= f * a[k, j] / d
+    return True
+
+
+@njit(**_JIT)
 def _inv_polar_item(x, y, out, m, kk, rhs, s):
     n, p = x.shape
     cross(x, y, m)
@@ -160,6 +187,9 @@ def _inv_polar_item(x, y, out, m, kk, rhs, s):
         for j in range(i, p):
             s[i, j] = rhs[_sym_index(i, j, p)]
             s[j, i] = s[i, j]
+    if not _spd(s, m):          # no tangent vector retracts to y (reference.polar_spd)
+        out[:, :] = np.nan
+        return
     for k in range(n):
         for j in range(p):
             acc = -x[k, j]
