@@ -59,6 +59,8 @@ def test_rows_hold_every_measure(matrix):
         assert ("memory_floor_s" in r) == (r["problem"] in ("kPCA", "SpherePCA", "Brockett",
                                                             "GrassmannPCA"))
         assert ("over_twin" in r) == r["algorithm"].startswith("PriRFed")
+        assert ("exp_over_polar" in r) == (r["algorithm"].startswith("PriRFed") and r[
+            "problem"] in ("kPCA", "Brockett", "GrassmannPCA"))
         assert ("first_over_later" in r) == (r["algorithm"] in ("RFedSVRG", "2BB", "2BBS"))
     W.print_table(matrix)
 

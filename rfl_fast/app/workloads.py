@@ -22,7 +22,9 @@ own ``federation.run`` with ``metrics=False``. Reported per cell:
   Python's allocations, not the C++ core's) of building the problem and running one round,
   over the client data's size (1 = nothing but the data);
 * PriRFed: ``over_twin``, the private round over its non-private twin's (the same trainer,
-  local steps and retraction with ``sigma = 0``, ``clip = inf``); RFedSVRG:
+  local steps and retraction with ``sigma = 0``, ``clip = inf``), and where the manifold has
+  both (Stiefel, Grassmann) ``exp_over_polar``, its default Exp local steps over the same run
+  with ``retraction="polar"`` (the server's consensus is the polar pair in both); RFedSVRG:
   ``first_over_later``, its first round over the median of the later ones.
 
 Times are medians of the rounds after a warm-up round (each round is one repeat), with their
@@ -50,7 +52,8 @@ from ..kernels import reference as R
 
 __all__ = ["PROBLEMS", "ALGORITHM_CASES", "Shapes", "build_problem", "make_algorithm",
            "accepted", "floor_rounds", "floor_agreement", "dgemm_rate", "measure_cell",
-           "run_matrix", "print_table", "format_row", "describe_rates", "HEADER", "DEFAULT_KS", "FULL_KS",
+           "run_matrix", "print_table", "format_row", "describe_rates", "HEADER", "DEFAULT_KS",
+           "FULL_KS",
            "make_data", "initial_point", "twin", "client_steps", "step_cost", "dp_rsvrg_picks",
            "STEPS", "LOCAL_STEPS"]
 
@@ -628,12 +631,13 @@ def _round_pri(alg, g, ops, x_t, st, names, rng):
                 full = g.weighted(xs, cs / norms.shape[1])
             x = xs
             for j in range(alg.inner_steps):
-                one = g.subset(picks[st["t"], epoch, j])              # one sample per client
+                sel = picks[st["t"], epoch, j]
+                one = g.subset(sel)                                    # one sample per client
                 ns = one.sample_norms(x)
                 c = np.ones(ns.shape)
                 np.divide(alg.clip, ns, out=c, where=ns > alg.clip)
                 a = one.weighted(x, c)
-                cs_sel = np.ones((k, 1)) if cs is None else cs[kk, picks[st["t"], epoch, j]][:, None]
+                cs_sel = np.ones((k, 1)) if cs is None else cs[kk, sel][:, None]
                 d = a - ops.transport(xs, x, one.weighted(xs, cs_sel) - full, transport)
                 if sigma > 0:
                     d = d + ops.gauss(x, sigma, rng)
@@ -882,6 +886,12 @@ def measure_cell(name, label, k, shapes, repeats, rates, seed=0, memory=True, fl
         _, tw_walls = _package_rounds(P, tw, x0, rounds, seed)
         row["twin_round_s"] = _spread(tw_walls[1:])
         row["over_twin"] = t_pkg / row["twin_round_s"]["median"]
+        if spec.retraction is None and "exp" in P.manifold.retractions and \
+                "polar" in P.manifold.retractions:   # the default Exp steps vs polar ones
+            po, _ = accepted(P, replace(alg, retraction="polar"), rounds)
+            _, po_walls = _package_rounds(P, po, x0, rounds, seed)
+            row["polar_round_s"] = _spread(po_walls[1:])
+            row["exp_over_polar"] = t_pkg / row["polar_round_s"]["median"]
     if floors:
         x_fl, f_times = floor_rounds(name, data, shapes, spec, P.manifold, x0, rounds, seed)
         row["numpy_floor_s"] = _spread(f_times[1:])
@@ -949,7 +959,8 @@ def run_matrix(ks=DEFAULT_KS, shapes=None, repeats=3, problems=PROBLEMS, algorit
 
 HEADER = (f"{'problem':12s} {'algorithm':17s} {'k':>6s} {'us/cl-step':>10s} {'round ms':>9s} "
           f"{'spread ms':>15s} {'numpy ms':>9s} {'x numpy':>8s} {'phys ms':>8s} {'x phys':>7s} "
-          f"{'peak/data':>9s} {'x twin':>7s} {'1st/later':>9s} {'max dx':>8s}")
+          f"{'peak/data':>9s} {'x twin':>7s} {'exp/polar':>9s} {'1st/later':>9s} "
+          f"{'max dx':>8s}")
 
 
 def format_row(r):
@@ -966,7 +977,8 @@ def format_row(r):
             f"{'-' if numpy_ms is None else f'{numpy_ms * 1e3:.2f}':>9s} "
             f"{opt('over_numpy', '.2f', 8)} {r['physical_floor_s'] * 1e3:8.2f} "
             f"{opt('over_physical', '.1f', 7)} {opt('peak_over_data', '.2f', 9)} "
-            f"{opt('over_twin', '.2f', 7)} {opt('first_over_later', '.2f', 9)} "
+            f"{opt('over_twin', '.2f', 7)} {opt('exp_over_polar', '.2f', 9)} "
+            f"{opt('first_over_later', '.2f', 9)} "
             f"{opt('max_dx', '.1e', 8)}")
 
 
@@ -988,4 +1000,6 @@ def print_table(result, file=None, rows=True):
         print(f"refused: {r['algorithm']} on {r['problem']}: {r['refused'][:100]}", file=file)
     print("x numpy: round / batched-NumPy floor's round; phys: max(flop floor at the DGEMM "
           "rate, memory-traffic floor (kPCA, SpherePCA, Brockett)); x twin: PriRFed over its "
-          "non-private twin; max dx: floor vs package iterates (scaled)", file=file)
+          "non-private twin; exp/polar: PriRFed's default Exp local steps over polar ones "
+          "(Stiefel, Grassmann); 1st/later: RFedSVRG's first round over a later one; max dx: "
+          "floor vs package iterates (scaled)", file=file)
