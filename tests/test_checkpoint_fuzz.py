@@ -1,7 +1,8 @@
 """The checkpoint loader, fuzzed (issue 38): byte mutations of valid checkpoints and
 structural edits of their JSON document and array members, each read and probed as
-``resume`` does and, when accepted, resumed for a round. Every input is accepted or refused
-with a ``CheckpointError`` naming the file -- nothing else escapes, nothing crashes the
+``resume`` does and, when accepted, resumed for its last round. Every input is accepted or
+refused with a ``CheckpointError`` naming the file (or, where the file records another
+problem, resume's ``ValueError`` saying so) -- nothing else escapes, nothing crashes the
 interpreter (the worker runs in a subprocess), and no input allocates more than a fixed
 multiple of its file's size (tracemalloc's peak, which counts NumPy's buffers).
 
@@ -64,6 +65,11 @@ WORKER = textwrap.dedent(r'''
         try:
             try:
                 payload = ckpt.read_run(path)
+                try:                        # resume's order: the problem, then the state
+                    ckpt.check_problem_matches(payload["problem"], prob)
+                except ValueError as exc:   # the file claims another problem: named
+                    assert str(exc).startswith("resume: the problem differs"), str(exc)[:300]
+                    raise CheckpointError(f"{path}: {exc}") from None
                 ckpt.check_state(payload, prob, path)
             finally:
                 peak = tracemalloc.get_traced_memory()[1]

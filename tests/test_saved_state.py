@@ -18,6 +18,7 @@ import pytest
 
 import rfl_fast as rf
 from rfl_fast.errors import CheckpointError, InvalidParameterError, NoSolutionError
+from rfl_fast._files import DEFLATE_MAX_RATIO, atomic_write, read_npz
 from rfl_fast.federation import checkpoint as ckpt
 
 from subprocess_env import same_package
@@ -133,7 +134,7 @@ def test_an_array_member_is_read_once_and_the_load_is_bounded(tmp_path):
         tracemalloc.stop()
     # what one member inflates to, at most deflate's ratio (1032) times the file, twice (the
     # inflated bytes and the array built from them), plus the JSON text
-    bound = 2 * rf._files.DEFLATE_MAX_RATIO * size + 1_000_000
+    bound = 2 * DEFLATE_MAX_RATIO * size + 1_000_000
     assert peak < bound, (peak, size)
     # a real checkpoint: loaded within the same bound of its file
     _, good = _svrg(tmp_path)
@@ -143,7 +144,7 @@ def test_an_array_member_is_read_once_and_the_load_is_bounded(tmp_path):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 2 * rf._files.DEFLATE_MAX_RATIO * os.path.getsize(good) + 1_000_000
+    assert peak < 2 * DEFLATE_MAX_RATIO * os.path.getsize(good) + 1_000_000
 
 
 @pytest.mark.parametrize("field, value, reason", [
@@ -537,7 +538,7 @@ def test_an_npz_directory_repeating_a_member_is_refused(tmp_path):
     path.write_bytes(crafted)
     assert info.compress_size * count > len(crafted)
     with pytest.raises(ValueError, match="listed twice|more than the file"):
-        rf._files.read_npz(path)
+        read_npz(path)
 
 
 @pytest.mark.parametrize("sigma", [1e8, 1e9, 1e10, 1e12])
@@ -591,7 +592,7 @@ def test_a_live_writers_temporary_file_is_left_alone(tmp_path):
     running process, stays."""
     mine = tmp_path / f".run.{os.getpid()}-abc.tmp.npz"
     mine.write_bytes(b"x")
-    rf._files.atomic_write(tmp_path / "run.npz", lambda t: open(t, "wb").close())
+    atomic_write(tmp_path / "run.npz", lambda t: open(t, "wb").close())
     assert mine.exists()
 
 
