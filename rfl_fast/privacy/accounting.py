@@ -624,9 +624,10 @@ def _rdp_round(sigma, settings, sampling="without_replacement"):
         elif mu_step < 1e-100:
             rdp_round = st.steps_per_round * orders * mu_step ** 2 / 2
         else:
+            event = dpa.SelfComposedDpEvent(_step_event(sigma, st, sampling),
+                                            st.steps_per_round)   # its refusals are named
             try:
-                acc.compose(dpa.SelfComposedDpEvent(_step_event(sigma, st, sampling),
-                                                    st.steps_per_round))
+                acc.compose(event)
                 rdp_round = np.asarray(acc.rdp, float)
             except (ValueError, ArithmeticError):
                 # dp-accounting's sampled formulas leave their domain for a tiny mu (its
