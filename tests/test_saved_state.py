@@ -479,6 +479,22 @@ def test_spd_projection_transport_stretches_and_is_refused():
         alg.validate(_On(M))
 
 
+def test_a_private_client_refuses_a_stretching_transport_the_server_chose():
+    """A Flower server chooses the algorithm's options for the app's tasks; a private client
+    (``for_private_client``) runs PriRFed's own checks on them, so DP-RSVRG with SPD's
+    stretching "projection" transport is refused on the node, not run under-counted."""
+    M = rf.SPD(2)
+    mats = M.random_point(12, rng=np.random.default_rng(0))
+    prob = rf.problems.SPDMean([mats])
+    alg = rf.algorithms.PriRFed(0.1, 1, local="DP-RSVRG", inner_steps=2, sigma=1.0,
+                                transport="projection")
+    with pytest.raises(InvalidParameterError, match="not declared non-expanding"):
+        alg.for_private_client(prob, 1.0, 1.0)
+    ok = rf.algorithms.PriRFed(0.1, 1, local="DP-RSVRG", inner_steps=2, sigma=1.0,
+                               transport="parallel")
+    assert ok.for_private_client(prob, 1.0, 1.0)[0].transport == "parallel"
+
+
 # ---------------------------------------------------------------------------- 5. node config
 
 @pytest.mark.parametrize("key", ["dp_sigma", "DP-SIGMA", "dp-sigam", "dpclip", "Dp.Epsilon"])
