@@ -45,7 +45,8 @@ differs (another run, changed task arguments or node config) builds anew. Two la
 * :data:`PROBLEMS`, a :class:`LocalProblems` in this process (bounded: the most recently used
   :data:`LocalProblems.maxsize` problems; a run whose key changes drops its old problem). It
   serves every message of a process that lives across messages: :class:`InProcessLink
-  <rfl_fast.flower.server.InProcessLink>`, a ClientApp that Flower keeps loaded.
+  <rfl_fast.flower.server.InProcessLink>`, any runtime that runs several messages in one
+  process.
 * Flower's ``context.state`` (the ClientApp adapter, :func:`client_app`): Flower's deployment
   runtime starts a fresh ClientApp process for every message, so the problem the task built
   is also written into the run's ``context.state`` (:func:`encode_problem`: its attributes as
