@@ -84,7 +84,7 @@ fig.tight_layout()
 # a basis of its own (a rotation :math:`Q_i`, as an eigensolver or a QR factorization might
 # return). The server's tangent-space mean reads the points through the inverse retraction:
 # on Grassmann :math:`(I - XX^\top) Y (X^\top Y)^{-1}` does not see :math:`Q_i`, on Stiefel
-# the polar inverse does.
+# the polar inverse does: it refuses the rotated bases, which no tangent vector reaches.
 
 server = x0                                                         # the server's point
 steps = [0.2 * problems["grassmann"].manifold.random_tangent(server, rng=10 + i)
@@ -94,7 +94,13 @@ turns = rf.Stiefel(r, r).random_point(5, rng=20)                    # five rotat
 for name, problem in problems.items():
     M = problem.manifold
     same = tangent_mean(M, server, points)
-    turned = tangent_mean(M, server, points @ turns)
+    try:
+        turned = tangent_mean(M, server, points @ turns)
+    except rf.errors.NoSolutionError:
+        # no tangent vector of the server's basis retracts (polar) to a rotated basis
+        print(f"{name:9s}  the clients' rotated bases: refused, the polar retraction from the "
+              f"server's basis reaches none of them")
+        continue
     print(f"{name:9s}  angle between the means with and without the clients' rotations: "
           f"{rf.Grassmann(30, r).dist(same, turned):.2e}")
 
@@ -104,7 +110,7 @@ for name, problem in problems.items():
 # Each client computes its own top-3 eigenvectors and sends them once; the server takes the
 # Karcher mean. An eigenvector's sign is arbitrary: a second eigensolver may return some
 # columns negated. The mean of the subspaces (Grassmann) is the same for both; the Stiefel mean
-# of the bases moves. (Local subspaces differ, the clients' data being label-skewed, so a
+# of the bases moves, or does not exist (bases the polar retraction does not reach). (Local subspaces differ, the clients' data being label-skewed, so a
 # one-shot mean only approximates the pooled solution that the federated runs reach.)
 
 local = np.stack([np.linalg.eigh(rows.T @ rows)[1][:, ::-1][:, :r]
@@ -112,8 +118,15 @@ local = np.stack([np.linalg.eigh(rows.T @ rows)[1][:, ::-1][:, :r]
 signs = np.where(np.random.default_rng(30).random((len(local), 1, r)) < 0.5, -1.0, 1.0)
 gr = rf.Grassmann(30, r)
 for M in (gr, rf.Stiefel(30, r)):
-    a = karcher_mean(M, local, local[0], tol=1e-10).x
-    b = karcher_mean(M, local * signs, local[0], tol=1e-10).x
+    try:
+        a = karcher_mean(M, local, local[0], tol=1e-10).x
+        b = karcher_mean(M, local * signs, local[0], tol=1e-10).x
+    except rf.errors.NoSolutionError:
+        # bases with negated columns, or far apart, are not reached by the polar retraction
+        # from one another: the Stiefel mean of the bases does not exist there
+        print(f"{type(M).__name__:9s}  one-shot mean: refused (the polar retraction from a "
+              f"client's basis does not reach the others')")
+        continue
     print(f"{type(M).__name__:9s}  one-shot mean: {gr.dist(a, solution):.3f} rad from the "
           f"pooled solution; with other signs {gr.dist(b, solution):.3f} rad "
           f"(the two means {gr.dist(a, b):.1e} rad apart)")

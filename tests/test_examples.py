@@ -80,10 +80,11 @@ def test_federated_pca_grassmann(tmp_path):
     assert _number(r"stiefel\s+principal angle after 60 rounds:", out) < 1e-2
     assert _number(r"grassmann\s+principal angle after 60 rounds:", out) < 1e-2
     # Grassmann's consensus does not see the clients' bases (exact up to rounding of a
-    # well-conditioned p x p solve); Stiefel's does
+    # well-conditioned p x p solve); Stiefel's does: its polar inverse refuses the rotated and
+    # sign-flipped bases, which no tangent vector reaches (issue 38; it used to answer them
+    # with a tangent vector retracting elsewhere)
     assert _number(r"grassmann\s+angle between the means with and without the clients' "
                    r"rotations:", out) < 1e-10
-    assert _number(r"stiefel\s+angle between the means with and without the clients' "
-                   r"rotations:", out) > 1e-3
+    assert re.search(r"^stiefel\s+the clients' rotated bases: refused", out, re.M), out
     assert _number(r"Grassmann .*\(the two means", out) < 1e-10
-    assert _number(r"Stiefel .*\(the two means", out) > 1e-3
+    assert re.search(r"^Stiefel\s+one-shot mean: refused", out, re.M), out
