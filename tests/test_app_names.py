@@ -167,8 +167,10 @@ def test_every_name_is_registered_once():
     front_ends = [*package.glob("*.py"), *package.glob("app/*.py"), *package.glob("flower/*.py")]
     found = []
     for path in sorted(front_ends):
-        if path == package / "app" / "names.py":
-            continue
+        if path in (package / "app" / "names.py", package / "app" / "workloads.py"):
+            continue  # workloads: benchmark cells (a problem at a shape with its NumPy floor),
+            # which select nothing a user names; tests/test_workloads.py derives its coverage
+            # from the problem classes
         for line, strings in _string_collections(ast.parse(path.read_text())):
             for kind, table in names.TABLES.items():
                 known = {n.lower() for n in table}

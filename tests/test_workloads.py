@@ -117,3 +117,18 @@ def test_bad_arguments_are_usage_errors(argv, capsys):
         bench.main(argv)
     assert exc.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_the_matrix_covers_every_problem_class():
+    """Every problem class the package exports has a cell of the workload matrix (its labels
+    are the matrix's own, so a new problem must be added there: this test says so)."""
+    import rfl_fast.problems as problems
+
+    rng = np.random.default_rng(0)
+    shapes = W.Shapes.tiny()
+    built = {type(W.build_problem(name, W.make_data(name, 3, shapes, rng), shapes))
+             for name in W.PROBLEMS}
+    classes = {getattr(problems, n) for n in problems.__all__}
+    classes = {c for c in classes if isinstance(c, type) and issubclass(c, problems.Problem)
+               and c is not problems.Problem}
+    assert classes <= built, sorted(c.__name__ for c in classes - built)
