@@ -393,3 +393,18 @@ def test_fused_local_steps_that_leave_the_manifold_raise_naming_the_clients():
     P = KPCA(data, 2, gram=False)
     with pytest.raises(NoSolutionError, match=r"RFedAvg: the local steps of clients \[1\]"):
         run(P, RFedAvg(1e10, 3), 1, participation=Full(), seed=0, metrics=False)
+
+
+def test_a_server_mean_of_unreachable_points_says_what_to_change():
+    """The tangent mean refuses a client point that no tangent vector's retraction reaches from
+    the server point (the polar inverse's S not positive definite), naming the cure."""
+    from rfl_fast.algorithms.consensus import tangent_mean
+    from rfl_fast.errors import NoSolutionError
+
+    import rfl_fast as rf
+
+    M = rf.Stiefel(6, 2)
+    x = M.random_point(rng=0)
+    with pytest.raises(NoSolutionError, match=r"tangent_mean: a point is not reached .*"
+                       r"lower the step or the local steps"):
+        tangent_mean(M, x, np.stack([x, -x]))

@@ -232,8 +232,11 @@ def test_same_seed_gives_bit_identical_histories(alg):
 
 
 def test_seed_none_is_reported_and_repeatable():
-    a = _runs(None)
-    b = _runs(a.seed)
+    # a step at which no seed's clients leave the polar inverse's reach (0 of 300 seeds at
+    # 0.005; at 0.02, 36 of 300 end in tangent_mean's NoSolutionError, and seed=None draws one)
+    alg = RFedAvg(0.005, 3, batch_size=5)
+    a = _runs(None, alg)
+    b = _runs(a.seed, alg)
     assert a.history.equal(b.history, ignore=TIMING)
 
 

@@ -111,3 +111,4 @@ def test_the_count_sees_a_loop_over_clients():
 
     assert count(24) > count(6)
     assert Uniform(3)  # the participation classes import cleanly alongside
+

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_int, check_positive
+from ..errors import NoSolutionError
 from ._checks import inverse_pair
 
 __all__ = ["tangent_mean", "karcher_mean", "KarcherResult", "normalized_weights"]
@@ -66,7 +67,16 @@ def tangent_mean(M, x, points, weights=None, beta=1.0, retraction=None):
     beta = check_positive(beta, "beta")
     pts = _stack(M, points)
     w = normalized_weights(weights, pts.shape[0])
-    xi = np.tensordot(w, M.inv_retr(x, pts, method), axes=1)
+    try:
+        u = M.inv_retr(x, pts, method)
+    except NoSolutionError as exc:
+        raise NoSolutionError(
+            f"tangent_mean: a point is not reached from the server point by {M!r}'s "
+            f"{method!r} retraction, so it has no tangent vector to average ({exc}). The "
+            f"clients moved too far from the server point in one round: lower the step or the "
+            f"local steps (or the privacy noise), or aggregate by projection (RFedProj)"
+        ) from None
+    xi = np.tensordot(w, u, axes=1)
     return M.retr(x, beta * xi, method)
 
 
