@@ -153,6 +153,7 @@ def _kpca(sizes=(20, 20, 30)):
     return rf.problems.KPCA([rng.standard_normal((m, 5)) for m in sizes], 2)
 
 
+@pytest.mark.full  # nine rounds of three accountants, twice
 def test_ledger_columns_are_each_clients_accountant_round_by_round():
     prob = _kpca()
     alg = PriRFed(0.05, 2, sigma=[0.6, 0.9, 0.7], clip=1.0, batch_size=6,
@@ -189,6 +190,7 @@ def test_a_fixed_algorithm_is_not_fixed_again():
     assert replace(given_, sigma=0.9).for_run(prob, Full(), 4).ledger.sigma.tolist() == [0.9] * 3
 
 
+@pytest.mark.full  # two calibrations
 def test_the_ledger_checks_a_given_sigma_against_the_target():
     prob = _kpca()
     low = Accountant.calibrate(1.0, 1e-5, PriRFed(0.05, 2, sigma=1.0, batch_size=6)._settings(

@@ -5,10 +5,13 @@ Times are printed, never asserted (benchmarks measure speed; tests measure corre
 
 import json
 
+import pytest
+
 from rfl_fast.app import bench
 from rfl_fast.app.cli import main
 
 
+@pytest.mark.full  # every kernel's timing through the CLI: ~30 s of timing loops
 def test_compare_smoke_runs_and_backends_agree(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert bench.main(["--smoke", "--json", str(out)]) == 0

@@ -152,9 +152,12 @@ def test_set_blas_refuses_what_is_not_a_capsule():
 # The SPD kernels' BLAS / LAPACK route (rfl/spd.hpp): spd_exp and spd_log from n = 128, the
 # symmetric matrix functions and spd_dist from n = 256; one size below each threshold keeps the
 # own eigensolvers (the lockstep lanes for batches).
-SPD_CASES = [("spd_exp", 128), ("spd_log", 128), ("spd_log", 127), ("spd_dist", 256),
-             ("sym_expm", 256), ("sym_logm", 256), ("sym_sqrtm", 256), ("sym_invsqrtm", 256),
-             ("sym_expm", 255)]
+# (the fast tier: the thresholds of both routes, one kernel at n = 256; the full tier: all)
+SPD_CASES = [("spd_exp", 128), ("spd_log", 128), ("spd_log", 127),
+             pytest.param("spd_dist", 256, marks=pytest.mark.full),
+             pytest.param("sym_expm", 256, marks=pytest.mark.full), ("sym_logm", 256),
+             pytest.param("sym_sqrtm", 256, marks=pytest.mark.full),
+             pytest.param("sym_invsqrtm", 256, marks=pytest.mark.full), ("sym_expm", 255)]
 
 
 @pytest.mark.parametrize("name,n", SPD_CASES)

@@ -330,7 +330,7 @@ def _mp_oracle(mp, x, b, f):
     return np.array((c * fun(inner, f) * c).tolist(), dtype=float)
 
 
-@pytest.mark.slow
+@pytest.mark.full
 @pytest.mark.parametrize("name", ["sym_logm", "sym_sqrtm", "sym_invsqrtm", "spd_log"])
 def test_cond_1e10_against_high_precision(name):
     """At cond 1e10 the LAPACK-based reference is off by more than 1e-9 itself (a few 1e-7

@@ -85,7 +85,7 @@ def rfl_example(tmp_path_factory):
     return module
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_extension_matches_the_python_api(rfl_example):
     assert rfl_example.headers_version == _header_version()[1]
     M = rf.Stiefel(30, 5)
@@ -104,7 +104,7 @@ def test_extension_matches_the_python_api(rfl_example):
     np.testing.assert_allclose(rfl_example.spd_dist(P, E), S.dist(P, E), rtol=1e-11)
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_extension_results_do_not_depend_on_threads_and_errors_name_the_argument(rfl_example):
     M = rf.Stiefel(50, 3)
     X = M.random_point(3000, rng=2)                  # 3.6 MB per input: several threads start
@@ -118,7 +118,7 @@ def test_extension_results_do_not_depend_on_threads_and_errors_name_the_argument
     assert np.isnan(rfl_example.spd_dist(S, S)).tolist() == [False, True]
 
 
-@pytest.mark.slow
+@pytest.mark.full
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
 def test_cmake_consumer_finds_the_package_and_runs(tmp_path):
     build = tmp_path / "build"
@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
 """
 
 
+@pytest.mark.full  # compiles a C++ program per case
 @pytest.mark.parametrize("m,d,r", [(1300, 20, 3), (40, 12, 1), (0, 6, 2)])
 def test_header_local_steps_match_the_reference(tmp_path, m, d, r):
     """``rfl::pca::local_steps`` with the header's own operations (what a C++ user gets) gives

@@ -517,7 +517,7 @@ client = client_app(tasks={{"counted_kpca": counted_kpca}})
 '''
 
 
-@pytest.mark.slow
+@pytest.mark.full
 @LOOPBACK
 def test_deployment_rfedsvrg_kpca_equals_the_engine(federation, gathered, tmp_path):
     """Also: every message runs in a fresh ClientApp process, yet each client's task is built
@@ -539,7 +539,7 @@ def test_deployment_rfedsvrg_kpca_equals_the_engine(federation, gathered, tmp_pa
     assert h.equal(sim.history, ignore=TIMING)            # the simulation's round driver
 
 
-@pytest.mark.slow
+@pytest.mark.full
 @LOOPBACK
 def test_deployment_rfedags_with_a_dropout_and_a_rejected_upload(federation):
     rc = _run_config("RFedAGS", {"step": 0.2, "local_steps": 3, "aggregation": "AP",

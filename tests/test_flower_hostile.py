@@ -623,7 +623,7 @@ def private_federation(tmp_path_factory):
     fed.close()
 
 
-@pytest.mark.slow
+@pytest.mark.full
 @LOOPBACK
 def test_loopback_hostile_server_then_hostile_client(private_federation, tmp_path):
     """Three private SuperNodes. (1) A hostile ServerApp sends hello and update requests

@@ -18,6 +18,7 @@ from rfl_fast.kernels import _dispatch
 from manifold_cases import one_each
 from rfl_fast.flower.codec import manifold_spec
 from subprocess_env import same_package
+from tiers import count
 
 WORKER = textwrap.dedent(r'''
     import sys, warnings
@@ -165,10 +166,10 @@ def _run(backend, mode, examples):
 @pytest.mark.skipif(not _dispatch.is_available("cpp"), reason="C++ extension not built")
 @pytest.mark.parametrize("mode", ["direct", "public"])
 def test_core_extension_never_crashes(mode):
-    _run("cpp", mode, 800)
+    _run("cpp", mode, count(100, 800))          # examples: the fast tier's, the full tier's
 
 
 @pytest.mark.skipif(not _dispatch.is_available("numba"), reason="numba not installed")
 @pytest.mark.parametrize("mode", ["direct", "public"])
 def test_numba_backend_never_crashes(mode):
-    _run("numba", mode, 120)
+    _run("numba", mode, count(20, 120))

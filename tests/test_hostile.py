@@ -248,7 +248,7 @@ def test_client_budget_ledger_survives_restarts_and_refuses(tmp_path):
             handle(_message(M, x0, 0), {}, bad, rc)
 
 
-@pytest.mark.slow
+@pytest.mark.full
 @LOOPBACK
 def test_curious_server_in_a_loopback_deployment_cannot_recover_the_gradient(tmp_path):
     """A real SuperLink + SuperNode on 127.0.0.1. The server sends sigma = 0, clip = 1e6 and

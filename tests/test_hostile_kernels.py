@@ -346,6 +346,7 @@ print(peak_mb() - base)
 """
 
 
+@pytest.mark.full  # St(400, 400) items
 def test_stiefel_400_400_in_memory_of_its_points():
     """Old: the C++ polar inverse built an O(p^4) system (MemoryError at p = 400) and Numba
     solves an O(p^6) one. Now proj / retr / inv_retr of St(400, 400) answer on every backend

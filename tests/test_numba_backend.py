@@ -49,6 +49,7 @@ def test_every_jitted_function_is_cached_and_not_fastmath():
         assert disp.targetoptions.get("error_model") == "numpy", name
 
 
+@pytest.mark.full  # a second interpreter loading every family
 def test_second_process_loads_from_cache(tmp_path):
     """A fresh process (Flower starts one per message) must not recompile."""
     script = textwrap.dedent("""

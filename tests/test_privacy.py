@@ -485,8 +485,9 @@ PLD_MEMORY = textwrap.dedent(r'''
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB is Linux's")
-@pytest.mark.parametrize("sigma, K, T, s, n", [(0.01, 20, 1, 1, 1), (1e-3, 20, 1, 1, 1),
-                                               (3e-3, 5, 200, 1, 4)])
+@pytest.mark.parametrize("sigma, K, T, s, n", [
+    (0.01, 20, 1, 1, 1), pytest.param(1e-3, 20, 1, 1, 1, marks=pytest.mark.full),
+    pytest.param(3e-3, 5, 200, 1, 4, marks=pytest.mark.full)])    # the fast tier: one case
 def test_pld_memory_is_bounded_for_small_sigma(sigma, K, T, s, n):
     """The PLD's discretization is widened for small sigma so that it holds at most
     PLD_MAX_POINTS values (pld_discretization): before issue 29 sigma = 0.01 took 1.8 GB and

@@ -19,7 +19,7 @@ def test_package_is_marked_typed():
     assert os.path.isfile(os.path.join(os.path.dirname(rfl_fast.__file__), "py.typed"))
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_mypy_sees_real_types(tmp_path):
     pytest.importorskip("mypy", reason="mypy not installed (pip install mypy)")
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(rfl_fast.__file__)))

@@ -30,6 +30,7 @@ from rfl_fast.data import load_cifar10, read_cifar10_batch, read_cifar10_bin
 from rfl_fast.errors import CheckpointError
 
 from subprocess_env import same_package
+from tiers import count
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "examples")
@@ -187,9 +188,10 @@ def test_fuzz_the_cifar_pickle_reader():
     300 000 deep --, random bytes) and 600 byte-level mutations (flip, insert, delete,
     duplicate, truncate) of real batches of protocols 2-5: every input is a batch of the
     documented shape or a bounded ValueError; the interpreter survives."""
-    accepted, refused = _worker(FUZZ_PICKLE, 300, 600)
+    n_hyp, n_mut = count(40, 300), count(80, 600)      # the fast tier's counts, the full's
+    accepted, refused = _worker(FUZZ_PICKLE, n_hyp, n_mut)
     print(f"CIFAR pickle reader: {accepted} accepted, {refused} refused")
-    assert accepted + refused == 901 and refused > 600 and accepted > 0
+    assert accepted + refused == n_hyp + n_mut + 1 and refused > n_mut and accepted > 0
 
 
 # ---------------------------------------------------------------------------- CIFAR-10 binary
@@ -297,9 +299,10 @@ def test_fuzz_the_idx_reader():
     """Hypothesis IDX headers (any type code and dimension count, dimensions up to 2^32 - 1,
     plain or gzipped) and 400 byte-level mutations of valid MNIST-style files: an array
     within gzip's largest expansion of the file, or a bounded ValueError."""
-    accepted, refused = _worker(FUZZ_IDX, 300, 400)
+    n_hyp, n_mut = count(40, 300), count(60, 400)
+    accepted, refused = _worker(FUZZ_IDX, n_hyp, n_mut)
     print(f"IDX reader: {accepted} accepted, {refused} refused")
-    assert accepted + refused == 706 and refused > 400 and accepted >= 6
+    assert accepted + refused == n_hyp + n_mut + 6 and refused > n_mut and accepted >= 6
 
 
 # ---------------------------------------------------------------------------- .npy / .npz
@@ -415,9 +418,11 @@ def test_fuzz_the_npy_and_npz_readers():
     valid .npy/.npz files (stored and deflated), each read as bytes, as an .npy file and as an
     .npz file: arrays within 1032x the input's size, or a bounded ValueError; the process
     grows by less than 256 MB in all."""
-    accepted, refused = _worker(FUZZ_NPY, 300, 400)
+    n_hyp, n_mut = count(40, 300), count(60, 400)
+    accepted, refused = _worker(FUZZ_NPY, n_hyp, n_mut)
     print(f".npy/.npz readers: {accepted} accepted, {refused} refused")
-    assert accepted + refused == 3 * (700 + 11) and refused > 1500 and accepted >= 11
+    assert accepted + refused == 3 * (n_hyp + n_mut + 11) and accepted >= 11
+    assert refused > 3 * n_mut + n_hyp
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -607,9 +612,10 @@ def test_fuzz_checkpoints():
     tagged objects, foreign classes, arrays that do not exist, huge ints) and 600 byte-level
     mutations of the file: each is read and probed as resume does (read_run, check_state),
     accepted or refused with a CheckpointError naming the file; nothing else."""
-    accepted, refused = _worker(FUZZ_CHECKPOINT, 200, 600)
+    n_hyp, n_mut = count(30, 200), count(80, 600)
+    accepted, refused = _worker(FUZZ_CHECKPOINT, n_hyp, n_mut)
     print(f"checkpoints: {accepted} accepted, {refused} refused")
-    assert accepted + refused == 800 and refused > 500 and accepted > 0
+    assert accepted + refused == n_hyp + n_mut and refused > 5 * n_mut // 6 and accepted > 0
 
 
 # ---------------------------------------------------------------------------- experiment files
@@ -740,9 +746,10 @@ def test_fuzz_experiment_files():
     alias bombs (up to 7 levels of 9) and brackets nested up to 5000 deep, as .yaml and .toml,
     and 500 character-level mutations of the example files: each is read and resolved, or
     refused with a ConfigError of bounded text; nothing else."""
-    accepted, refused = _worker(FUZZ_CONFIG, 400, 500, EXAMPLES)
+    n_hyp, n_mut = count(50, 400), count(70, 500)
+    accepted, refused = _worker(FUZZ_CONFIG, n_hyp, n_mut, EXAMPLES)
     print(f"experiment files: {accepted} accepted, {refused} refused")
-    assert refused > 500 and accepted > 10
+    assert refused > n_mut and accepted > count(5, 10)
 
 
 # ---------------------------------------------------------------------------- writes
