@@ -50,7 +50,7 @@ numpydoc_xref_param_type = False
 html_theme = "alabaster"
 html_title = f"rfl_fast {release}"
 html_static_path = ["_static"]
-html_css_files = ["custom.css"]                      # wrap long code lines, wider pages
+html_css_files = ["custom.css"]                      # code lines scroll, never wrap
 html_theme_options = {"page_width": "1180px", "sidebar_width": "250px",
                       "description": "Riemannian federated learning with a compiled core"}
 

@@ -87,6 +87,22 @@ def get_pkgconfig_dir() -> str:
     return _shipped_dir("pkgconfig")
 
 
+def _pool_line(pool):
+    """One thread pool of threadpoolctl as a line: its API and library, threads, and the kernel
+    and version where the library reports them (OpenMP runtimes report neither)."""
+    path = pool.get("filepath") or ""
+    lib = pool.get("prefix") or os.path.basename(path) or "?"
+    folder = os.path.basename(os.path.dirname(path))
+    if folder.endswith(".libs"):                 # a wheel's vendored copy: numpy's, scipy's
+        lib = f"{folder[:-len('.libs')]}'s {lib}"
+    parts = [f"{pool.get('num_threads')} threads"]
+    if pool.get("architecture"):
+        parts.append(f"kernel {pool['architecture']}")
+    if pool.get("version"):
+        parts.append(f"version {pool['version']}")
+    return f"{pool.get('internal_api')} ({lib}): {', '.join(parts)}"
+
+
 def _thread_settings():
     names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
              "OPENBLAS_CORETYPE", "RFL_FAST_BACKEND", "RFL_FAST_VALIDATE", "RFL_FAST_THREADS")
@@ -96,8 +112,7 @@ def _thread_settings():
         from threadpoolctl import threadpool_info
 
         for pool in threadpool_info():
-            lines.append(f"  {pool.get('internal_api')}: {pool.get('num_threads')} threads, "
-                         f"kernel {pool.get('architecture')}, {pool.get('version')}")
+            lines.append(f"  {_pool_line(pool)}")
     except ImportError:
         lines.append("  (install threadpoolctl to see BLAS threads and kernel)")
     return lines

@@ -130,7 +130,11 @@ def test_coinciding_lines_stay_distinguishable():
 def test_plot_panels_writes_files_and_rejects_bad_arguments(tmp_path):
     panels = {"a": {"x": _history(0.1)}, "b": {"y": _history(0.2)}}
     files = plot_panels(panels, str(tmp_path / "p"), "grad_norm")
+    assert [f.rsplit(".", 1)[1] for f in files] == ["png"]            # PNG unless asked
+    files = plot_panels(panels, str(tmp_path / "p"), "grad_norm", formats=("png", "pdf"))
     assert [f.rsplit(".", 1)[1] for f in files] == ["png", "pdf"]
+    with pytest.raises(ValueError, match="formats: expected"):
+        plot_panels(panels, str(tmp_path / "p"), formats=("jpeg",))
     assert plot_panels(panels, str(tmp_path / "q"), "angle") == []   # nothing recorded
     with pytest.raises(ValueError, match="x: expected one of round, cpu"):
         plot_panels(panels, str(tmp_path / "p"), x="time")

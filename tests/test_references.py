@@ -40,3 +40,26 @@ def test_citation_cff_and_references_page_name_every_paper_with_its_experiments(
         assert row.rstrip().endswith(f"- {ids}"), (seed, ids, row)
     for exp, seeds in SOURCES.items():              # the experiments table
         assert re.search(rf"^{exp} +{' '.join(seeds)} ", raw, re.M), exp
+
+
+def test_users_read_papers_by_authors_and_year_never_by_number():
+    """The numbers ("seed 001", "004 Fig. 3") stay on the references page: the README, the
+    other doc pages and what the experiments show (titles, sources, notes, claims, plots,
+    tables) name a paper as ``CITES`` does ("Li & Ma 2022"), which the page lists too."""
+    from rfl_fast.app.experiments import CITES
+
+    assert set(CITES) == set(PAPERS)
+    page = _flat((ROOT / "docs" / "references.rst").read_text(encoding="utf-8"))
+    for key, name in CITES.items():
+        assert name in page and name.split(" et al.")[0].split(" & ")[0] in PAPERS[key], name
+    # "seed 001", "001's", "(004)"; not 0.001 or "100 000"
+    number = re.compile(r"(?i)\bseeds? 00\d\b|(?<![\d.])(?<!\d )\b00[0-4]\b(?!\.\d)")
+    texts = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8")}
+    texts.update({str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+                  for p in sorted((ROOT / "docs").glob("*.*"))
+                  if p.suffix in (".rst", ".md") and p.name != "references.rst"})
+    experiments = Path(__import__("rfl_fast.app.experiments").app.experiments.__file__).parent
+    texts.update({f"rfl_fast/app/experiments/{p.name}": p.read_text(encoding="utf-8")
+                  for p in sorted(experiments.glob("*.py")) if p.name != "__init__.py"})
+    found = {name: sorted(set(number.findall(text))) for name, text in texts.items()}
+    assert not {k: v for k, v in found.items() if v}, found

@@ -7,6 +7,7 @@ file; nothing written), 130 interrupted by Ctrl-C (results so far written and ma
 """
 
 import argparse
+import importlib.util
 import logging
 import os
 import sys
@@ -69,25 +70,30 @@ def _progress_bar(quiet):
     return progress
 
 
+def _formats(args):
+    """The figures' file formats: PNG, and PDF with ``--pdf``."""
+    return ("png", "pdf") if getattr(args, "pdf", False) else ("png",)
+
+
+def _have_matplotlib():
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _demo(args):
     from .demo import run_demo
     from .runner import summary_table
 
-    try:
-        import matplotlib  # noqa: F401
-
-        plot = True
-    except ImportError:
-        plot = False
+    plot = not args.no_plots and _have_matplotlib()
     results = run_demo(args.rounds, out=args.out, seed=args.seed, plot=plot,
-                       progress=_progress_bar(args.quiet))
+                       progress=_progress_bar(args.quiet), formats=_formats(args))
     if args.quiet:
         return EXIT_OK
     print(summary_table({name: res.history for name, res in results.items()}))
-    print(f"histories (CSV){' and plots (grad_norm.png, .pdf)' if plot else ''} in {args.out}/")
-    if not plot:
+    shown = " and ".join(f"grad_norm.{ext}" for ext in _formats(args))
+    print(f"histories (<algorithm>.csv){f' and the plot {shown}' if plot else ''} in {args.out}/")
+    if not plot and not args.no_plots:
         print("install matplotlib (pip install matplotlib, or '.[cli]' in the source folder) "
-              "for the plots")
+              "for the plot")
     return EXIT_OK
 
 
@@ -100,7 +106,7 @@ def _run(args):
     try:
         plan = load_plan(args.config, overrides=overrides)
         outcome = execute(plan, overwrite=args.overwrite, progress=not args.quiet,
-                          verbose=args.verbose, quiet=args.quiet)
+                          verbose=args.verbose, quiet=args.quiet, formats=_formats(args))
     except ConfigError as exc:
         _error("run", f"{args.config}: {exc}")
         return EXIT_USAGE
@@ -121,10 +127,8 @@ def _reproduce(args):
         size = "small version" if args.small else "papers' setting"
         print(f"running {args.id} ({size}, seed {args.seed}); results in {out}{os.sep}",
               flush=True)
-        t = expected_seconds(args.id, small=args.small)
-        if t is not None:
-            print(f"expected time: about {_duration(t)} (2-core machine; see "
-                  f"rfl_fast.app.experiments.{args.id.lower()}.EXPECTED_S)", flush=True)
+        print(_expectation(args.id, args.small, expected_seconds(args.id, small=args.small),
+                           args.no_plots), flush=True)
     try:
         res = run_experiment(args.id, small=args.small, seed=args.seed, out=out,
                              progress=None if args.quiet else _print_progress)
@@ -135,7 +139,8 @@ def _reproduce(args):
     except ImportError as exc:
         _error("reproduce", str(exc))
         return EXIT_FAILED
-    plots = _plot_experiment(args.id, res, out, args.quiet)
+    plots = [] if args.no_plots else _plot_experiment(args.id, res, out, args.quiet,
+                                                       _formats(args))
     if args.table:
         from .experiments.tables import results_table, write_table
         plots.append(write_table(res, out))
@@ -156,21 +161,62 @@ def _reproduce(args):
 
 
 def _duration(seconds):
+    if seconds < 1:
+        return "under 1 s"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
+def _expectation(exp_id, small, seconds, no_plots):
+    """What ``reproduce`` announces about its time: the small forms' measured time (checked
+    within 2x by the tests), or for the full forms the measurement on record and the promise
+    of an estimate from this run's own pace."""
+    plots = "" if no_plots else "; then the plots (--no-plots skips them)"
+    if seconds is None:
+        return f"the runs' time is not on record: each finished run prints the time left{plots}"
+    if small:
+        return (f"expected: the runs take about {_duration(seconds)} on an idle 2-core machine "
+                f"(measured){plots}")
+    return (f"expected: the runs took {_duration(seconds)} when last measured on a 2-core "
+            f"machine; each finished run prints the time left at this run's pace{plots}")
+
+
+#: exp_id -> seconds at its first finished run (which also carries the process's warm-up:
+#: imports, Numba's cached kernels), so the pace is taken from the runs after it.
+_FIRST_DONE = {}
+
+
 def _print_progress(exp_id, done, total, label, elapsed):
-    """One line per finished run: runs done / total, the run (setting_algorithm), elapsed."""
-    print(f"  {exp_id} [{done}/{total}] {_duration(elapsed):>6}  {label}", flush=True)
+    """One line per finished run: runs done / total, elapsed, the run (setting_algorithm) and,
+    while runs are left, the time left at the pace of the runs after the first (this
+    command's own timing)."""
+    if done <= 1:
+        _FIRST_DONE[exp_id] = elapsed
+    left = ""
+    if 1 < done < total and exp_id in _FIRST_DONE:
+        pace = (elapsed - _FIRST_DONE[exp_id]) / (done - 1)
+        rest = pace * (total - done)
+        left = f"  ({'under 1 s' if rest < 1 else f'about {_duration(rest)}'} left)"
+    print(f"  {exp_id} [{done}/{total}] {_duration(elapsed):>8}  {label}{left}", flush=True)
 
 
-def _plot_experiment(exp_id, res, out, quiet):
+def _plot_experiment(exp_id, res, out, quiet, formats=("png",)):
     """Plots of the histories an experiment wrote: per metric, one panel per setting, one line
-    per run (:func:`rfl_fast.app.experiments.plots.plot_experiment`)."""
+    per run (:func:`rfl_fast.app.experiments.plots.plot_experiment`), announced with their
+    count before and their time after (plotting can take longer than a small form's runs)."""
     try:
-        from .experiments.plots import plot_experiment
+        import time
 
-        return plot_experiment(exp_id, res, out)
+        from .experiments.plots import plot_experiment, plotted_figures
+
+        t0 = time.perf_counter()
+        n = plotted_figures(exp_id, res)
+        if not quiet and n:
+            print(f"plotting {n} figures ({', '.join(formats)}; --no-plots skips them) ...",
+                  flush=True)
+        files = plot_experiment(exp_id, res, out, formats=formats)
+        if not quiet and files:
+            print(f"{len(files)} plot files in {time.perf_counter() - t0:.1f} s", flush=True)
+        return files
     except ImportError as exc:
         if not quiet:
             print(f"plots skipped: {exc}")
@@ -210,10 +256,37 @@ def _nonnegative_int(value):
     return v
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose epilog may be a function, called only when the help is
+    shown (``run``'s lists every key of an experiment file, which imports the federated layer:
+    ``--help`` and every other command start without it)."""
+
+    def format_help(self):
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
+def _run_epilog():
+    from .config import SCHEMA_HELP
+
+    return ("experiment file keys:\n" + SCHEMA_HELP
+            + "\nexample: examples/config_kpca.toml in the source tree")
+
+
+def _experiments_epilog():
+    from .experiments import CITES, EXPERIMENTS, SOURCES
+
+    return "experiments:\n" + "\n".join(
+        f"  {key}  {'; '.join(CITES[paper] for paper in SOURCES[key])}" for key in EXPERIMENTS)
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="rfl-fast", description="Riemannian federated learning")
+    parser = _Parser(prog="rfl-fast", description="Riemannian federated learning: the papers' "
+                                                  "algorithms on manifolds, with a compiled core")
     parser.add_argument("--version", action="version", version=f"rfl-fast {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
     chat = argparse.ArgumentParser(add_help=False)
     level = chat.add_mutually_exclusive_group()
     level.add_argument("-q", "--quiet", action="store_true", help="no progress bars or messages")
@@ -222,27 +295,32 @@ def build_parser():
 
     demo = sub.add_parser("demo", parents=[chat],
                           help="federated kPCA on the wine data with the papers' algorithms: "
-                               "summary table, histories and plots")
+                               "summary table, histories and plots",
+                          description="Federated kPCA on scikit-learn's wine data (10 clients "
+                                      "with label-skewed shares) with RFedAvg, RFedProx, "
+                                      "RFedSVRG, RFedProj and RFedAGS from one start: a "
+                                      "summary table, each algorithm's history (CSV) and a "
+                                      "plot of the gradient norm.")
     demo.add_argument("--rounds", type=_nonnegative_int, default=300,
                       help="rounds per algorithm (300)")
     demo.add_argument("--out", default="rfl_fast_demo", help="output folder (rfl_fast_demo)")
     demo.add_argument("--seed", type=_nonnegative_int, default=0, help="random seed (0)")
+    demo.add_argument("--no-plots", action="store_true", help="skip the plot")
+    demo.add_argument("--pdf", action="store_true", help="also write the plot as PDF")
     demo.set_defaults(func=_demo)
-
-    from .config import SCHEMA_HELP
 
     run = sub.add_parser("run", parents=[chat],
                          help="run an experiment file (TOML or YAML)",
                          description="Run the experiment described by CONFIG and write a "
                                      "results folder (config, histories, models, plots).",
-                         epilog="experiment file keys:\n" + SCHEMA_HELP
-                                + "\nexample: examples/config_kpca.toml in the source tree",
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+                         epilog=_run_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("config", metavar="CONFIG", help="experiment file (.toml, .yaml, .yml)")
-    run.add_argument("--out", help="results folder (overrides the file's `out`)")
+    run.add_argument("--out", help="results folder (overrides the file's out key)")
     run.add_argument("--rounds", type=_nonnegative_int, help="rounds (overrides the file)")
     run.add_argument("--seed", type=_nonnegative_int, help="seed (overrides the file)")
-    run.add_argument("--no-plots", action="store_true", help="skip the figures")
+    run.add_argument("--no-plots", action="store_true",
+                     help="skip the figures (drawing them can take longer than a small run)")
+    run.add_argument("--pdf", action="store_true", help="also write each figure as PDF")
     run.add_argument("--overwrite", action="store_true",
                      help="write into a results folder that is not empty (files of the "
                           "same name are replaced)")
@@ -253,12 +331,20 @@ def build_parser():
     ids = f"{next(iter(EXPERIMENTS))}..{next(reversed(EXPERIMENTS))}"
     rep = sub.add_parser("reproduce", parents=[chat],
                          help=f"rerun one of the papers' experiments {ids}",
-                         description=f"Rerun experiment {ids} of the source papers "
-                                     "(rfl_fast.app.experiments.PAPERS; docs: references).")
+                         description=f"Rerun experiment {ids} of the source papers (the "
+                                     "docs' references page has each one's setting).",
+                         epilog=_experiments_epilog,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("id", type=_experiment_id, metavar="ID", help=", ".join(EXPERIMENTS))
-    rep.add_argument("--small", action="store_true", help="the fast version (seconds)")
+    rep.add_argument("--small", action="store_true",
+                     help="the small form the tests run (the command states its measured "
+                          "time first)")
     rep.add_argument("--out", help="results folder (default rfl_fast_results/ID)")
     rep.add_argument("--seed", type=_nonnegative_int, default=0, help="random seed (0)")
+    rep.add_argument("--no-plots", action="store_true",
+                     help="skip the figures (up to 6 per experiment; drawing them can take "
+                          "longer than a small form's runs)")
+    rep.add_argument("--pdf", action="store_true", help="also write each figure as PDF")
     rep.add_argument("--table", action="store_true",
                      help="print the results table (ours next to the paper's, with verdicts) "
                           "and write it as ID.md in the results folder")

@@ -2,9 +2,10 @@
 communication rounds and against CPU time (server + max over clients), one line per run.
 
 Needs matplotlib (the ``cli`` extra); it is imported on first use with the ``Agg`` backend, so
-plotting works without a display. Every line of a panel has its own colour, line style and
-marker (lines that coincide stay visible), legends sit outside the axes, and figures are saved
-with their titles and legends whole.
+plotting works without a display. Each figure is one file, PNG by default (``formats=("png",
+"pdf")`` adds a PDF; a PDF costs about as much again as the PNG). Every line of a panel has
+its own colour, line style and marker (lines that coincide stay visible), legends sit outside
+the axes, and the layout keeps titles and legends whole.
 """
 
 import math
@@ -110,11 +111,24 @@ def _title(fig, title):
                                    break_on_hyphens=False))
 
 
-def _save_all(fig, path):
-    """``path.png`` and ``path.pdf``, each through a temporary file and a rename (a plot file is
-    complete or absent), cropped to what is drawn (titles and legends whole)."""
+#: The file formats a figure is written in unless a call names others.
+FORMATS = ("png",)
+
+
+def _formats(formats):
+    formats = (formats,) if isinstance(formats, str) else tuple(formats)
+    if not formats or any(f not in ("png", "pdf", "svg") for f in formats):
+        raise ValueError(f"formats: expected a non-empty sequence of 'png', 'pdf', 'svg', got "
+                         f"{formats!r}")
+    return formats
+
+
+def _save_all(fig, path, formats=FORMATS):
+    """``path.<format>`` for each format, each through a temporary file and a rename (a plot
+    file is complete or absent). The figures are laid out by ``constrained_layout`` with their
+    legends inside the figure, so no ``bbox_inches="tight"`` pass (an extra draw) is needed."""
     return [atomic_write(f"{path}.{ext}", lambda tmp, ext=ext: fig.savefig(
-        tmp, dpi=120, format=ext, bbox_inches="tight")) for ext in ("png", "pdf")]
+        tmp, dpi=110, format=ext)) for ext in _formats(formats)]
 
 
 def histories_figure(histories, y="grad_norm", title=None):
@@ -128,9 +142,10 @@ def histories_figure(histories, y="grad_norm", title=None):
     return fig
 
 
-def plot_histories(histories, path, y="grad_norm", title=None):
-    """Write ``path.png`` and ``path.pdf``: column ``y`` against rounds (left) and against
-    cumulative CPU time, server + max over clients (right), one line per run, log scale.
+def plot_histories(histories, path, y="grad_norm", title=None, formats=FORMATS):
+    """Write ``path.png`` (and ``path.pdf`` where ``formats`` asks): column ``y`` against rounds
+    (left) and against cumulative CPU time, server + max over clients (right), one line per
+    run, log scale.
 
     Parameters
     ----------
@@ -141,15 +156,17 @@ def plot_histories(histories, path, y="grad_norm", title=None):
     y : str
         The column to plot; non-finite and non-positive values are left out.
     title : str, optional
+    formats : sequence of {"png", "pdf", "svg"}
+        One file per format (default PNG alone).
 
     Returns
     -------
     list of str
-        The two files written.
+        The files written.
     """
     fig = histories_figure(histories, y, title)
     try:
-        return _save_all(fig, path)
+        return _save_all(fig, path, formats)
     finally:
         _pyplot().close(fig)
 
@@ -179,9 +196,10 @@ def panels_figure(panels, y="grad_norm", x="round", title=None, ncols=2):
     return fig
 
 
-def plot_panels(panels, path, y="grad_norm", x="round", title=None, ncols=2):
-    """Write ``path.png`` and ``path.pdf``: one panel per setting, column ``y`` (log scale)
-    against ``x`` (``"round"`` or ``"cpu"``), one line per run, each panel with its legend.
+def plot_panels(panels, path, y="grad_norm", x="round", title=None, ncols=2, formats=FORMATS):
+    """Write ``path.png`` (and ``path.pdf`` where ``formats`` asks): one panel per setting,
+    column ``y`` (log scale) against ``x`` (``"round"`` or ``"cpu"``), one line per run, each
+    panel with its legend.
 
     Parameters
     ----------
@@ -194,23 +212,26 @@ def plot_panels(panels, path, y="grad_norm", x="round", title=None, ncols=2):
     title : str, optional
     ncols : int
         Panels per row.
+    formats : sequence of {"png", "pdf", "svg"}
+        One file per format (default PNG alone).
 
     Returns
     -------
     list of str
-        The two files written (none if no panel has values).
+        The files written (none if no panel has values).
     """
+    formats = _formats(formats)
     fig = panels_figure(panels, y, x, title, ncols)
     if fig is None:
         return []
     try:
-        return _save_all(fig, path)
+        return _save_all(fig, path, formats)
     finally:
         _pyplot().close(fig)
 
 
 def plot_metrics(histories, folder, metrics=("grad_norm", "angle", "f_gap"), title=None,
-                 prefix=""):
+                 prefix="", formats=FORMATS):
     """One figure per metric (:func:`plot_histories`), skipping metrics no history records
     (e.g. ``angle`` outside PCA problems).
 
@@ -218,9 +239,11 @@ def plot_metrics(histories, folder, metrics=("grad_norm", "angle", "f_gap"), tit
     ----------
     histories : dict of str to History
     folder : str
-        Existing folder; files are ``<prefix><metric>.png`` and ``.pdf``.
+        Existing folder; files are ``<prefix><metric>.png`` (and ``.pdf``, ...).
     metrics : sequence of str
     title : str, optional
+    prefix : str
+    formats : sequence of {"png", "pdf", "svg"}
 
     Returns
     -------
@@ -231,5 +254,5 @@ def plot_metrics(histories, folder, metrics=("grad_norm", "angle", "f_gap"), tit
     for y in metrics:
         if has_values(histories, y):
             files += plot_histories(histories, os.path.join(folder, f"{prefix}{y}"), y=y,
-                                    title=title)
+                                    title=title, formats=formats)
     return files

@@ -8,7 +8,8 @@ folder per run::
     <out>/summary.json            status, rounds run, final metrics and files per algorithm
     <out>/history_<label>.csv     per-round history (also .json) of each algorithm
     <out>/model_<label>.npy       the final model
-    <out>/plot_<metric>.png/.pdf  metric against rounds and CPU time, one line per algorithm
+    <out>/plot_<metric>.png       metric against rounds and CPU time, one line per algorithm
+                                  (.pdf too with ``formats=("png", "pdf")``, ``--pdf``)
 
 Every file is written to a temporary name and renamed, so a file is either complete or
 absent. Ctrl-C stops cleanly: the first press finishes the current round, writes everything
@@ -208,7 +209,7 @@ def _check_out(out, overwrite):
 
 
 def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
-            callback=None, stream=None):
+            callback=None, stream=None, formats=("png",)):
     """Run every algorithm of ``plan`` and write the results folder.
 
     Parameters
@@ -228,6 +229,8 @@ def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
         ``KeyboardInterrupt`` there simulates a second Ctrl-C).
     stream : file, optional
         Where messages go (default ``sys.stdout``).
+    formats : sequence of {"png", "pdf", "svg"}
+        The figures' file formats.
 
     Returns
     -------
@@ -367,16 +370,26 @@ def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
 
         notes = []
         plots = []
+        if cfg["metrics_every"] > 1:
+            notes.append(f"metrics (grad_norm, angle, f_gap, dist) are measured every "
+                         f"{cfg['metrics_every']} rounds (metrics_every) and at the last; the "
+                         f"histories' other rows hold the round's time and bytes with empty "
+                         f"metric cells")
         if cfg["plots"] and histories:
             try:
-                from .plotting import plot_metrics
+                from .plotting import has_values, plot_metrics
 
                 title = (f"{cfg['problem']['type']} on {cfg['data']['source']} "
                          f"({problem.n_clients} clients)")
-                plots = plot_metrics(histories, out, cfg["plots"], title=title, prefix="plot_")
+                t0 = time.perf_counter()
+                shown = sum(has_values(histories, y) for y in cfg["plots"])
+                say(f"plotting {shown} figures ({', '.join(formats)}; --no-plots skips them) "
+                    f"...")
+                plots = plot_metrics(histories, out, cfg["plots"], title=title, prefix="plot_",
+                                     formats=formats)
+                say(f"{len(plots)} plot files in {time.perf_counter() - t0:.1f} s")
             except ImportError as exc:
                 notes.append(f"plots skipped: {exc}")
-                say(f"plots skipped: {exc}")
         files += plots
         summary = {"name": cfg["name"], "status": status, "rounds_requested": rounds,
                    "algorithms": per_alg, "plots": plots, "notes": notes, **meta}
@@ -386,6 +399,8 @@ def execute(plan, *, overwrite=False, progress=True, verbose=False, quiet=False,
             resolved["status_detail"] = {k: v["status"] for k, v in per_alg.items()}
         _write_json(os.path.join(out, "config_resolved.json"), resolved)
         say(summary_table(histories))
+        for note in notes:
+            say(f"note: {note}")
         say(f"{status}: results in {out}{os.sep}")
         return RunOutcome(out=out, status=status, histories=histories, models=models,
                           summary=summary, files=files)

@@ -1,5 +1,6 @@
 """Reproductions of the source papers' experiments E1..E8, one module per experiment (the
-papers: :data:`PAPERS`, which experiment reproduces which: :data:`SOURCES`).
+papers: :data:`PAPERS`, named by authors and year as :data:`CITES`; which experiment
+reproduces which: :data:`SOURCES`).
 
 Every experiment module exposes ``run(small=False, seed=0, out=None) -> dict`` and
 ``table_rows(result) -> list`` (its results table's rows ``(setting, quantity, ours, paper,
@@ -15,14 +16,16 @@ verdict)``, which :mod:`rfl_fast.app.experiments.tables` lays out):
 The returned dict (JSON-able) has the keys ``experiment``, ``title``, ``source``, ``small``,
 ``seed``, ``settings``, ``results``, ``paper`` (the papers' reported numbers or claims, for a
 side-by-side reading), ``notes`` (deviations, skipped parts with their reason),
-``elapsed_s`` and ``runs`` (``declared``: every ``<setting>_<algorithm>`` run, ``skipped``).
+``elapsed_s`` (wall seconds), ``cpu_s`` (the process's CPU seconds) and ``runs``
+(``declared``: every ``<setting>_<algorithm>`` run, ``skipped``).
 
 Nothing is dropped silently: every run is declared before it starts, and a declared run that
 produced no history makes the experiment raise
 :class:`~rfl_fast.app.experiments._common.ExperimentError` (``rfl-fast reproduce`` exits 1 with
 the reason), unless it is a documented skip of missing local data (MNIST files).
 ``run_experiment(..., progress=fn)`` reports each finished run; :func:`expected_seconds`
-gives the measured run time; :mod:`rfl_fast.app.experiments.tables` turns a result into the
+gives the measured run time (``tests/test_experiments.py`` fails when a small form's time is
+off by more than 2x); :mod:`rfl_fast.app.experiments.tables` turns a result into the
 results table (ours next to the paper's, with verdicts; ``reproduce ID --table``, ``ID.md``).
 
 The registry maps ids to module names and imports a module only when it is asked for, so an
@@ -34,22 +37,23 @@ experiment whose module is missing is a clear error at call time, never an impor
 
 import importlib
 
-__all__ = ["EXPERIMENTS", "PAPERS", "SOURCES", "run_experiment", "get_experiment",
+__all__ = ["EXPERIMENTS", "PAPERS", "CITES", "SOURCES", "run_experiment", "get_experiment",
            "available_experiments", "expected_seconds"]
 
 #: Experiment id -> module of :mod:`rfl_fast.app.experiments` (imported lazily).
 EXPERIMENTS = {
-    "E1": "e1",   # 001 Table 1: tangent-space vs Karcher consensus on the sphere
-    "E2": "e2",   # 001 Fig. 2-4: synthetic PCA / kPCA, RFedSVRG vs RFedAvg vs RFedProx
-    "E3": "e3",   # 001 Fig. 5-7, 004 Fig. 3-6: kPCA on iris, wine, breast cancer, MNIST
-    "E4": "e4",   # 004 Fig. 1-2: SPD Karcher mean, PCA d = 600 (RFedSVRG-2BB/2BBS)
-    "E5": "e5",   # 003 Table 1, Fig. 2: RFedAGS on sphere, SPD, Brockett
-    "E6": "e6",   # 003 Fig. 4-7: arbitrary participation, AGS-AP vs AGS-RS
-    "E7": "e7",   # 002: differential privacy (PriRFed)
-    "E8": "e8",   # 000 poster: kPCA comparisons and the effect of batch size (RFedProj)
+    "E1": "e1",   # Li & Ma 2022, Table 1: tangent-space vs Karcher consensus on the sphere
+    "E2": "e2",   # Li & Ma 2022, Fig. 2-4: synthetic PCA / kPCA, RFedSVRG vs RFedAvg, RFedProx
+    "E3": "e3",   # Li & Ma 2022, Fig. 5-7, Xiao et al. 2024, Fig. 3-6: kPCA on real data
+    "E4": "e4",   # Xiao et al. 2024, Fig. 1-2: SPD Karcher mean (RFedSVRG-2BB/2BBS)
+    "E5": "e5",   # Huang et al. 2025, Table 1, Fig. 2: RFedAGS on sphere, SPD, Brockett
+    "E6": "e6",   # Huang et al. 2025, Fig. 4-7: arbitrary participation, AGS-AP vs AGS-RS
+    "E7": "e7",   # Huang et al. 2024: differential privacy (PriRFed)
+    "E8": "e8",   # Zhang et al. 2024 poster: kPCA comparisons, batch size (RFedProj)
 }
 
-#: The five source papers, keyed by the number the code cites them with ("seed 001").
+#: The five source papers, keyed by their number in ``docs/references`` (the only place the
+#: numbers are shown; everything a user reads names a paper by :data:`CITES`).
 PAPERS = {
     "000": "Zhang, Hu, So, Johansson: Nonconvex Federated Learning on Compact Smooth "
            "Submanifolds With Heterogeneous Data (NeurIPS 2024, poster)",
@@ -61,6 +65,10 @@ PAPERS = {
     "004": "Xiao, Yan, Wang: Riemannian SVRG Using Barzilai-Borwein Method as Second-Order "
            "Approximation for Federated Learning (Symmetry 16(9):1101, 2024)",
 }
+
+#: How results, tables, plots and notes name each paper: authors and year.
+CITES = {"000": "Zhang et al. 2024", "001": "Li & Ma 2022", "002": "Huang et al. 2024",
+         "003": "Huang et al. 2025", "004": "Xiao et al. 2024"}
 
 #: Experiment id -> the papers (keys of :data:`PAPERS`) whose results it reproduces.
 SOURCES = {"E1": ("001",), "E2": ("001",), "E3": ("001", "004"), "E4": ("004",),
@@ -156,7 +164,11 @@ def run_experiment(exp_id, small=False, seed=0, out=None, progress=None):
 
 
 def expected_seconds(exp_id, small=False):
-    """Measured run time of ``exp_id`` (seconds, 2-core machine, seed 0), or ``None``.
+    """Measured time of ``exp_id``'s runs (seconds, seed 0, idle 2-core machine), or ``None``.
+
+    The small forms' times are checked by ``tests/test_experiments.py``, which fails when one
+    is off by more than 2x from the CPU time the test measures; the full forms' times were
+    measured once (``EXPECTED_S`` of each module says when) and are not re-timed by the tests.
 
     Parameters
     ----------
@@ -170,4 +182,4 @@ def expected_seconds(exp_id, small=False):
     float or None
     """
     t = getattr(get_experiment(exp_id), "EXPECTED_S", None)
-    return None if t is None else t[0 if small else 1]
+    return None if t is None else t[0 if small else 1]     # a full time may be None too

@@ -73,6 +73,7 @@ class Recorder:
         self.labels = {}        # file-name form (slug) -> the label as declared
         self._progress = _PROGRESS[0]
         self._t0 = time.perf_counter()
+        self._c0 = time.process_time()
 
     def declare(self, *labels):
         """Announce runs (``<setting>_<algorithm>`` labels) that must produce a history."""
@@ -111,10 +112,17 @@ class Recorder:
                                   f"{', '.join(missing)}")
         if self.skipped:
             self.notes.append("skipped for missing local data: " + ", ".join(self.skipped))
+        every = sorted({int(h.meta.get("metrics_every", 1)) for h in self._histories.values()})
+        if every and every[-1] > 1:
+            self.notes.append(f"history files: metrics (grad_norm, angle, f_gap, dist) measured "
+                              f"every {' or '.join(map(str, every))} rounds and at the last "
+                              f"round; the rows between hold the round's time and bytes, their "
+                              f"metric cells empty (nan)")
         res = {"experiment": self.exp_id, "title": self.title, "source": self.source,
                "small": self.small, "seed": self.seed, "settings": self.settings,
                "results": self.results, "paper": self.paper, "notes": self.notes,
-               "elapsed_s": time.perf_counter() - self._t0, "files": [],
+               "elapsed_s": time.perf_counter() - self._t0,
+               "cpu_s": time.process_time() - self._c0, "files": [],
                "runs": {"declared": list(self.declared), "skipped": dict(self.skipped),
                         "labels": dict(self.labels)}}
         if self.out is not None:

@@ -11,7 +11,8 @@ sphere", line "fixed step, K = 1"; an experiment's ``PLOT_NAMES`` adds its own w
 import os
 import re
 
-__all__ = ["plot_experiment", "experiment_panels", "readable", "split_label"]
+__all__ = ["plot_experiment", "plotted_figures", "experiment_panels", "readable",
+           "split_label"]
 
 #: Words of run labels and how figures show them.
 NAMES = {"fixed": "fixed step", "decaying": "decaying step", "fullbatch": "full batch",
@@ -75,15 +76,31 @@ def experiment_panels(exp_id, res):
     return panels
 
 
-def plot_experiment(exp_id, res, out, metrics=METRICS):
-    """Write ``<out>/<id>_plot_<metric>.png/.pdf`` (against rounds) and ``..._cpu.png/.pdf``
-    (against CPU time) for each metric some run recorded; returns the files written."""
+def _figures(panels, metrics):
+    """The ``(metric, x axis, file suffix)`` of each figure some run has values for."""
+    from ..plotting import has_values
+
+    return [(y, x, suffix) for y in metrics
+            if any(has_values(histories, y) for histories in panels.values())
+            for x, suffix in (("round", ""), ("cpu", "_cpu"))]
+
+
+def plotted_figures(exp_id, res, metrics=METRICS):
+    """How many figures :func:`plot_experiment` draws for ``res`` (one file per figure and
+    format)."""
+    return len(_figures(experiment_panels(exp_id, res), metrics))
+
+
+def plot_experiment(exp_id, res, out, metrics=METRICS, formats=("png",)):
+    """Write ``<out>/<id>_plot_<metric>.png`` (against rounds) and ``..._cpu.png`` (against CPU
+    time) for each metric some run recorded, each figure one file per format (``formats=("png",
+    "pdf")`` adds PDFs); returns the files written."""
     from ..plotting import plot_panels
 
     panels = experiment_panels(exp_id, res)
     files = []
-    for y in metrics:
-        for x, suffix in (("round", ""), ("cpu", "_cpu")):
-            files += plot_panels(panels, os.path.join(out, f"{exp_id}_plot_{y}{suffix}"), y=y,
-                                 x=x, title=f"{exp_id}: {res['title']} ({res['source']})")
+    for y, x, suffix in _figures(panels, metrics):
+        files += plot_panels(panels, os.path.join(out, f"{exp_id}_plot_{y}{suffix}"), y=y, x=x,
+                             title=f"{exp_id}: {res['title']} ({res['source']})",
+                             formats=formats)
     return files
