@@ -79,10 +79,6 @@ def test_readme_first_blocks_run(tmp_path, monkeypatch):
     _run_blocks(blocks)
 
 
-@pytest.mark.xfail(raises=AttributeError, strict=True,
-                   reason="the C++ fast lane (Manifold._compiled in rfl_fast/manifolds/base.py) "
-                          "reads .shape of its first argument before converting it: a list "
-                          "given to retr/exp raises AttributeError (found for issue 40)")
 def test_arrays_in_arrays_out_lists_everywhere():
     """*Arrays in, arrays out*: a list is converted on every route, including the maps that
     try the compiled fast lane first."""

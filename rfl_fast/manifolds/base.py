@@ -173,8 +173,8 @@ class Manifold:
         same kernel's output, without computing it again: with ``solved``, the ``(what, name)``
         of :meth:`_solved`, it raises that ``NoSolutionError``; without, the output is returned
         (the caller's own checks follow, or the general route returns it as it is)."""
-        if validation_enabled(self.validate):
-            return None
+        if validation_enabled(self.validate) or type(arrays[0]) is not np.ndarray:
+            return None  # a list, a tensor: the general route converts it
         fn = fast_lane(kernel, backend, arrays[0].shape)
         if fn is None:
             return None
