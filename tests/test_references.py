@@ -44,8 +44,9 @@ def test_citation_cff_and_references_page_name_every_paper_with_its_experiments(
 
 def test_users_read_papers_by_authors_and_year_never_by_number():
     """The numbers ("seed 001", "004 Fig. 3") stay on the references page: the README, the
-    other doc pages and what the experiments show (titles, sources, notes, claims, plots,
-    tables) name a paper as ``CITES`` does ("Li & Ma 2022"), which the page lists too."""
+    other doc pages, what the experiments show (titles, sources, notes, claims, plots, tables)
+    and the package's docstrings name a paper as ``CITES`` does ("Li & Ma 2022"), which the
+    page lists too."""
     from rfl_fast.app.experiments import CITES
 
     assert set(CITES) == set(PAPERS)
@@ -61,5 +62,8 @@ def test_users_read_papers_by_authors_and_year_never_by_number():
     experiments = Path(__import__("rfl_fast.app.experiments").app.experiments.__file__).parent
     texts.update({f"rfl_fast/app/experiments/{p.name}": p.read_text(encoding="utf-8")
                   for p in sorted(experiments.glob("*.py")) if p.name != "__init__.py"})
+    package = experiments.parent.parent       # every docstring users read through help() / docs
+    texts.update({str(p.relative_to(package.parent)): p.read_text(encoding="utf-8")
+                  for p in sorted(package.rglob("*.py")) if p.parent != experiments})
     found = {name: sorted(set(number.findall(text))) for name, text in texts.items()}
     assert not {k: v for k, v in found.items() if v}, found

@@ -1,7 +1,7 @@
-"""RFedAGS: Riemannian federated learning by averaging gradient streams (Huang, Huang,
-Jawanpuria, Mishra, seed 003, Algorithm 1), with arbitrary partial participation.
+"""RFedAGS: Riemannian federated learning by averaging gradient streams (Huang et al.
+2025, Algorithm 1), with arbitrary partial participation.
 
-Round ``t`` (step ``a_t``, fixed or seed 003's decaying rule):
+Round ``t`` (step ``a_t``, fixed or Huang et al. 2025's decaying rule):
 
 * the server broadcasts ``x_t``;
 * client ``j`` starts at ``x_{t,0} = x_t`` with ``zeta = 0`` and for ``k = 0 .. K-1`` draws a
@@ -14,10 +14,10 @@ Round ``t`` (step ``a_t``, fixed or seed 003's decaying rule):
   - AGS-RS: ``x_{t+1} = R_{x_t}(-(1/|S_t|) sum_{j in S_t} zeta^j)``;
   - AGS-AP: ``x_{t+1} = R_{x_t}(-varpi sum_{j in S_t} zeta^j / (N q_t^j))`` with ``q_t^j``
     the true participation probability ``p_j`` (``q="true"``) or the observed frequency
-    ``q_t^j = (#rounds j answered up to t) / t`` (``q="frequency"``, seed 003 section 3.3).
+    ``q_t^j = (#rounds j answered up to t) / t`` (``q="frequency"``, Huang et al. 2025 section 3.3).
 
 Under Bernoulli participation (client ``i`` answers with probability ``p_i``), AGS-AP's
-direction is unbiased for ``grad f`` (seed 003, eq. 2.1), while AGS-RS's is unbiased for the
+direction is unbiased for ``grad f`` (Huang et al. 2025, eq. 2.1), while AGS-RS's is unbiased for the
 reweighted objective ``sum_i p~_i f_i`` of Theorem 1 (see :func:`reweighted_weights`): with
 unequal ``p_i``, AGS-RS converges to a different point.
 
@@ -61,7 +61,7 @@ def _probabilities(p, name, n=None):
 
 
 def reweighted_weights(p, normalize=True):
-    """The weights ``p~_i`` of the problem AGS-RS solves (seed 003, Theorem 1).
+    """The weights ``p~_i`` of the problem AGS-RS solves (Huang et al. 2025, Theorem 1).
 
     With client ``i`` answering independently with probability ``p_i``,
     ``E[(1/|S_t|) sum_{j in S_t} grad f_j] = sum_i p~_i grad f_i`` with
@@ -116,12 +116,12 @@ class AGSState:
 
 @dataclass(frozen=True, eq=False)
 class RFedAGS(FederatedAlgorithm):
-    """Riemannian federated averaging of gradient streams (seed 003, Algorithm 1).
+    """Riemannian federated averaging of gradient streams (Huang et al. 2025, Algorithm 1).
 
     Parameters
     ----------
     step : float or Schedule
-        Local step ``a_t`` (> 0); e.g. ``Decaying(a0, beta, dec)`` for seed 003's rule.
+        Local step ``a_t`` (> 0); e.g. ``Decaying(a0, beta, dec)`` for Huang et al. 2025's rule.
     local_steps : int
         ``K`` (>= 1).
     batch_size : int, optional
@@ -135,7 +135,7 @@ class RFedAGS(FederatedAlgorithm):
         AGS-AP's ``q_t^j``: the true ``p_j`` or the observed participation frequency.
     p : array_like (n,) or float, optional
         The true probabilities for ``q="true"``. When omitted they are read from the run's
-        participation model: ``Full()`` gives 1, ``Uniform(k)`` gives ``k/n`` (seed 003's
+        participation model: ``Full()`` gives 1, ``Uniform(k)`` gives ``k/n`` (Huang et al. 2025's
         "Case 2"), ``Bernoulli(p)`` its ``p`` (each must be in ``(0, 1]``).
     retraction : str, optional
         Any retraction of the manifold (no inverse is needed); default the manifold's first.

@@ -455,7 +455,7 @@ class _RetractionBased(FederatedAlgorithm):
         if self.consensus == "karcher" and self.beta != 1.0:
             raise InvalidParameterError("beta", f"{self.beta:g} applies to the tangent-space "
                                         f"mean only; the Karcher mean has no moving-average form "
-                                        f"(seed 001)", self.name)
+                                        f"(Li & Ma 2022)", self.name)
 
     def _retraction(self, M):
         return inverse_pair(M, self.retraction, self.name)

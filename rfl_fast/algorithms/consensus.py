@@ -1,9 +1,9 @@
-"""Server consensus steps: the tangent-space mean (seed 001, eq. 8) and the Karcher mean (eq. 7).
+"""Server consensus steps: the tangent-space mean (Li & Ma 2022, eq. 8) and the Karcher mean (eq. 7).
 
 Both work on any manifold with a retraction and its exact inverse. Where Exp/Log exist they
 are used (Sphere, SPD, Lorentz, Euclidean: the retraction named ``"exp"``); on Stiefel, which
 has no closed-form Log, the polar retraction and its exact inverse stand in for Exp/Log, as
-Li & Ma do in their experiments (seed 001, section 5).
+Li & Ma do in their experiments (Li & Ma 2022, section 5).
 """
 
 from dataclasses import dataclass
@@ -39,7 +39,7 @@ def _stack(M, points):
 
 
 def tangent_mean(M, x, points, weights=None, beta=1.0, retraction=None):
-    """Tangent-space consensus ``R_x(beta * sum_i w_i R_x^{-1}(x_i))`` (seed 001, eq. 8).
+    """Tangent-space consensus ``R_x(beta * sum_i w_i R_x^{-1}(x_i))`` (Li & Ma 2022, eq. 8).
 
     With ``beta = 1`` on Euclidean space this is the weighted average; ``beta < 1`` is the
     moving average ``(1 - beta) x + beta * mean`` of the paper's remark.
@@ -107,7 +107,7 @@ class KarcherResult:
 
 def karcher_mean(M, points, x0, weights=None, tol=1e-6, max_iter=10000, step=0.5,
                  retraction=None):
-    """Karcher (Frechet) mean by Riemannian gradient descent (seed 001, eq. 7).
+    """Karcher (Frechet) mean by Riemannian gradient descent (Li & Ma 2022, eq. 7).
 
     Minimizes ``h(x) = sum_i w_i d^2(x, x_i)`` (``w_i = 1/k`` by default, giving the paper's
     ``(1/k) sum d^2``) from ``x0``: ``x <- R_x(-step * grad h(x))`` with

@@ -1,10 +1,10 @@
-"""RFedAvg and RFedProx (Li & Ma, seed 001, Algorithms 2 and 3).
+"""RFedAvg and RFedProx (Li & Ma 2022, Algorithms 2 and 3).
 
 Local steps ``x <- R_x(-eta * d(x))`` from the server point ``x_t`` with
 
 * RFedAvg: ``d(x) = grad f_i(x)`` (full local gradient, or a mini-batch of ``batch_size``);
 * RFedProx: ``d(x) = grad f_i(x) - mu R_x^{-1}(x_t)``, the Riemannian gradient of
-  ``f_i(x) + mu/2 d^2(x, x_t)`` (seed 001, eq. 27-28: the prox subproblem solved inexactly by
+  ``f_i(x) + mu/2 d^2(x, x_t)`` (Li & Ma 2022, eq. 27-28: the prox subproblem solved inexactly by
   ``local_steps`` gradient steps), with ``R^{-1}`` the exact inverse of the retraction in use
   (Log where it exists).
 
@@ -128,7 +128,7 @@ class _LocalRetractionSteps(_RetractionBased):
 
 @dataclass(frozen=True)
 class RFedAvg(_LocalRetractionSteps):
-    """Riemannian FedAvg (seed 001, Algorithm 2).
+    """Riemannian FedAvg (Li & Ma 2022, Algorithm 2).
 
     Parameters
     ----------
@@ -161,7 +161,7 @@ class RFedAvg(_LocalRetractionSteps):
 
 @dataclass(frozen=True)
 class RFedProx(_LocalRetractionSteps):
-    """Riemannian FedProx (seed 001, Algorithm 3, with eq. 28's inexact local solver).
+    """Riemannian FedProx (Li & Ma 2022, Algorithm 3, with eq. 28's inexact local solver).
 
     Local direction ``grad f_i(x) - mu R_x^{-1}(x_t)``; ``mu = 0`` is RFedAvg.
 

@@ -74,7 +74,7 @@ class Full(Participation):
 
 @dataclass(frozen=True)
 class Uniform(Participation):
-    """``k`` of the ``n`` clients, uniformly without replacement (seed 001, Alg. 1 line 2).
+    """``k`` of the ``n`` clients, uniformly without replacement (Li & Ma 2022, Alg. 1 line 2).
 
     Parameters
     ----------

@@ -1,17 +1,17 @@
-"""PriRFed: Riemannian federated learning with differential privacy (seed 002).
+"""PriRFed: Riemannian federated learning with differential privacy (Huang et al. 2024).
 
-Round ``t`` (seed 002, Algorithm PriRFed):
+Round ``t`` (Huang et al. 2024, Algorithm PriRFed):
 
 1. the server samples ``S_t`` of size ``s`` without replacement (``Uniform(s)``; ``Full()`` is
    ``s = N``) and broadcasts ``x_t``;
 2. each participant runs a private local trainer from ``x_t``:
 
-   * **DP-RSGD** (seed 002, after [Han+24]): ``K`` steps; step ``k`` draws ``B_k`` of size
+   * **DP-RSGD** (Huang et al. 2024, after [Han+24]): ``K`` steps; step ``k`` draws ``B_k`` of size
      ``b_i`` of its ``N_i`` samples without replacement and moves along
      ``eta_k = (1/b_i) sum_{p in B_k} clip_tau(grad f_ip(x)) + e``, ``e ~ N_x(0, sigma_i^2)``,
      ``x <- Exp_x(-a eta_k)``. Output option 1: ``x_K``; option 2: ``x_k``, ``k`` uniform in
      ``{0, .., K}``.
-   * **DP-RSVRG** (seed 002, after [Upt+23]): ``K`` epochs with snapshot ``xs`` (``xs = x_t``
+   * **DP-RSVRG** (Huang et al. 2024, after [Upt+23]): ``K`` epochs with snapshot ``xs`` (``xs = x_t``
      at the first), the full clipped mean ``g = (1/N_i) sum_l clip_tau(grad f_il(xs))``, then
      ``m`` steps each picking one sample ``l`` uniformly:
      ``eta = clip_tau(grad f_il(x)) - T_{xs->x}(clip_tau(grad f_il(xs)) - g) + e``,
@@ -23,8 +23,8 @@ Round ``t`` (seed 002, Algorithm PriRFed):
      here.
 
 3. the server aggregates by the tangent-space mean ``Exp_x(sum_i w_i Log_x(x_i))`` with
-   ``w_i = N_i / sum_{j in S_t} N_j`` (seed 002's line 08; ``beta`` scales the mean as in
-   seed 001, eq. 8). Global output option 1: ``x_T``; option 2: ``x_s``, ``s`` uniform in
+   ``w_i = N_i / sum_{j in S_t} N_j`` (Huang et al. 2024's line 08; ``beta`` scales the mean as in
+   Li & Ma 2022, eq. 8). Global output option 1: ``x_T``; option 2: ``x_s``, ``s`` uniform in
    ``{1, .., T}`` (drawn from the server stream when the run starts). One ``output_option``
    selects both the clients' and the server's option, as the seed ties them ("option 1 if
    Option 1 is chosen in PriRFed").
@@ -102,7 +102,7 @@ class PriState:
 
 @dataclass(frozen=True, eq=False)
 class PriRFed(FederatedAlgorithm):
-    """PriRFed (seed 002) with DP-RSGD or DP-RSVRG local training; see the module docstring.
+    """PriRFed (Huang et al. 2024) with DP-RSGD or DP-RSVRG local training; see the module docstring.
 
     Parameters
     ----------
@@ -125,7 +125,7 @@ class PriRFed(FederatedAlgorithm):
     inner_steps : int
         DP-RSVRG: ``m`` steps per epoch (required there).
     output_option : {1, 2}
-        Seed 002's option 1 (last iterates) or 2 (uniformly drawn iterates), clients and
+        Huang et al. 2024's option 1 (last iterates) or 2 (uniformly drawn iterates), clients and
         server alike.
     target : (eps, delta), optional
         Privacy budget of the whole run; ``sigma=None`` calibrates the noise to it, a given

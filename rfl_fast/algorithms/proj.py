@@ -1,5 +1,5 @@
 """RFedProj: projection-based federated learning on compact submanifolds with client-drift
-correction (Zhang, Hu, So, Johansson, NeurIPS 2024; seed 000, Algorithm 1).
+correction (Zhang, Hu, So, Johansson, NeurIPS 2024; Zhang et al. 2024, Algorithm 1).
 
 Round ``r`` with server variable ``xhat_r`` (in the ambient space, not on M):
 
@@ -46,7 +46,7 @@ class ProjState:
 
 @dataclass(frozen=True)
 class RFedProj(FederatedAlgorithm):
-    """RFedProj (seed 000).
+    """RFedProj (Zhang et al. 2024).
 
     Parameters
     ----------

@@ -37,10 +37,10 @@ class Constant(Schedule):
 
 @dataclass(frozen=True)
 class Decaying(Schedule):
-    """Seed 003's decaying rule: ``a_0`` at ``t = 0``, then ``a_t = a_0 / (beta + c_t)**power``
+    """Huang et al. 2025's decaying rule: ``a_0`` at ``t = 0``, then ``a_t = a_0 / (beta + c_t)**power``
     with ``c_t = floor(t / dec)`` (``c_t`` grows by one every ``dec`` rounds).
 
-    ``power = 1`` is the rule of the experiments (seed 003, section "decaying step sizes");
+    ``power = 1`` is the rule of the experiments (Huang et al. 2025, section "decaying step sizes");
     ``power`` in ``(1/2, 1]`` is the family of its Theorem 3.
 
     Parameters

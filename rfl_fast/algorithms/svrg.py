@@ -1,4 +1,4 @@
-"""RFedSVRG (Li & Ma, seed 001, Algorithm 1).
+"""RFedSVRG (Li & Ma 2022, Algorithm 1).
 
 Round ``t``:
 
@@ -6,7 +6,7 @@ Round ``t``:
    gradients ``grad f_i(x_t)`` and the server sends ``g_t`` back to the participants. Both
    directions are counted as communication.
 
-   * ``full_gradient="all"`` (default, the paper's algorithm: seed 001, Alg. 1 and eq. 9 use
+   * ``full_gradient="all"`` (default, the paper's algorithm: Li & Ma 2022, Alg. 1 and eq. 9 use
      ``g_t = grad f(x_t)``): the exchange addresses all ``n`` clients (engine hook
      ``prepare_recipients``), ``g_t = sum_i w_i grad f_i(x_t)`` exactly, and all ``n``
      uploads, downloads and gradient evaluations are accounted.
@@ -75,7 +75,7 @@ class SVRGState:
 
 @dataclass(frozen=True)
 class RFedSVRG(_RetractionBased):
-    """Riemannian federated SVRG (seed 001, Algorithm 1).
+    """Riemannian federated SVRG (Li & Ma 2022, Algorithm 1).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""RFedSVRG-2BB and RFedSVRG-2BBS (Xiao, Yan, Wang, seed 004): RFedSVRG with a
+"""RFedSVRG-2BB and RFedSVRG-2BBS (Xiao et al. 2024): RFedSVRG with a
 Barzilai-Borwein (BB) second-order correction, and with BB step sizes.
 
 Round ``t`` (on top of :class:`~rfl_fast.algorithms.svrg.RFedSVRG`):
@@ -23,7 +23,7 @@ Round ``t`` (on top of :class:`~rfl_fast.algorithms.svrg.RFedSVRG`):
 ``hat_eta_t = min(eta_max, max(eta_min, <s,s>/<s,y>))`` if ``<s,y> > 0``, ``eta_max``
 otherwise, and ``hat_eta_0 = step`` (the paper's ``eta_0``) at ``t = 0``.
 
-Readings of the extraction (seed 004 is a plain-text copy; formulas lost their operators):
+Readings of the extraction (Xiao et al. 2024 is a plain-text copy; formulas lost their operators):
 
 * eq. 16 reads ``grad f_i(x) + P_{x_t -> x}(grad f(x_t) - grad f_i(x_t) + B xi - B_i xi)``:
   taken as the *sum* ``+ (B - B_i) xi`` (the SVRG-2 control variate
@@ -80,7 +80,7 @@ def _scalar(v):
 
 @dataclass(frozen=True)
 class RFedSVRG2BB(RFedSVRG):
-    """RFedSVRG with a Barzilai-Borwein second-order correction (seed 004, Algorithm 1).
+    """RFedSVRG with a Barzilai-Borwein second-order correction (Xiao et al. 2024, Algorithm 1).
 
     Parameters
     ----------
@@ -207,7 +207,7 @@ class RFedSVRG2BB(RFedSVRG):
 
 @dataclass(frozen=True)
 class RFedSVRG2BBS(RFedSVRG2BB):
-    """RFedSVRG-2BB with Barzilai-Borwein step sizes (seed 004, section 3.4).
+    """RFedSVRG-2BB with Barzilai-Borwein step sizes (Xiao et al. 2024, section 3.4).
 
     Parameters
     ----------

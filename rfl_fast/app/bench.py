@@ -252,7 +252,7 @@ def extra_baselines(repeats):
 
 
 def clipped_sum_rows(repeats, shape=(6000, 784, 5), bandwidth=None):
-    """Fused clipped per-sample gradient sum of kPCA at ``shape = (m, d, r)`` (seed 002's
+    """Fused clipped per-sample gradient sum of kPCA at ``shape = (m, d, r)`` (Huang et al. 2024's
     MNIST shape), side by side in one loop (alternating, medians): every route of
     ``privacy.clipped_sum_pca``, against materializing the (m, d, r) per-sample gradients with
     NumPy (``clipped_sum_reference``) and against the plain non-private gradient

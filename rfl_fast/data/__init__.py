@@ -1,6 +1,6 @@
 """Data for rfl_fast: the papers' synthetic generators, bundled and local data sets, partitions.
 
-* :mod:`~rfl_fast.data.synthetic`: seeded generators of seeds 001-004 (Gaussian covariances,
+* :mod:`~rfl_fast.data.synthetic`: seeded generators of the source papers (Gaussian covariances,
   eigengap construction, heterogeneous Gaussians, Wishart SPD, Brockett matrices, a random
   tree embedded in the hyperbolic plane).
 * :mod:`~rfl_fast.data.real`: iris, wine, breast cancer, digits (shipped with scikit-learn).

@@ -15,7 +15,7 @@ records, read with one size check: the preferred format, taken when both are pre
 When files are missing a ``FileNotFoundError`` names each missing file, where to download it
 and where to put it. Corrupt or truncated files raise ``ValueError`` naming the file.
 
-Seeds 000/001/004 use MNIST (``d = 784``) and 003 uses CIFAR-10 (``d = 3072``); none states a
+Zhang et al. 2024, Li & Ma 2022 and Xiao et al. 2024 use MNIST (``d = 784``) and Huang et al. 2025 uses CIFAR-10 (``d = 3072``); none states a
 normalization beyond the data themselves, so pixel values are scaled to ``[0, 1]`` by default
 (``normalize="unit"``, i.e. ``/255``); ``"standardize"`` and ``"center"`` act per feature over
 the loaded split and ``"none"`` keeps raw values (the only choice allowed with ``dtype=uint8``).

@@ -8,7 +8,7 @@ Every client holds at least one sample.
 Partitioners (all seeded; each sample lands in exactly one client, ``indices`` records
 where it came from):
 
-* :func:`split_equal`: random permutation, sizes differ by at most one (001/004: "partition
+* :func:`split_equal`: random permutation, sizes differ by at most one (Li & Ma 2022/Xiao et al. 2024: "partition
   them into n agents, each of which contains equal number of data").
 * :func:`split_dirichlet`: label skew, per-class client proportions ``~ Dirichlet(alpha)``
   (Hsu et al. 2019); small ``alpha`` gives clients dominated by few classes.

@@ -1,12 +1,12 @@
 """Small real data sets shipped with scikit-learn (no download), normalized as the papers do.
 
-Seeds 001 (Li & Ma, section 5.3) and 004 (Xiao, Yan, Wang, section 5.2) run kPCA on iris
-(``d = 4``), wine (``d = 13``), breast cancer (``d = 30``) and MNIST. 004 says "we first
-normalize the four datasets" without saying how; 001 says nothing. The default here is
+Li & Ma 2022 (section 5.3) and Xiao et al. 2024 (section 5.2) run kPCA on iris
+(``d = 4``), wine (``d = 13``), breast cancer (``d = 30``) and MNIST. Xiao et al. 2024 says "we first
+normalize the four datasets" without saying how; Li & Ma 2022 says nothing. The default here is
 ``normalize="standardize"``: every feature centered and scaled to unit standard deviation
 (population std, ``ddof = 0``), the usual reading, which makes the kPCA a correlation-matrix
 PCA. Features with zero variance (three pixels of digits) are only centered. Client
-covariances are then ``A_i = D_i' D_i`` over the client's rows ``D_i`` (004, eq. 55).
+covariances are then ``A_i = D_i' D_i`` over the client's rows ``D_i`` (Xiao et al. 2024, eq. 55).
 
 scikit-learn is an optional dependency (the ``test`` extra); it is imported on first use.
 """

@@ -1,4 +1,4 @@
-"""Seeded synthetic data generators of the source papers (seeds 000-004).
+"""Seeded synthetic data generators of the source papers (the five source papers: docs/references).
 
 Every generator takes ``rng`` (None, an int seed or a ``numpy.random.Generator``); the same
 seed gives bit-identical output. All outputs are float64 and C-contiguous, with the client
@@ -6,22 +6,22 @@ axis first so that they can be handed to :class:`rfl_fast.data.ClientData` or st
 
 Readings of the papers taken here (the seeds are plain-text extractions):
 
-* 001 (Li & Ma, section 5.2): ``X_i`` in ``R^{d x p}`` standard normal, ``A_i = X_i X_i'``.
+* Li & Ma 2022 (Li & Ma, section 5.2): ``X_i`` in ``R^{d x p}`` standard normal, ``A_i = X_i X_i'``.
   The paper does not scale by ``p``; :func:`gaussian_covariances` follows it by default
   (``normalize="sum"``) and offers ``"mean"`` (``A_i = X_i X_i' / p``).
-* 004 (Xiao, Yan, Wang, eq. 54): ``C_i`` in ``R^{p x d}`` with standard normal rows,
+* Xiao et al. 2024 (Xiao, Yan, Wang, eq. 54): ``C_i`` in ``R^{p x d}`` with standard normal rows,
   ``A_i = C_i' C_i`` (the extraction lost the transpose; ``C_i C_i'`` would be ``p x p``).
   With ``p >= d`` these are SPD almost surely and are the data of the SPD Karcher mean
   (``d = p = 20``): :func:`gaussian_gram_spd`.
-* 002/003 eigengap construction: ``Sigma = diag(1, 1-1.1nu, 1-1.2nu, 1-1.3nu, 1-1.4nu,
+* Huang et al. 2024/Huang et al. 2025 eigengap construction: ``Sigma = diag(1, 1-1.1nu, 1-1.2nu, 1-1.3nu, 1-1.4nu,
   |y_1|/(d+1), |y_2|/(d+1), ...)``. The "..." between ``1-1.1nu`` and ``1-1.4nu`` is read as
   ``1-1.2nu, 1-1.3nu`` (five leading entries, as in Shamir's VR-PCA experiments from which the
   construction comes). See :func:`eigengap_clients` for ``U_i``/``V``.
-* 003 heterogeneous data: ``Z_ij ~ N(0, i/N)`` is read as variance ``i/N`` (1-based ``i``).
-* 002/003 SPD data: Wishart ``W(I_d/d, d)``; 004's SPD data are the Gram matrices above.
-* 003 Brockett: ``A_ij = B + B'`` with standard normal ``B``. These are symmetric but *not*
+* Huang et al. 2025 heterogeneous data: ``Z_ij ~ N(0, i/N)`` is read as variance ``i/N`` (1-based ``i``).
+* Huang et al. 2024/Huang et al. 2025 SPD data: Wishart ``W(I_d/d, d)``; Xiao et al. 2024's SPD data are the Gram matrices above.
+* Huang et al. 2025 Brockett: ``A_ij = B + B'`` with standard normal ``B``. These are symmetric but *not*
   positive definite, although the slide writes ``D_i subset S++^d``.
-* 002 hyperbolic structured prediction uses the WordNet mammals subtree, which cannot be
+* Huang et al. 2024 hyperbolic structured prediction uses the WordNet mammals subtree, which cannot be
   downloaded here; :func:`hyperbolic_tree` builds a seeded random tree instead, embeds it in
   ``H^2`` (Lorentz model) with Sarkar's construction and gives each node Laplacian-eigenmap
   features.
@@ -95,7 +95,7 @@ def _sym(a):
 
 
 def gaussian_covariances(n_clients, d, p, *, normalize="sum", return_samples=False, rng=None):
-    """Client covariances ``A_i = X_i X_i'`` with standard normal ``X_i`` (seed 001, section 5.2).
+    """Client covariances ``A_i = X_i X_i'`` with standard normal ``X_i`` (Li & Ma 2022, section 5.2).
 
     Parameters
     ----------
@@ -133,9 +133,9 @@ def gaussian_covariances(n_clients, d, p, *, normalize="sum", return_samples=Fal
 
 
 def gaussian_gram_spd(n_clients, d, p=None, *, normalize="sum", return_samples=False, rng=None):
-    """SPD client matrices ``A_i = C_i' C_i``, ``C_i`` with standard normal rows (seed 004, eq. 54).
+    """SPD client matrices ``A_i = C_i' C_i``, ``C_i`` with standard normal rows (Xiao et al. 2024, eq. 54).
 
-    These are the client data of 004's SPD Karcher mean (``d = p = 20``, ``n = 10``). 004's
+    These are the client data of Xiao et al. 2024's SPD Karcher mean (``d = p = 20``, ``n = 10``). Xiao et al. 2024's
     PCA (``p = 10000 / n`` rows, ``d = 600``) has ``p < d`` and PSD matrices: use
     :func:`gaussian_covariances` (``d``, ``p``) for it, which draws the same law.
 
@@ -176,7 +176,7 @@ def gaussian_gram_spd(n_clients, d, p=None, *, normalize="sum", return_samples=F
 
 
 def eigengap_spectrum(dim, nu, y):
-    """The diagonal ``(1, 1-1.1nu, 1-1.2nu, 1-1.3nu, 1-1.4nu, |y_1|/dim, ...)`` of seeds 002/003.
+    """The diagonal ``(1, 1-1.1nu, 1-1.2nu, 1-1.3nu, 1-1.4nu, |y_1|/dim, ...)`` of Huang et al. 2024 and Huang et al. 2025.
 
     Parameters
     ----------
@@ -202,7 +202,7 @@ def eigengap_spectrum(dim, nu, y):
 def eigengap_clients(
     n_clients, n_samples, dim, nu=1e-3, *, shared_basis=True, return_basis=False, rng=None
 ):
-    """Client samples ``Z_i = U_i Sigma_i V`` with a designed eigengap (seeds 002 and 003).
+    """Client samples ``Z_i = U_i Sigma_i V`` with a designed eigengap (Huang et al. 2024 and Huang et al. 2025).
 
     Client ``i`` holds the rows ``z_ij = Z_i[j, :]'`` of ``Z_i`` (``n_samples x dim``).
 
@@ -212,13 +212,13 @@ def eigengap_clients(
       standard normal ``y`` per client (``Sigma_i`` carries the index ``i`` in both papers).
       The leading five entries are the top singular values whenever ``max|y_k| / dim <
       1 - 1.4 nu`` (always in practice for ``dim >= 20``, ``nu <= 0.1``).
-    * ``V`` (``dim x dim``, Haar orthogonal) is shared by all clients by default: 003 writes
+    * ``V`` (``dim x dim``, Haar orthogonal) is shared by all clients by default: Huang et al. 2025 writes
       ``V`` without index, and only a shared ``V`` makes ``nu`` the gap of the global problem
       (its top eigenvector is then ``V[0]``). ``shared_basis=False`` draws one ``V_i`` per
-      client, the literal reading of 002 ("``U_i, V_i`` ... random column orthonormal").
-    * ``U_i`` (``n_samples x dim``) has orthonormal columns when ``n_samples >= dim`` (002:
+      client, the literal reading of Huang et al. 2024 ("``U_i, V_i`` ... random column orthonormal").
+    * ``U_i`` (``n_samples x dim``) has orthonormal columns when ``n_samples >= dim`` (Huang et al. 2024:
       ``N_i = 70 > d+1 = 25``); then ``Z_i' Z_i = V' Sigma_i^2 V`` exactly. When
-      ``n_samples < dim`` (003's sphere run: ``S = 10``, ``d+1 = 26``) orthonormal columns do not
+      ``n_samples < dim`` (Huang et al. 2025's sphere run: ``S = 10``, ``d+1 = 26``) orthonormal columns do not
       exist and ``U_i`` gets orthonormal rows instead (``Z_i' Z_i`` is then a rank-``n_samples``
       compression of that matrix).
 
@@ -229,7 +229,7 @@ def eigengap_clients(
     n_samples : int
         Samples per client (``N_i`` or ``S``).
     dim : int
-        Ambient dimension, the papers' ``d + 1`` (e.g. 26 for 003's ``d = 25``), ``dim >= 2``.
+        Ambient dimension, the papers' ``d + 1`` (e.g. 26 for Huang et al. 2025's ``d = 25``), ``dim >= 2``.
     nu : float
         Eigengap, ``0 < nu < 1/1.4``.
     shared_basis : bool
@@ -261,10 +261,10 @@ def eigengap_clients(
 
 
 def heterogeneous_gaussian_clients(n_clients, n_samples, d, *, rng=None):
-    """Heterogeneous clients ``z_ij ~ N(0, (i/N) I_d)``, ``i = 1..N`` (seed 003, Stiefel PCA).
+    """Heterogeneous clients ``z_ij ~ N(0, (i/N) I_d)``, ``i = 1..N`` (Huang et al. 2025, Stiefel PCA).
 
     ``N(0, i/N)`` is read as variance ``i/N`` (standard deviation ``sqrt(i/N)``), so client
-    ``N`` has the largest spread. 003 uses ``(N, S) = (40, 100)``, ``d = 100``.
+    ``N`` has the largest spread. Huang et al. 2025 uses ``(N, S) = (40, 100)``, ``d = 100``.
 
     Parameters
     ----------
@@ -299,7 +299,7 @@ def _wishart_draw(gen, count, d, df, chol):
 
 
 def wishart_spd(n, d, *, df=None, scale=None, diameter=None, max_draws=1_000_000, rng=None):
-    """Wishart samples ``W(scale, df)``, by default ``W(I_d/d, d)`` (seeds 002, 003).
+    """Wishart samples ``W(scale, df)``, by default ``W(I_d/d, d)`` (Huang et al. 2024, Huang et al. 2025).
 
     ``W(Sigma, df)`` is the law of ``G' G`` with ``G`` of shape ``(df, d)`` whose rows are
     ``N(0, Sigma)``; its mean is ``df * Sigma`` (the identity for the default).
@@ -384,7 +384,7 @@ def wishart_spd(n, d, *, df=None, scale=None, diameter=None, max_draws=1_000_000
 
 
 def wishart_clients(n_clients, n_samples, d, *, df=None, diameter=None, rng=None):
-    """SPD client data ``Z_ij ~ W(I_d/d, d)`` for the Frechet mean (002: ``d = 2``; 003: ``d = 2``,
+    """SPD client data ``Z_ij ~ W(I_d/d, d)`` for the Frechet mean (Huang et al. 2024: ``d = 2``; Huang et al. 2025: ``d = 2``,
     ``N = 60``, ``S = 10``).
 
     Parameters
@@ -409,9 +409,9 @@ def wishart_clients(n_clients, n_samples, d, *, df=None, diameter=None, rng=None
 
 
 def brockett_matrices(n_clients, n_samples, d, *, rng=None):
-    """Brockett data ``A_ij = B + B'``, ``B`` standard normal ``d x d`` (seed 003, MBCFSti).
+    """Brockett data ``A_ij = B + B'``, ``B`` standard normal ``d x d`` (Huang et al. 2025, MBCFSti).
 
-    003 uses ``d = 25``, ``p = 2``, ``S = 20``, ``N = 50``. The matrices are symmetric, not
+    Huang et al. 2025 uses ``d = 25``, ``p = 2``, ``S = 20``, ``N = 50``. The matrices are symmetric, not
     positive definite (the slide's ``subset S++^d`` is taken as a typo).
 
     Parameters
@@ -572,7 +572,7 @@ def hyperbolic_tree(
 ):
     """A seeded random tree embedded in ``H^2`` (Lorentz model) with spectral node features.
 
-    Stand-in for 002's WordNet mammals subtree (1180 nodes, features from a Laplacian
+    Stand-in for Huang et al. 2024's WordNet mammals subtree (1180 nodes, features from a Laplacian
     eigenmap to ``r = 3``), which cannot be downloaded here.
 
     * Tree: :func:`random_tree` (breadth-first, ``Uniform{1..max_children}`` children).
@@ -588,7 +588,7 @@ def hyperbolic_tree(
       scaled tree distance ~0.01); ``edge_length=2`` gives a ratio >= 0.4 with ``x0 ~ 1e4``
       (constraint to ~1e-8).
     * Features: Laplacian eigenmap of the tree's transitive closure (``closure=True``, each node
-      linked to all its ancestors, as 002's "transitive closure" graph) or of the tree itself:
+      linked to all its ancestors, as Huang et al. 2024's "transitive closure" graph) or of the tree itself:
       the ``n_features`` generalized eigenvectors ``L v = lambda D v`` after the constant
       one, each signed so that its largest-magnitude entry is positive.
 

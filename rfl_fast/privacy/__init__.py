@@ -1,4 +1,4 @@
-"""Differential privacy for Riemannian federated learning (seed 002, PriRFed).
+"""Differential privacy for Riemannian federated learning (Huang et al. 2024, PriRFed).
 
 Mechanism building blocks: per-sample clipping in the manifold's metric and fused clipped sums
 (``clipping``), tangent Gaussian noise (``noise``). Accounting (``accounting``): the seed's

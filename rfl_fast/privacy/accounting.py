@@ -1,10 +1,10 @@
-"""Privacy accounting for PriRFed (seed 002): closed-form calibrations, Theorem 9, tight accountants.
+"""Privacy accounting for PriRFed (Huang et al. 2024): closed-form calibrations, Theorem 9, tight accountants.
 
 Three ways to turn a noise level into a privacy guarantee, side by side (``privacy_report``):
 
 * **the seed's closed forms** -- per-client noise for a local ``(eps, delta)`` target
   (``dp_rsgd_sigma``, ``dp_rsvrg_sigma``, ``gaussian_mechanism_sigma``) followed by the server-level
-  composition of seed 002, Theorem 9 (``epsilon_seed_composition``);
+  composition of Huang et al. 2024, Theorem 9 (``epsilon_seed_composition``);
 * **RDP** (Renyi DP) with Google's ``dp-accounting`` (``epsilon_rdp``);
 * **PLD** (privacy loss distributions) with ``dp-accounting`` (``epsilon_pld``), the tightest.
 
@@ -14,7 +14,7 @@ at most ``2 tau``) and *add/remove-one* (one sample added or removed; it moves b
 ``tau``). Epsilons under different relations are not directly comparable: by group privacy an
 add/remove ``(eps, delta)`` guarantee implies a replace-one ``(2 eps, (1 + e^eps) delta)`` one.
 
-The mechanism being accounted (one client, one round; seed 002):
+The mechanism being accounted (one client, one round; Huang et al. 2024):
 
 * DP-RSGD: ``K`` steps, each releases ``(1/b) sum_{p in B} clip_tau(grad f_p(x)) + N_x(0, sigma^2)``
   with ``|B| = b`` of the client's ``N`` samples. Multiplying by ``b``, each step is a Gaussian
@@ -116,7 +116,7 @@ DELTA = Real(0, 1, low_open=True, high_open=True)
 # ---------------------------------------------------------------------------- closed forms
 
 def gaussian_mechanism_sigma(eps: float, delta: float, sensitivity: float = 1.0) -> float:
-    """Noise for the (tangent) Gaussian mechanism, seed 002: ``sigma^2 = 2 log(1.25/delta) D^2/eps^2``.
+    """Noise for the (tangent) Gaussian mechanism, Huang et al. 2024: ``sigma^2 = 2 log(1.25/delta) D^2/eps^2``.
 
     ``H(D) + N_x(0, sigma^2)`` with ``D = sup |H(D) - H(D')|_x`` is ``(eps, delta)``-DP. The
     classical proof (Dwork & Roth 2014, Theorem A.1) needs ``eps < 1``; the seed states the
@@ -161,7 +161,7 @@ def gaussian_mechanism_epsilon(sigma: float, delta: float, sensitivity: float = 
 
 
 _CONSTANT_NOTE = """
-    The seed (002, after Algorithms DP-RSGD / DP-RSVRG) states the calibration with a constant
+    Huang et al. 2024 (after Algorithms DP-RSGD / DP-RSVRG) states the calibration with a constant
     (``o_i`` resp. ``sigma~_i``) and does not give its value. It is the absolute constant of
     the moments-accountant theorem the seed cites ([Han+24, Theorem 3] for DP-RSGD, following
     Abadi et al. 2016, Theorem 1; [Upt+23] for DP-RSVRG), which holds under side conditions of
@@ -189,7 +189,7 @@ _CONSTANT_NOTE = """
 
 def dp_rsgd_sigma(eps: float, delta: float, *, n_samples: int, local_steps: int,
                   tau: float = 1.0, o: float = 1.0) -> float:
-    """Seed 002's DP-RSGD noise: ``sigma_i^2 = o_i K log(1/delta) tau^2 / (N_i^2 eps^2)``.
+    """Huang et al. 2024's DP-RSGD noise: ``sigma_i^2 = o_i K log(1/delta) tau^2 / (N_i^2 eps^2)``.
 
     Parameters
     ----------
@@ -256,7 +256,7 @@ def dp_rsgd_epsilon(sigma: float, delta: float, *, n_samples: int, local_steps: 
 
 def dp_rsvrg_sigma(eps: float, delta: float, *, n_samples: int, local_steps: int,
                    inner_steps: int, tau: float = 1.0, sigma_tilde: float = 1.0) -> float:
-    """Seed 002's DP-RSVRG noise: ``sigma_i^2 = sigma~_i m K log(1/delta) tau^2 / (N_i^2 eps^2)``.
+    """Huang et al. 2024's DP-RSVRG noise: ``sigma_i^2 = sigma~_i m K log(1/delta) tau^2 / (N_i^2 eps^2)``.
 
     Parameters
     ----------
@@ -324,7 +324,7 @@ def dp_rsvrg_epsilon(sigma: float, delta: float, *, n_samples: int, local_steps:
 
 def epsilon_seed_composition(eps: float, delta: float, *, rounds: int, clients_per_round: int,
                              n_clients: int, delta_hat: float) -> tuple[float, float]:
-    """Seed 002, Theorem 9: the guarantee of PriRFed from an ``(eps, delta)`` local trainer.
+    """Huang et al. 2024, Theorem 9: the guarantee of PriRFed from an ``(eps, delta)`` local trainer.
 
     With ``rho = s/N``, ``eps~ = log(1 + rho (exp(s eps) - 1))`` and ``delta~ = rho s delta``,
     PriRFed over ``T`` rounds is ``(eps', delta')``-DP with

@@ -1,6 +1,6 @@
 """Per-sample gradient clipping in the Riemannian metric, and fused clipped sums.
 
-``clip_tau(v) = v min(1, tau / |v|_x)`` (seed 002, DP-RSGD line 04) bounds every sample's
+``clip_tau(v) = v min(1, tau / |v|_x)`` (Huang et al. 2024, DP-RSGD line 04) bounds every sample's
 contribution to ``|.|_x <= tau``, so a clipped *sum* ``S(D) = sum_j clip_tau(g_j)`` has
 sensitivity ``tau`` under add/remove-one (``S(D + z) - S(D) = clip(g_z)``) and ``2 tau`` under
 replace-one (``clip(g_z) - clip(g_z')``). A zero gradient is left as is (factor 1); ``tau = inf``

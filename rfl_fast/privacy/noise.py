@@ -1,4 +1,4 @@
-"""Tangent Gaussian noise for the Gaussian mechanism on a manifold (seed 002)."""
+"""Tangent Gaussian noise for the Gaussian mechanism on a manifold (Huang et al. 2024)."""
 
 from .._typing import ArrayLike, FloatArray, RNGLike
 from ..manifolds import Manifold

@@ -54,7 +54,7 @@ class Problem:
     sizes : array_like of int, shape (n,)
         Samples per client, every entry >= 1.
     weighting : {"uniform", "samples"} or array_like, shape (n,)
-        Client weights ``w_i = 1/n`` (default), ``w_i = m_i / sum_j m_j`` (seed 002's
+        Client weights ``w_i = 1/n`` (default), ``w_i = m_i / sum_j m_j`` (Huang et al. 2024's
         ``p_i = N_i / sum N_j``), or explicit non-negative weights (normalized to sum one).
 
     Attributes

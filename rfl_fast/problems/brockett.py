@@ -1,4 +1,4 @@
-"""The Brockett cost on the Stiefel manifold (seed 003, MBCFSti)."""
+"""The Brockett cost on the Stiefel manifold (Huang et al. 2025, MBCFSti)."""
 
 import numpy as np
 
@@ -18,14 +18,14 @@ def _t(a):
 
 
 class Brockett(Problem):
-    """Federated Brockett cost ``f_ij(X) = tr(X' A_ij X H)`` on ``St(d, p)`` (seed 003).
+    """Federated Brockett cost ``f_ij(X) = tr(X' A_ij X H)`` on ``St(d, p)`` (Huang et al. 2025).
 
-    Seed 003 writes ``F(X) = (1/S) sum_{i=1}^S sum_{j=1}^N tr(X' A_ij X H)`` with ``S``
+    Seed Huang et al. 2025 writes ``F(X) = (1/S) sum_{i=1}^S sum_{j=1}^N tr(X' A_ij X H)`` with ``S``
     clients and ``N`` samples per client: a mean over clients of each client's *sum* over its
     samples. ``normalize="sum"`` is that cost (``f_i = sum_j f_ij``); the default
     ``normalize="mean"``, as for every other problem, has ``f_i = (1/m_i) sum_j f_ij``, i.e.
-    003's cost divided by ``m_i`` (the same minimizers, ``1/m_i`` times the gradients, so
-    003's step sizes need the ``"sum"`` form). In both, ``f = sum_i w_i f_i``; with
+    Huang et al. 2025's cost divided by ``m_i`` (the same minimizers, ``1/m_i`` times the gradients, so
+    Huang et al. 2025's step sizes need the ``"sum"`` form). In both, ``f = sum_i w_i f_i``; with
     ``"sum"`` a sample's cost is ``m_i tr(X' A_ij X H)`` so that a mini-batch mean stays an
     unbiased estimate of ``f_i``. ``H = diag(p, p-1, ..., 1)`` by default; the data
     ``A_ij = B + B'`` come from ``rfl_fast.data.brockett_matrices`` (symmetric, not positive
@@ -51,7 +51,7 @@ class Brockett(Problem):
         Positive diagonal of ``H``; default ``(p, p-1, ..., 1)``.
     weighting : {"uniform", "samples"} or array_like (n,)
     normalize : {"mean", "sum"}
-        Client cost: mean (default) or sum (seed 003's MBCFSti) of the sample costs.
+        Client cost: mean (default) or sum (Huang et al. 2025's MBCFSti) of the sample costs.
 
     Attributes
     ----------

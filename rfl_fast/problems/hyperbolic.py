@@ -1,4 +1,4 @@
-"""Hyperbolic structured prediction (seed 002): a kernel-weighted Frechet mean on H^d."""
+"""Hyperbolic structured prediction (Huang et al. 2024): a kernel-weighted Frechet mean on H^d."""
 
 import numbers
 
@@ -44,7 +44,7 @@ def gaussian_kernel(a, b, bandwidth):
 
 
 class HyperbolicPrediction(Problem):
-    """Federated hyperbolic structured prediction on the Lorentz model ``H^d`` (seed 002, 4.3).
+    """Federated hyperbolic structured prediction on the Lorentz model ``H^d`` (Huang et al. 2024, 4.3).
 
     Not differentially private under PriRFed's per-sample clipping (``dp_unbounded``): the
     kernel weights ``alpha_i = (K_i + gamma I)^-1 K_{i,w}`` of every sample of a client depend
@@ -61,7 +61,7 @@ class HyperbolicPrediction(Problem):
     exactly as the slide writes it (``(2 v)^2``, which is the usual ``2 sigma^2`` with
     ``sigma = sqrt(2) v``; the slide gives no value of ``v``). Each client solves its own
     kernel system (kernel ridge regression weights, as in Marconi et al.'s hyperbolic
-    manifold regression); the weights are computed once at construction. Seed 002 weights
+    manifold regression); the weights are computed once at construction. Seed Huang et al. 2024 weights
     clients by ``p_i = N_i / sum N_j`` (``weighting="samples"``); the default is uniform as in
     every rfl_fast problem.
 

@@ -29,18 +29,18 @@ def _check_r(r, d):
 
 
 class KPCA(QuadraticProblem):
-    r"""Federated ``r``-PCA ("kPCA" in seeds 000, 001, 004) on the Stiefel manifold ``St(d, r)``
+    r"""Federated ``r``-PCA ("kPCA" in Zhang et al. 2024, Li & Ma 2022, Xiao et al. 2024) on the Stiefel manifold ``St(d, r)``
     or the Grassmann manifold ``Gr(d, r)``.
 
     Two forms; the seeds differ by a factor 1/2 and in the normalization of ``A_i``:
 
-    * ``KPCA(data, r)`` -- per-sample data, seed 003 (Stiefel PCA) and seed 000:
+    * ``KPCA(data, r)`` -- per-sample data, Huang et al. 2025 (Stiefel PCA) and Zhang et al. 2024:
       :math:`f_{ij}(X) = -\lVert X^\top z_{ij}\rVert^2`,
       :math:`f_i(X) = \frac{1}{m_i}\sum_j f_{ij}(X) = -\operatorname{tr}(X^\top A_i X)` with
       :math:`A_i = Z_i^\top Z_i / m_i`, i.e. no factor 1/2 and a per-client mean.
-    * ``KPCA.from_covariances(A, r)`` -- seeds 001 (eq. 3) and 004 (eq. 4):
-      :math:`f_i(X) = -\tfrac12 \operatorname{tr}(X^\top A_i X)` with ``A_i`` as given. 001
-      calls ``A_i`` "the covariance matrix" without normalization; 004 (eq. 55) uses
+    * ``KPCA.from_covariances(A, r)`` -- Li & Ma 2022 (eq. 3) and Xiao et al. 2024 (eq. 4):
+      :math:`f_i(X) = -\tfrac12 \operatorname{tr}(X^\top A_i X)` with ``A_i`` as given. Li & Ma 2022
+      calls ``A_i`` "the covariance matrix" without normalization; Xiao et al. 2024 (eq. 55) uses
       :math:`A_i = D_i^\top D_i` (a sum over the client's rows). To reproduce them pass those
       matrices unchanged.
 
@@ -91,7 +91,7 @@ class KPCA(QuadraticProblem):
     @classmethod
     def from_covariances(cls, A: ArrayLike, r: int, *, weighting: Weighting = "uniform",
                          manifold: str = "stiefel") -> Self:
-        """``f_i(X) = -tr(X' A_i X) / 2`` (seeds 001, 004).
+        """``f_i(X) = -tr(X' A_i X) / 2`` (Li & Ma 2022, Xiao et al. 2024).
 
         Parameters
         ----------

@@ -59,10 +59,10 @@ def _norms(lg):
 class SPDMean(Problem):
     """Federated Frechet mean on ``S++(n)``: ``f_ij(X) = dist^2(X, Z_ij)``.
 
-    Follows seeds 002 (eq. 4.2), 003 (CFMSPD) and 004 (eq. 2): ``f_ij(X) =
+    Follows Huang et al. 2024 (eq. 4.2), Huang et al. 2025 (CFMSPD) and Xiao et al. 2024 (eq. 2): ``f_ij(X) =
     |logm(X^-1/2 Z_ij X^-1/2)|_F^2`` without a factor 1/2, ``f_i = (1/m_i) sum_j f_ij`` and
-    ``f = sum_i w_i f_i`` (002 weights clients by ``p_i = N_i / sum N_j``: pass
-    ``weighting="samples"``; 003 and 004 use ``1/N``, the default). Then
+    ``f = sum_i w_i f_i`` (Huang et al. 2024 weights clients by ``p_i = N_i / sum N_j``: pass
+    ``weighting="samples"``; Huang et al. 2025 and Xiao et al. 2024 use ``1/N``, the default). Then
     ``grad f_ij(X) = -2 Log_X(Z_ij)`` and ``|grad f_ij| = 2 dist(X, Z_ij)``.
 
     All samples of the selected clients are processed as one batch: with ``X = L L'``

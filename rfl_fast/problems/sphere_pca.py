@@ -14,12 +14,12 @@ class SpherePCA(QuadraticProblem):
 
     Two forms (the seeds differ by a factor 1/2 and in what a client stores):
 
-    * ``SpherePCA(data)`` -- per-sample data, seeds 002 (eq. 4.1) and 003 (CPESph):
+    * ``SpherePCA(data)`` -- per-sample data, Huang et al. 2024 (eq. 4.1) and Huang et al. 2025 (CPESph):
       ``f_ij(x) = -(z_ij' x)^2``, ``f_i(x) = (1/m_i) sum_j f_ij(x) = -x' A_i x`` with
-      ``A_i = Z_i' Z_i / m_i`` (no factor 1/2, as in those seeds). Seed 002 weights clients by
-      ``p_i = N_i / sum N_j``: pass ``weighting="samples"``; seed 003 uses ``1/N`` (the default).
-    * ``SpherePCA.from_covariances(A)`` -- seeds 001 and 004: ``f_i(x) = -x' A_i x / 2`` with
-      the client matrix ``A_i`` as given (004 uses ``A_i = C_i' C_i``, a sum, not a mean).
+      ``A_i = Z_i' Z_i / m_i`` (no factor 1/2, as in those seeds). Seed Huang et al. 2024 weights clients by
+      ``p_i = N_i / sum N_j``: pass ``weighting="samples"``; Huang et al. 2025 uses ``1/N`` (the default).
+    * ``SpherePCA.from_covariances(A)`` -- Li & Ma 2022 and Xiao et al. 2024: ``f_i(x) = -x' A_i x / 2`` with
+      the client matrix ``A_i`` as given (Xiao et al. 2024 uses ``A_i = C_i' C_i``, a sum, not a mean).
 
     The optimum is the top eigenvector of ``A = sum_i w_i A_i``; both ``x*`` and ``-x*`` are
     optimal and ``solution()`` returns the one whose largest-magnitude entry is positive.
@@ -49,7 +49,7 @@ class SpherePCA(QuadraticProblem):
 
     @classmethod
     def from_covariances(cls, A: ArrayLike, *, weighting: Weighting = "uniform") -> Self:
-        """``f_i(x) = -x' A_i x / 2`` (seeds 001, 004).
+        """``f_i(x) = -x' A_i x / 2`` (Li & Ma 2022, Xiao et al. 2024).
 
         Parameters
         ----------
