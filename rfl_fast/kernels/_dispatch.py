@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from .._validation import env_reader
 from ..errors import BackendUnavailableError
 from ._threads import default_threads
-from .registry import DEFAULT_ORDER, KERNELS, REGISTRY, declared_order, handles, size_limit
+from .registry import KERNELS, REGISTRY, declared_order, handles, size_limit
 
 __all__ = ["BACKENDS", "backend", "get_backend", "is_available", "available_backends", "load",
            "resolve", "resolve_checked", "auto_order", "backend_kernels", "backend_error",
@@ -35,7 +35,7 @@ _MODULES = {
     "numpy": "rfl_fast.kernels.reference",
 }
 _ENV = "RFL_FAST_BACKEND"
-#: Resolved choices kept per (kernel, choice, shape); cleared when it grows past this.
+#: Resolved choices kept per (kernel, choice, size); cleared when it grows past this.
 _CACHE_MAX = 4096
 
 _current = contextvars.ContextVar("rfl_fast_backend", default=None)
@@ -213,8 +213,7 @@ def _last_dim(shape):
 def auto_order(kernel, shape):
     """``auto``'s backend order for ``kernel`` when its first argument has shape ``shape``
     (``None``: unknown): the registry's declared order at its size, the last dimension."""
-    order = declared_order(kernel, _last_dim(shape))
-    return order if kernel in REGISTRY else DEFAULT_ORDER
+    return declared_order(kernel, _last_dim(shape))
 
 
 def resolve(kernel, choice=None, shape=None):
