@@ -71,6 +71,7 @@ sqrt 2))``, the exact mu-GDP statement) gives ``eps = 0``. Neither ever raises a
 """
 
 import contextlib
+import functools
 import logging
 import math
 from dataclasses import dataclass, field
@@ -602,7 +603,18 @@ def epsilon_rdp(sigma: float, delta: float, settings: "DPSettings", *,
     return float(eps)
 
 
+@functools.lru_cache(maxsize=256)
 def _rdp_round(sigma, settings, sampling="without_replacement"):
+    """:func:`_rdp_round_computed`, kept per ``(sigma, settings, sampling)`` (a pure function of
+    them; a client's every round, a node's every message, charge the same mechanism): the
+    arrays are read-only, shared by every caller."""
+    orders, rdp_round = _rdp_round_computed(sigma, settings, sampling)
+    orders.setflags(write=False)
+    rdp_round.setflags(write=False)
+    return orders, rdp_round
+
+
+def _rdp_round_computed(sigma, settings, sampling="without_replacement"):
     """RDP orders and the RDP of one round (``steps_per_round`` noisy steps, mixed with the
     no-op mechanism at the client rate); ``t`` rounds compose to ``t * rdp``. Shared by
     :func:`epsilon_rdp` and PriRFed's per-round privacy columns (unchecked arguments).
