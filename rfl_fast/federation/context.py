@@ -117,6 +117,7 @@ class ClientRandom:
         ids = self._ids if positions is None else [self._ids[j] for j in
                                                     np.asarray(positions).tolist()]
         pool = self._pool
+        # client_rng's generator, inlined: one comprehension of C calls for all clients
         pool.update({i: np.random.Generator(np.random.PCG64(np.random.SeedSequence(
             self.seed, spawn_key=(STREAM_CLIENTS, self.t, i)))) for i in ids if i not in pool})
         return [pool[i] for i in ids]
@@ -133,11 +134,7 @@ class ClientRandom:
         -------
         numpy.random.Generator
         """
-        i = self._ids[j]
-        g = self._pool.get(i)
-        if g is None:
-            g = self._pool[i] = client_rng(self.seed, self.t, i)
-        return g
+        return self.generators((j,))[0]
 
     def state(self):
         """Positions of the participants' streams, to continue them later with
