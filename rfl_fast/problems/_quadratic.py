@@ -74,7 +74,7 @@ class QuadraticProblem(Problem):
         flat, offsets = pack_clients(data, 1, name)
         self._form = "samples"
         self._flat, self._offsets = flat, offsets
-        self._offsets64 = None
+        self._offsets64 = np.ascontiguousarray(offsets, dtype=np.int64)  # the kernels' layout
         self.d = flat.shape[1]
         self.r = r
         self._c = 1.0
@@ -127,8 +127,6 @@ class QuadraticProblem(Problem):
         ``St[j] = (Z_i' Z_i X_j)'`` (k, r, d) (with ``scale`` (k,): ``scale[j] Z_i' Z_i X_j``,
         (k, d, r)), ``q[j] = |Z_i X_j|_F^2``; one pass over each client's rows (the C++
         kernel, batched over the clients, when available)."""
-        if self._offsets64 is None:
-            self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
         xt = np.ascontiguousarray(np.swapaxes(x, -1, -2), dtype=np.float64)
         return fused.pca_grad_sum(self._flat, self._offsets64,
                                   np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale)
@@ -138,8 +136,6 @@ class QuadraticProblem(Problem):
         ``None`` with per-client Gram matrices (the gradients are then formed from those)."""
         if self._gram is not None:
             return None
-        if self._offsets64 is None:
-            self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
         return QuadraticRows(self._flat, self._offsets64, -2.0 * self._c / self.sizes)
 
     def _ax(self, idx, x, factor=1.0):
@@ -299,8 +295,6 @@ class QuadraticProblem(Problem):
         idx = self._clients(idx)
         xt = np.ascontiguousarray(_t(self._mat(self._points(idx, x))))
         if batch is None:
-            if self._offsets64 is None:
-                self._offsets64 = np.ascontiguousarray(self._offsets, dtype=np.int64)
             rows, offsets, sel = self._flat, self._offsets64, idx
         else:
             batch = self._batch(idx, batch)

@@ -121,12 +121,16 @@ class Brockett(Problem):
             a = self._flat[batch_rows(self._offsets, idx, batch)].mean(axis=1)
         return 2.0 * np.matmul(a, x) * self.h
 
+    def _sample_grads(self, a, x):
+        """``P_X(2 A_j X H)`` of samples ``a`` (m, d, d) at ``x`` ((d, p) or (m, d, p))."""
+        return self.manifold.proj(x, 2.0 * np.matmul(a, x) * self.h)
+
     def sample_rgrads(self, i: ClientId, x: ArrayLike) -> FloatArray:
         """``P_X(2 A_ij X H)`` for every sample -> (m_i, d, p)."""
         i = self._client(i)
         x = self._point(x)
         a = self._flat[self._offsets[i]:self._offsets[i + 1]]
-        return self.manifold.proj(x, 2.0 * np.matmul(a, x) * self.h)
+        return self._sample_grads(a, x)
 
     def clipped_rgrad_sum(self, idx: ArrayLike, x: ArrayLike, tau: float,
                           batch: ArrayLike | None = None) -> FloatArray:
@@ -139,7 +143,7 @@ class Brockett(Problem):
         x = self._points(idx, x)
         rows, seg, starts, _ = self._select(idx, batch)
         xs = x[seg]
-        g = self.manifold.proj(xs, 2.0 * np.matmul(self._flat[rows], xs) * self.h)
+        g = self._sample_grads(self._flat[rows], xs)
         coef = clip_factors(self.manifold.norm(xs, g), tau)
         return np.add.reduceat(coef[:, None, None] * g, starts, axis=0)
 
