@@ -173,8 +173,10 @@ def test_svrg_pooled_exchange_equals_the_gathered_one(monkeypatch):
 
     Z = np.random.default_rng(0).standard_normal((12, 30, 10))
     Pr = rf.problems.KPCA(Z, 3, gram=False)
-    assert Pr.has_pooled_grad()
     x0 = Pr.manifold.random_point(rng=1)
+    assert not Pr.has_pooled_grad()          # forming A costs N d^2: not for the gradient alone
+    Pr.f(x0)                                 # a metric formed it: from now on it pays
+    assert Pr.has_pooled_grad()
     pooled = run(Pr, RFedSVRG(0.01, 3), 4, participation=Uniform(4), x0=x0, seed=0)
     monkeypatch.setattr(svrg.RFedSVRG, "_pooled_exchange", lambda self, p, i: False)
     gathered = run(Pr, RFedSVRG(0.01, 3), 4, participation=Uniform(4), x0=x0, seed=0)

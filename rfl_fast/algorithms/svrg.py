@@ -12,7 +12,7 @@ Round ``t``:
      uploads, downloads and gradient evaluations are accounted.
      In the simulation (the engine hands the exchange to one batched ``client_prepare`` over
      all ``n`` clients), for a problem whose ``has_pooled_grad()`` is true (kPCA, sphere
-     PCA), the uploads are not formed: ``g_t`` is ``problem.grad(x_t)``, the pooled route
+     PCA once their pooled matrix exists or from covariances), the uploads are not formed: ``g_t`` is ``problem.grad(x_t)``, the pooled route
      (mathematically identical: ``grad f = sum_i w_i grad f_i``, e.g. one ``d x d`` product
      for the PCA problems instead of a pass over all clients' data), and each participant
      computes its own ``grad f_i(x_t)`` at the start of its local steps. The upload is still

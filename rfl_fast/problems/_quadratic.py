@@ -314,9 +314,14 @@ class QuadraticProblem(Problem):
         return self._gram is not None or self.d * self.d * 8 <= GRAM_BYTES_LIMIT
 
     def has_pooled_grad(self) -> bool:
-        """Whether ``grad`` avoids a pass over the clients' data (the pooled ``d x d`` route);
-        RFedSVRG then takes its all-client ``g_t`` from ``grad`` in the simulation."""
-        return self._pooled()
+        """Whether ``grad`` costs less than a pass over the clients' data: the pooled ``d x d``
+        matrix exists already (a metric asked for ``f``), or the clients' ``d x d`` matrices
+        hold it at ``n d^2`` (covariances, per-client Gram matrices). Forming it from the
+        samples costs ``N d^2`` against a pass's ``N d r``, so RFedSVRG's first round does not
+        form it: its all-client exchange is then one batched pass, which the participants'
+        own ``grad f_i(x_t)`` share. RFedSVRG takes its all-client ``g_t`` from ``grad`` in the
+        simulation when this is true."""
+        return self._pooled() and (self._global is not None or self._gram is not None)
 
     def f(self, x: ArrayLike) -> float:
         """``sum_i w_i f_i(x) = -c tr(X' A X)``, ``A = sum_i w_i A_i`` (formed once)."""
