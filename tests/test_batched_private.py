@@ -61,6 +61,24 @@ def test_the_batched_clipped_sum_is_the_per_client_sum(name, tau):
             assert err <= bound, (name, label, j, err, bound)
 
 
+def test_brockett_full_round_reads_the_data_in_place():
+    """Brockett, every client with the same number of samples, all clients in order, full
+    batch (a DP-RSGD round of Full participation): the block route reads the flat data itself
+    and still gives the per-client default's sum (same bound as above)."""
+    rng = np.random.default_rng(5)
+    sym = (lambda a: a + np.swapaxes(a, -1, -2))(rng.standard_normal((5, 6, 8, 8)))
+    P = Brockett(sym, 3)
+    idx = np.arange(5)
+    x = P.manifold.random_point(5, rng=2)
+    for tau in (1e-3, 0.5, np.inf):
+        got = P.clipped_rgrad_sum(idx, x, tau)
+        want = Problem.clipped_rgrad_sum(P, idx, x, tau)
+        for j in idx:
+            norms = P.sample_rgrad_norms(int(j), x[j])
+            bound = 64 * norms.size * EPS * np.minimum(norms, tau).sum()
+            assert np.linalg.norm(got[j] - want[j]) <= bound
+
+
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
 def test_one_sample_moves_a_batched_clipped_sum_by_at_most_tau(name):
     """The privacy promise at the batched call: dropping one sample from a client's batch

@@ -141,11 +141,31 @@ class Brockett(Problem):
             return super().clipped_rgrad_sum(idx, x, tau, batch)
         idx = self._clients(idx)
         x = self._points(idx, x)
-        rows, seg, starts, _ = self._select(idx, batch)
+        rows, seg, starts, counts = self._select(idx, batch)
+        if counts.size and (counts == counts[0]).all():
+            every = batch is None and (idx == np.arange(self.n_clients)).all()
+            return self._clipped_blocks(x, tau, self._flat if every else self._flat[rows],
+                                        int(counts[0]))
         xs = x[seg]
         g = self._sample_grads(self._flat[rows], xs)
         coef = clip_factors(self.manifold.norm(xs, g), tau)
         return np.add.reduceat(coef[:, None, None] * g, starts, axis=0)
+
+    def _clipped_blocks(self, x, tau, a, b):
+        """:meth:`clipped_rgrad_sum` when every client gives ``b`` samples ``a`` (k b, d, d):
+        client ``i``'s are one ``(b d, d)`` block times ``X_i`` (one product per client, no
+        copy of ``X_i`` per sample; a full-batch round passes the data itself), projected as
+        ``G - X sym(X'G)`` with ``X_i`` broadcast over its samples, and the clipped terms
+        summed by one product with the clip factors."""
+        k, d, p = x.shape[0], self.d, self.p
+        g = np.matmul(a.reshape(k, b * d, d), x).reshape(k, b, d, p)
+        g *= 2.0 * self.h
+        xb = x[:, None]
+        s = np.matmul(_t(xb), g)
+        g -= np.matmul(xb, 0.5 * (s + _t(s)))
+        flat = g.reshape(k, b, d * p)
+        coef = clip_factors(np.sqrt(np.einsum("kbi,kbi->kb", flat, flat)), tau)
+        return np.matmul(coef[:, None, :], flat).reshape(k, d, p)
 
     # ------------------------------------------------------------------ global
 
