@@ -93,6 +93,27 @@ def _close(a, b, rtol=1e-9, atol=1e-11):
 # ------------------------------------------------------------------ gradients
 
 
+def test_a_full_round_of_equal_clients_reads_the_data_in_place():
+    """Clients with equal sample counts, all of them in order, full batch: the problems read
+    their flat data in place as (k, m, ...) blocks; the same clients listed in another order
+    (selected rows) give the same rows of the answer."""
+    rng = np.random.default_rng(11)
+    t = hyperbolic_tree(48, n_features=3, rng=3)
+    parts = np.split(np.random.default_rng(0).permutation(48), 4)
+    hyp = HyperbolicPrediction([t.features[p] for p in parts], [t.points[p] for p in parts],
+                               t.features[4], gamma=1e-2, bandwidth=0.5)
+    bro = Brockett(brockett_matrices(4, 6, 5, rng=rng), 3)
+    for P in (hyp, bro):
+        k = P.n_clients
+        every, perm = np.arange(k), np.array([2, 0, 3, 1])
+        x = _points(P, k, seed=6)
+        _close(P.egrad(every, x)[perm], P.egrad(perm, x[perm]), rtol=1e-13)
+        _close(P.loss(every, x)[perm], P.loss(perm, x[perm]), rtol=1e-13)
+        for tau in (1e-3, np.inf):
+            _close(P.clipped_rgrad_sum(every, x, tau)[perm],
+                   P.clipped_rgrad_sum(perm, x[perm], tau), rtol=1e-13)
+
+
 def test_egrad_matches_finite_differences(prob):
     idx = np.arange(prob.n_clients)
     x = _points(prob, idx.size)

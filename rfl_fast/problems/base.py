@@ -158,6 +158,21 @@ class Problem:
         problem's ``_offsets`` (the flat layout of :mod:`rfl_fast.problems._clients`)."""
         return select_rows(self._offsets, idx, None if batch is None else self._batch(idx, batch))
 
+    def _blocks(self, idx, batch):
+        """``(sel, m)`` when every client of ``idx`` gives ``m`` samples, else ``None``:
+        ``flat[sel]`` (for any of the problem's flat per-sample arrays) reshapes to ``(k, m,
+        ...)``, client by client; ``sel`` is ``slice(None)`` (the data itself, no copy) on a
+        full batch of all clients in order, else the selected rows."""
+        if batch is not None:
+            batch = self._batch(idx, batch)
+            return select_rows(self._offsets, idx, batch)[0], batch.shape[1]
+        counts = np.asarray(self.sizes)[idx]
+        if not counts.size or (counts != counts[0]).any():
+            return None
+        if idx.size == self.n_clients and (idx == np.arange(idx.size)).all():
+            return slice(None), int(counts[0])
+        return select_rows(self._offsets, idx, None)[0], int(counts[0])
+
     def _sample_subset(self, i, batch):
         """Local sample indices of client ``i``: all (``batch=None``) or the given 1-d set."""
         if batch is None:

@@ -141,11 +141,10 @@ class Brockett(Problem):
             return super().clipped_rgrad_sum(idx, x, tau, batch)
         idx = self._clients(idx)
         x = self._points(idx, x)
-        rows, seg, starts, counts = self._select(idx, batch)
-        if counts.size and (counts == counts[0]).all():
-            every = batch is None and (idx == np.arange(self.n_clients)).all()
-            return self._clipped_blocks(x, tau, self._flat if every else self._flat[rows],
-                                        int(counts[0]))
+        blocks = self._blocks(idx, batch)
+        if blocks is not None:
+            return self._clipped_blocks(x, tau, self._flat[blocks[0]], blocks[1])
+        rows, seg, starts, _ = self._select(idx, batch)
         xs = x[seg]
         g = self._sample_grads(self._flat[rows], xs)
         coef = clip_factors(self.manifold.norm(xs, g), tau)

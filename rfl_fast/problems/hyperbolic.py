@@ -181,6 +181,15 @@ class HyperbolicPrediction(Problem):
         """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) J y_ij`` -> (k, d+1)."""
         idx = self._clients(idx)
         x = self._points(idx, x)
+        blocks = self._blocks(idx, batch)
+        if blocks is not None:        # (k, m, d+1) per client: no per-sample copy of x
+            sel, m = blocks
+            k = idx.size
+            y = self._y[sel].reshape(k, m, -1)
+            ip = np.matmul(y, x[:, :, None])[..., 0] - 2.0 * y[..., 0] * x[:, None, 0]
+            _, ratio = _theta_ratio(-ip)
+            c = self.alpha[sel].reshape(k, m) * ratio
+            return (-2.0 / m) * np.matmul(c[:, None, :], self._jy[sel].reshape(k, m, -1))[:, 0]
         rows, seg, starts, counts = self._select(idx, batch)
         _, ratio = _theta_ratio(-_ldot(x[seg], self._y[rows]))
         c = self.alpha[rows] * ratio
