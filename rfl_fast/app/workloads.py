@@ -843,7 +843,12 @@ def _package_rounds(problem, alg, x0, rounds, seed=0):
 
 def _peak(name, data, shapes, alg, x0):
     """Peak bytes of the client data (held by the caller) plus what building the problem and
-    one round allocate at most on top of it (tracemalloc: NumPy's and Python's allocations)."""
+    one round allocate at most on top of it (tracemalloc: NumPy's and Python's allocations),
+    after an untraced warm-up of the same (a first use's imports, compiled kernels and caches
+    are the process's, not proportional to the data)."""
+    P = build_problem(name, data, shapes)
+    _package_rounds(P, accepted(P, alg, 1)[0], x0, 1)
+    del P
     tracemalloc.start()
     try:
         P = build_problem(name, data, shapes)

@@ -114,6 +114,27 @@ def pack_clients(data, sample_ndim, name="data", *, sample_shape=None):
     return flat, offsets
 
 
+#: A pass over the samples holds its temporaries for at most ``1 / PASS_CHUNKS`` of them at
+#: once (and at least ``PASS_CHUNK_MIN`` bytes of samples): peak memory stays the data plus
+#: ``O(data / PASS_CHUNKS)``, in at most ``PASS_CHUNKS`` Python-level steps however many clients.
+PASS_CHUNKS = 16
+PASS_CHUNK_MIN = 1 << 18
+
+
+def spans(count, nbytes_each):
+    """``[(lo, hi), ...]`` covering ``range(count)`` in the chunks of :data:`PASS_CHUNKS`.
+
+    Parameters
+    ----------
+    count : int
+        Items (clients, or samples) to cover.
+    nbytes_each : int
+        Bytes of samples one item holds.
+    """
+    step = max(1, -(-count // PASS_CHUNKS), PASS_CHUNK_MIN // max(1, int(nbytes_each)))
+    return [(lo, min(count, lo + step)) for lo in range(0, count, step)]
+
+
 def segments(offsets, idx):
     """Rows of the clients ``idx`` in the flat array, as one gathered batch.
 

@@ -7,7 +7,7 @@ import scipy.linalg
 
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Self, Weighting
 from ..manifolds import Lorentz
-from ._clients import pack_clients
+from ._clients import pack_clients, spans
 from ._numerics import riemannian_descent
 from .base import Problem
 
@@ -15,8 +15,8 @@ __all__ = ["HyperbolicPrediction"]
 
 
 def _ldot(a, b):
-    """Minkowski product over the last axis (no keepdims)."""
-    return np.sum(a * b, axis=-1) - 2.0 * a[..., 0] * b[..., 0]
+    """Minkowski product over the last axis (no keepdims; no temporary of the inputs' size)."""
+    return np.einsum("...i,...i->...", a, b) - 2.0 * a[..., 0] * b[..., 0]
 
 
 def _theta_ratio(u):
@@ -156,8 +156,6 @@ class HyperbolicPrediction(Problem):
         super().__init__(np.diff(offsets), weighting)
         self._y, self._offsets, self.alpha = y, offsets, alpha
         self.offsets = offsets
-        self._jy = y.copy()
-        self._jy[:, 0] *= -1.0
         self.manifold = Lorentz(y.shape[1] - 1)
         self._sw = np.repeat(self.weights / self.sizes, self.sizes) * alpha
         total = float(self._sw.sum())
@@ -182,19 +180,27 @@ class HyperbolicPrediction(Problem):
         idx = self._clients(idx)
         x = self._points(idx, x)
         blocks = self._blocks(idx, batch)
-        if blocks is not None:        # (k, m, d+1) per client: no per-sample copy of x
+        if blocks is not None:  # (k, m, d+1) per client, no per-sample copy of x, in spans
             sel, m = blocks
             k = idx.size
-            y = self._y[sel].reshape(k, m, -1)
-            ip = np.matmul(y, x[:, :, None])[..., 0] - 2.0 * y[..., 0] * x[:, None, 0]
-            _, ratio = _theta_ratio(-ip)
-            c = self.alpha[sel].reshape(k, m) * ratio
-            return (-2.0 / m) * np.matmul(c[:, None, :], self._jy[sel].reshape(k, m, -1))[:, 0]
-        rows, seg, starts, counts = self._select(idx, batch)
-        _, ratio = _theta_ratio(-_ldot(x[seg], self._y[rows]))
-        c = self.alpha[rows] * ratio
-        s = np.add.reduceat(c[:, None] * self._jy[rows], starts, axis=0)
-        return (-2.0 / counts[:, None]) * s
+            s = np.empty_like(x)
+            for a, b in spans(k, 8 * m * (x.shape[1] + 1)):
+                rows = slice(a * m, b * m) if isinstance(sel, slice) else sel[a * m:b * m]
+                y = self._y[rows].reshape(b - a, m, -1)
+                xa = x[a:b]
+                ip = np.matmul(y, xa[:, :, None])[..., 0] - 2.0 * y[..., 0] * xa[:, None, 0]
+                _, ratio = _theta_ratio(-ip)
+                c = self.alpha[rows].reshape(b - a, m) * ratio
+                s[a:b] = np.matmul(c[:, None, :], y)[:, 0]
+            s *= -2.0 / m
+        else:
+            rows, seg, starts, counts = self._select(idx, batch)
+            _, ratio = _theta_ratio(-_ldot(x[seg], self._y[rows]))
+            c = self.alpha[rows] * ratio
+            s = np.add.reduceat(c[:, None] * self._y[rows], starts, axis=0)
+            s *= (-2.0 / counts)[:, None]
+        s[:, 0] *= -1.0                                        # J y = (-y0, y_1:)
+        return s
 
     # ------------------------------------------------------------------ per sample
 

@@ -6,7 +6,7 @@ from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
 from ..kernels import call
 from ..manifolds import SPD
 from ..privacy.clipping import clip_factors
-from ._clients import pack_clients
+from ._clients import pack_clients, spans
 from ._numerics import riemannian_descent
 from .base import Problem
 
@@ -92,17 +92,24 @@ class SPDMean(Problem):
         n = flat.shape[1]
         if flat.shape[2] != n:
             raise ValueError(f"data: expected square matrices (n, n), got {flat.shape[1:]}")
-        asym = np.max(np.abs(flat - _t(flat)))
-        if asym > 1e-10 * max(1.0, np.max(np.abs(flat))):
+        # checked in chunks (no full-size temporary); exactly symmetric data is used in place,
+        # data within the tolerance is replaced by a symmetrized copy
+        chunks = spans(flat.shape[0], 8 * n * n)
+        big = max((float(np.max(np.abs(flat[a:b]))) for a, b in chunks), default=0.0)
+        asym = max((float(np.max(np.abs(flat[a:b] - _t(flat[a:b])))) for a, b in chunks),
+                   default=0.0)
+        if asym > 1e-10 * max(1.0, big):
             raise ValueError(f"data: SPD matrices must be symmetric; |Z - Z'|_max = {asym:.3g}")
-        flat = np.ascontiguousarray(0.5 * (flat + _t(flat)))
-        lam = np.linalg.eigvalsh(flat)
-        bad = np.flatnonzero(lam[:, 0] <= 0)
+        if asym > 0 or not flat.flags.c_contiguous:
+            flat = np.ascontiguousarray(0.5 * (flat + _t(flat)))
+        low = np.concatenate([np.linalg.eigvalsh(flat[a:b])[:, 0] for a, b in chunks] or
+                             [np.empty(0)])
+        bad = np.flatnonzero(low <= 0)
         if bad.size:
             client = int(np.searchsorted(offsets, bad[0], side="right") - 1)
             raise ValueError(f"data: matrices must be positive definite; sample "
                              f"{int(bad[0] - offsets[client])} of client {client} has smallest "
-                             f"eigenvalue {lam[bad[0], 0]:.3g}")
+                             f"eigenvalue {low[bad[0]]:.3g}")
         super().__init__(np.diff(offsets), weighting)
         self._flat, self._offsets = flat, offsets
         self.n = n
@@ -133,13 +140,36 @@ class SPDMean(Problem):
         lam = np.linalg.eigvalsh(0.5 * (c + _t(c)))
         return np.add.reduceat(np.sum(np.log(lam) ** 2, axis=-1), starts) / counts
 
+    def _log_sums(self, idx, linv, batch, tau=None):
+        """``sum_j c_j logm(C_ij)`` per client of ``idx`` (k, n, n) and the sample counts:
+        ``c_j = 1``, or the clip factors ``min(1, tau / (2 |logm(C_ij)|_F))``. Clients with
+        equal counts go as ``(k, m)`` blocks (``L_i^-1`` broadcast over its samples, the data
+        read in place on a full batch) in the chunks of :func:`spans` (temporaries a
+        sixteenth of the samples, not several copies of them)."""
+        blocks = self._blocks(idx, batch)
+        if blocks is None:                     # unequal counts: one pass over the rows
+            rows, seg, starts, counts = self._select(idx, batch)
+            lg = _log_congruence(linv[seg], self._flat[rows])
+            if tau is not None:
+                lg *= clip_factors(2.0 * _norms(lg), tau)[:, None, None]
+            return np.add.reduceat(lg, starts, axis=0), counts
+        sel, m = blocks
+        k, n = idx.size, self.n
+        out = np.empty((k, n, n))
+        for a, b in spans(k, 8 * m * n * n):
+            z = (self._flat.reshape(k, m, n, n)[a:b] if isinstance(sel, slice)
+                 else self._flat[sel[a * m:b * m]].reshape(b - a, m, n, n))
+            lg = _log_congruence(linv[a:b, None], z)
+            if tau is not None:
+                lg *= clip_factors(2.0 * _norms(lg), tau)[..., None, None]
+            lg.sum(axis=1, out=out[a:b])
+        return out, np.full(k, m)
+
     def _grads(self, idx, x, batch):
         idx = self._clients(idx)
         x = self._points(idx, x)
-        rows, seg, starts, counts = self._select(idx, batch)
         lo, linv = self._factors(x)
-        lg = _log_congruence(linv[seg], self._flat[rows])
-        lg = np.add.reduceat(lg, starts, axis=0)
+        lg, counts = self._log_sums(idx, linv, batch)
         return lg / counts[:, None, None], lo, linv
 
     def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
@@ -235,11 +265,8 @@ class SPDMean(Problem):
             return super().clipped_rgrad_sum(idx, x, tau, batch)
         idx = self._clients(idx)
         x = self._points(idx, x)
-        rows, seg, starts, _ = self._select(idx, batch)
         lo, linv = self._factors(x)
-        lg = _log_congruence(linv[seg], self._flat[rows])
-        coef = clip_factors(2.0 * _norms(lg), tau)
-        g = -2.0 * lo @ np.add.reduceat(coef[:, None, None] * lg, starts, axis=0) @ _t(lo)
+        g = -2.0 * lo @ self._log_sums(idx, linv, batch, tau)[0] @ _t(lo)
         return 0.5 * (g + _t(g))
 
     # ------------------------------------------------------------------ global
@@ -248,16 +275,21 @@ class SPDMean(Problem):
         """``sum_i (w_i/m_i) sum_j dist^2(X, Z_ij)``, all samples in one batch -> float."""
         x = self._point(x)
         _, linv = self._factors(x[None])
-        c = linv @ self._flat @ _t(linv)
-        lam = np.linalg.eigvalsh(0.5 * (c + _t(c)))
-        return float(self._sw @ np.sum(np.log(lam) ** 2, axis=-1))
+        total = 0.0
+        for a, b in spans(self._flat.shape[0], 8 * self.n * self.n):
+            c = linv @ self._flat[a:b] @ _t(linv)
+            lam = np.linalg.eigvalsh(0.5 * (c + _t(c)))
+            total += float(self._sw[a:b] @ np.sum(np.log(lam) ** 2, axis=-1))
+        return total
 
     def grad(self, x: ArrayLike) -> FloatArray:
         """``-2 sum_i (w_i/m_i) sum_j Log_X(Z_ij)`` -> (n, n)."""
         x = self._point(x)
         lo, linv = self._factors(x[None])
-        lg = _log_congruence(linv, self._flat)
-        g = -2.0 * lo[0] @ np.tensordot(self._sw, lg, axes=1) @ lo[0].T
+        s = np.zeros((self.n, self.n))
+        for a, b in spans(self._flat.shape[0], 8 * self.n * self.n):
+            s += np.tensordot(self._sw[a:b], _log_congruence(linv, self._flat[a:b]), axes=1)
+        g = -2.0 * lo[0] @ s @ lo[0].T
         return 0.5 * (g + g.T)
 
     def solution(self) -> FloatArray:
