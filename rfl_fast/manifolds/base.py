@@ -13,9 +13,14 @@ Conventions (the same for every manifold):
   manifold is checked only when asked (``validate=True`` at construction, or the environment
   variable ``RFL_FAST_VALIDATE=1``), since it costs as much as the operation itself;
 * an operation a manifold does not have raises ``MethodNotAvailableError``; an operation
-  without a solution for the given input (``NaN`` from a kernel) raises ``NoSolutionError``.
+  without a solution for the given input (``NaN`` from a kernel) raises ``NoSolutionError``;
+* the methods named in ``array_methods`` take arrays of any array-API namespace (PyTorch, JAX,
+  CuPy, array-api-strict) and return the caller's array type on the caller's device: each is
+  wrapped once per class by ``rfl_fast.kernels.arrays.accepts_arrays``, the one seam (a NumPy
+  call goes straight through).
 """
 
+import inspect
 import math
 
 import numpy as np
@@ -23,6 +28,7 @@ import numpy as np
 from .._docs import inherit_sections
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import fast_lane
+from ..kernels.arrays import accepts_arrays
 from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
 from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
 
@@ -89,10 +95,19 @@ class Manifold:
     #: ``egrad2rgrad`` and ``retr`` with it, a declared capability by which the kernels layer
     #: finds fused routes (``kernels.fused.local_stepper``); empty here.
     step_kernels = {}
+    #: The public methods that take or return arrays: each one a class defines is wrapped once
+    #: (``__init_subclass__``) to take arrays of any array-API namespace and give the caller's
+    #: array type back (``rfl_fast.kernels.arrays``). A subclass with more such methods extends
+    #: the tuple.
+    array_methods = ("check_point", "check_tangent", "is_point", "is_tangent", "assert_point",
+                     "assert_tangent", "inner", "norm", "dist", "proj", "egrad2rgrad",
+                     "zero_vector", "retr", "inv_retr", "exp", "log", "transport", "project",
+                     "random_tangent", "tangent_gaussian")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         inherit_sections(cls)
+        _accept_arrays(cls)
 
     def __init__(self, shape: tuple[int, ...], dim: int, *, validate: bool | None = None) -> None:
         self.shape = tuple(int(s) for s in shape)
@@ -680,3 +695,14 @@ class Manifold:
         if not np.isfinite(s).all() or (s < 0).any():
             raise ValueError(f"sigma: expected finite values >= 0, got {sigma!r}")
         return s[(...,) + (None,) * self.core_ndim]
+
+
+def _accept_arrays(cls):
+    """Wrap the methods of ``cls.array_methods`` that ``cls`` itself defines (once per class)."""
+    for name in cls.array_methods:
+        fn = vars(cls).get(name)
+        if inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
+            setattr(cls, name, accepts_arrays(fn))
+
+
+_accept_arrays(Manifold)

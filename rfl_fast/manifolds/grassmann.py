@@ -96,6 +96,7 @@ class Grassmann(Manifold):
     inverse_retractions = ("polar", "qr", "exp")
     transports = ("projection", "parallel")
     nonexpanding_transports = ("projection", "parallel")
+    array_methods = Manifold.array_methods + ("principal_angles",)
     has_project = True
     has_tangent_gaussian = True
 

@@ -60,6 +60,8 @@ class Product(Manifold):
         The factors, in order.
     """
 
+    array_methods = Manifold.array_methods + ("split", "join")
+
     def __init__(self, *factors: Manifold, validate: bool | None = None) -> None:
         if not factors:
             raise ValueError("factors: expected at least one manifold, got none")

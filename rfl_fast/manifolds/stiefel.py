@@ -88,6 +88,7 @@ class Stiefel(Manifold):
     has_project = True
     has_tangent_gaussian = True
     step_kernels = {"polar": ("stiefel_proj", "stiefel_retr_polar")}
+    array_methods = Manifold.array_methods + ("principal_angles", "dist_subspace")
 
     def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)
@@ -175,9 +176,9 @@ class Stiefel(Manifold):
         ``r_jj = q_j . a_j`` (O(np) per item); zero means column j of ``a`` lies in the span of
         the previous ones, where ``qf`` is not unique (backends would disagree).
         """
-        rjj = np.abs(np.sum(q * a, axis=-2, dtype=np.float64))
+        rjj = np.abs(np.einsum("...ij,...ij->...j", q, a, dtype=np.float64))
         with np.errstate(over="ignore"):
-            scale = np.linalg.norm(a, axis=(-2, -1))[..., None]
+            scale = np.sqrt(np.einsum("...ij,...ij->...", a, a))[..., None]
         if not np.isfinite(scale).all():  # |a|^2 overflowed: |a| = m |a / m|, m = max|a_ij|
             m = np.max(np.abs(a), axis=(-2, -1), keepdims=True)
             scale = m[..., 0] * np.linalg.norm(a / m, axis=(-2, -1))[..., None]
@@ -214,7 +215,8 @@ class Stiefel(Manifold):
         """``u`` with NaN items where ``X + U = Y R`` has a diagonal entry ``r_jj <= 0``: the R
         factor of the QR retraction has a positive diagonal, so no ``U`` retracts to such a
         ``Y`` (a leading minor of ``X'Y`` is negative); ``r_jj`` is ``(Y'(X + U))_jj``."""
-        bad = (np.sum(y * (x + u), axis=-2) <= 0).any(-1)
+        bad = ((np.einsum("...ij,...ij->...j", y, x) + np.einsum("...ij,...ij->...j", y, u))
+               <= 0).any(-1)
         if np.any(bad):
             u = np.array(np.broadcast_to(u, np.broadcast_shapes(u.shape, bad.shape + x.shape[-2:])))
             u[bad] = np.nan

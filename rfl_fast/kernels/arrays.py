@@ -1,0 +1,330 @@
+"""The array seam: arrays of any array-API namespace in, the caller's array type out.
+
+The compiled kernels and the NumPy code above them compute on NumPy arrays. A public call that
+receives arrays of another namespace (PyTorch, JAX, CuPy, array-api-strict: anything with
+``__dlpack__`` or ``__array_namespace__``) goes through :func:`accepts_arrays`: the caller's
+namespace and device are found (``array_api_compat.array_namespace``), every foreign argument
+becomes a NumPy array (:func:`to_numpy`), the NumPy code runs as it does for NumPy callers
+(today's dtype rules: float64 working precision, float32 in gives float32 out, integers become
+float64), and every floating-point result goes back as the caller's array type on the caller's
+device (:func:`from_numpy`).
+
+Copies. A CPU array reaches the kernels without a copy (``np.from_dlpack`` of its memory, any
+strides); results of PyTorch CPU callers go back without a copy (``torch.from_numpy``). An
+array on another device (a GPU) is copied to the host and the result copied back: a round trip
+per call, correct but not fast (there are no GPU routes yet). JAX arrays are immutable, so
+their results are copied into JAX's own buffers.
+
+What is refused, naming the argument: arrays of two foreign namespaces in one call (a torch
+tensor and a JAX array; NumPy arrays and Python numbers mix with any one namespace), arrays of
+one namespace on two devices, and arrays that carry a gradient (a tensor with
+``requires_grad``, a JAX tracer under ``grad``/``jit``/``vmap``): the primitives are not
+differentiable yet, and detaching silently would drop the caller's gradient.
+
+A plain NumPy call pays one type test per argument and never imports ``array_api_compat``
+(imported on the first foreign array, an optional dependency: the ``torch``, ``jax`` and
+``array-api`` extras install it).
+"""
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["accepts_arrays", "is_foreign", "to_numpy", "from_numpy", "Caller", "caller_of"]
+
+#: DLPack's device type of host memory (``kDLCPU``) and of pinned host memory
+_DLPACK_HOST = (1, 3)
+
+#: Types known to need no conversion (NumPy arrays, Python numbers, strings, method tuples,
+#: random generators, ...): the fast path's test. Types met later that are not foreign arrays
+#: are added on first sight, so each type is classified once.
+_NATIVE = {np.ndarray, float, int, bool, str, type(None), tuple, list, dict, np.float64,
+           np.float32, np.int64, np.int32, np.bool_, np.random.Generator,
+           np.random.SeedSequence}
+_FOREIGN: set = set()
+
+
+def _foreign_type(t):
+    """Whether instances of type ``t`` are foreign arrays (classified once per type)."""
+    if t in _FOREIGN:
+        return True
+    if issubclass(t, (np.ndarray, np.generic)) or not (
+            hasattr(t, "__dlpack__") or hasattr(t, "__array_namespace__")):
+        _NATIVE.add(t)
+        return False
+    _FOREIGN.add(t)
+    return True
+
+
+def is_foreign(a: Any) -> bool:
+    """Whether ``a`` is an array of a namespace other than NumPy.
+
+    Parameters
+    ----------
+    a : object
+        Any argument.
+
+    Returns
+    -------
+    bool
+        ``True`` for arrays with ``__dlpack__`` or ``__array_namespace__`` that are not NumPy
+        arrays or scalars (PyTorch tensors, JAX and CuPy arrays, array-api-strict arrays).
+    """
+    t = type(a)
+    return t not in _NATIVE and _foreign_type(t)
+
+
+def _compat():
+    import array_api_compat  # an optional dependency: only a foreign array gets here
+
+    return array_api_compat
+
+
+def _refuse_gradient(a, name):
+    """Raise for an array that carries a gradient (torch ``requires_grad``, a JAX tracer)."""
+    if getattr(a, "requires_grad", False):
+        raise NotImplementedError(
+            f"{name}: a tensor that requires grad; rfl_fast's primitives are not differentiable "
+            f"yet, and detaching it silently would drop your gradient: pass {name}.detach() to "
+            "compute without one")
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(a, jax.core.Tracer):
+        raise NotImplementedError(
+            f"{name}: a JAX tracer (under jax.grad, jit or vmap); rfl_fast's primitives are not "
+            "differentiable or traceable yet: call them on concrete arrays")
+
+
+class Caller:
+    """The caller's array namespace and device: how results go back.
+
+    Parameters
+    ----------
+    xp : module
+        The namespace (``array_api_compat.array_namespace`` of the caller's arrays).
+    device : object
+        The device of the caller's arrays (``array_api_compat.device``).
+    name : str
+        The argument that decided them (for error messages).
+    """
+
+    def __init__(self, xp: Any, device: Any, name: str) -> None:
+        self.xp, self.device, self.name = xp, device, name
+        compat = _compat()
+        self._torch = compat.is_torch_namespace(xp)
+        self._host = not self._torch or getattr(device, "type", "cpu") == "cpu"
+
+    def wrap(self, out: np.ndarray) -> Any:
+        """``out`` as the caller's array on the caller's device.
+
+        Parameters
+        ----------
+        out : ndarray
+            A NumPy result.
+
+        Returns
+        -------
+        array
+            The same values in the caller's namespace (PyTorch CPU: sharing ``out``'s memory).
+        """
+        if self._torch:
+            import torch
+
+            if (not out.flags.writeable or not out.flags.aligned
+                    or any(s < 0 for s in out.strides)):
+                out = np.array(out)  # torch shares only writeable, aligned, forward memory
+            t = torch.from_numpy(out)
+            return t if self._host else t.to(self.device)
+        return self.xp.asarray(out, device=self.device)
+
+
+def caller_of(arrays: dict[str, Any]) -> Caller:
+    """The one namespace and device of the foreign ``arrays`` (name -> array).
+
+    Parameters
+    ----------
+    arrays : dict of str to array
+        The foreign array arguments of one call, by argument name (at least one).
+
+    Returns
+    -------
+    Caller
+
+    Raises
+    ------
+    TypeError
+        If they belong to two namespaces or lie on two devices (both arguments named).
+    """
+    compat = _compat()
+    first = None
+    for name, a in arrays.items():
+        try:
+            xp = compat.array_namespace(a)
+        except TypeError as exc:
+            raise TypeError(f"{name}: an array of no supported array namespace "
+                            f"({type(a).__module__}.{type(a).__qualname__}): {exc}") from None
+        dev = compat.device(a)
+        if first is None:
+            first = Caller(xp, dev, name)
+        elif xp is not first.xp:
+            raise TypeError(
+                f"{name}: an array of namespace {xp.__name__}, but {first.name} is of "
+                f"{first.xp.__name__}; pass the arrays of one call in one namespace (NumPy "
+                "arrays and Python numbers mix with any)")
+        elif dev != first.device:
+            raise TypeError(f"{name}: an array on device {dev}, but {first.name} is on "
+                            f"{first.device}; pass the arrays of one call on one device")
+    return first
+
+
+def to_numpy(a: Any, name: str) -> np.ndarray:
+    """A foreign array as a NumPy array for the compute.
+
+    Host memory (CPU) is shared, not copied (``np.from_dlpack``, any strides); an array on
+    another device is copied to the host.
+
+    Parameters
+    ----------
+    a : array
+        An array of a namespace other than NumPy (:func:`is_foreign`).
+    name : str
+        Argument name for error messages.
+
+    Returns
+    -------
+    ndarray
+        The same values (the same memory for a host array; read-only where the producer's
+        memory is, e.g. JAX's).
+
+    Raises
+    ------
+    NotImplementedError
+        If ``a`` carries a gradient (``requires_grad``, a JAX tracer).
+    TypeError
+        If its dtype has no NumPy equivalent (e.g. bfloat16).
+    """
+    _refuse_gradient(a, name)
+    try:
+        host = a.__dlpack_device__()[0] in _DLPACK_HOST
+    except (AttributeError, TypeError, ValueError, BufferError, RuntimeError):
+        host = True  # no DLPack: NumPy's own conversion below
+    try:
+        if host:
+            return np.from_dlpack(a)
+        try:  # the standard's host copy (NumPy >= 2.1 asks the producer for it)
+            return np.from_dlpack(a, device="cpu", copy=True)
+        except (TypeError, ValueError, BufferError, RuntimeError):
+            return np.from_dlpack(_compat().to_device(a, "cpu"))
+    except (TypeError, ValueError, BufferError, RuntimeError, AttributeError) as exc:
+        try:  # a layout DLPack refuses (e.g. torch's lazy conjugation): NumPy's conversion
+            return np.asarray(a)
+        except Exception:
+            raise TypeError(f"{name}: cannot read this {type(a).__qualname__} as a NumPy "
+                            f"array (dtype {getattr(a, 'dtype', '?')}): {exc}; accepted: "
+                            "float64, float32, integers") from None
+
+
+def from_numpy(out: Any, caller: Caller) -> Any:
+    """Results back to the caller: NumPy arrays and numeric scalars (also inside tuples and
+    lists) become the caller's arrays; booleans, strings and anything else stay as they are.
+
+    Parameters
+    ----------
+    out : object
+        What the NumPy code returned.
+    caller : Caller
+        The caller's namespace and device (:func:`caller_of`).
+
+    Returns
+    -------
+    object
+        ``out`` with its numeric arrays in the caller's namespace (a scalar as a 0-d array).
+    """
+    if type(out) is tuple or type(out) is list:
+        return type(out)(from_numpy(o, caller) for o in out)
+    if isinstance(out, np.generic) and out.dtype.kind in "fiu":
+        out = np.asarray(out)
+    if isinstance(out, np.ndarray) and out.dtype.kind in "fiu":
+        return caller.wrap(out)
+    return out
+
+
+def _foreign_call(fn, names, self, *args, **kwargs):
+    """``fn`` called with its foreign positional array arguments as NumPy arrays, its results
+    given back as the caller's arrays; a plain call when no argument is foreign (a type met for
+    the first time is classified, then known)."""
+    found = {names[i] if i < len(names) else f"args[{i}]": i
+             for i, a in enumerate(args) if is_foreign(a)}
+    if not found:
+        return fn(self, *args, **kwargs)
+    given = {n: args[i] for n, i in found.items()}
+    for n, a in given.items():
+        _refuse_gradient(a, n)  # before the namespace: the first thing to say about it
+    caller = caller_of(given)
+    args = list(args)
+    for n, i in found.items():
+        args[i] = to_numpy(args[i], n)
+    return from_numpy(fn(self, *args, **kwargs), caller)
+
+
+def accepts_arrays(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The method ``fn`` (NumPy in, NumPy out) taking arrays of any array-API namespace.
+
+    The wrapper has ``fn``'s own signature (generated once, so that a NumPy call costs one type
+    test per positional argument and no packing of ``*args``/``**kwargs``: ~0.1 us). NumPy
+    arrays, Python numbers and other known argument types go straight to ``fn``. A call with
+    foreign arrays among the positional parameters runs ``fn`` on NumPy views of them
+    (:func:`to_numpy`) and returns its numeric results as the caller's arrays
+    (:func:`from_numpy`); errors name the argument (its parameter name, ``parts[i]`` for a
+    variadic ``*parts``). Keyword-only parameters (options: ``method``, ``backend``, ``rng``,
+    ``atol``) pass unchanged.
+
+    Parameters
+    ----------
+    fn : callable
+        A method ``fn(self, ...)`` of NumPy arrays.
+
+    Returns
+    -------
+    callable
+        The wrapped method (``__wrapped__`` is ``fn``).
+    """
+    params = list(inspect.signature(fn).parameters.values())
+    env = {"_fn": fn, "_native": _NATIVE, "_slow": _foreign_call}
+    head, call, checks, names, star = [], [], [], [], None
+    for i, p in enumerate(params):
+        default = ""
+        if p.default is not p.empty:
+            env[f"_d{i}"] = p.default
+            default = f"=_d{i}"
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            head.append(p.name + default)
+            call.append(p.name)
+            if i:
+                checks.append(f"type({p.name}) in _native")
+                names.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
+            head.append("*" + p.name)
+            call.append("*" + p.name)
+            star = p.name
+        elif p.kind is p.KEYWORD_ONLY:
+            if star is None and "*" not in head:
+                head.append("*")
+            head.append(p.name + default)
+            call.append(f"{p.name}={p.name}")
+        else:  # **kwargs
+            head.append("**" + p.name)
+            call.append("**" + p.name)
+    if star is not None:
+        checks.append(f"all(type(a) in _native for a in {star})")
+        names.extend(f"{star}[{i}]" for i in range(64))
+    env["_names"] = tuple(names)
+    src = (f"def _method({', '.join(head)}):\n"
+           f"    if {' and '.join(checks) or 'True'}:\n"
+           f"        return _fn({', '.join(call)})\n"
+           f"    return _slow(_fn, _names, {', '.join(call)})\n")
+    exec(compile(src, f"<accepts_arrays {fn.__qualname__}>", "exec"), env)
+    return functools.update_wrapper(env["_method"], fn)
