@@ -207,11 +207,11 @@ def test_mixed_namespaces_are_refused_naming_the_argument():
     pytest.importorskip("array_api_compat")
     M = rf.Sphere(3)
     x = torch.tensor([1.0, 0.0, 0.0])
-    with pytest.raises(TypeError, match=r"^u: an array of namespace jax\.numpy, but x is of "
+    with pytest.raises(TypeError, match=r"^u: an array of namespace jax[.\w]*, but x is of "
                                         r"array_api_compat\.torch"):
         M.proj(x, jnp.ones(3))
     P = rf.Product(rf.Sphere(3), rf.Euclidean(2))
-    with pytest.raises(TypeError, match=r"^parts\[1\]: an array of namespace jax\.numpy"):
+    with pytest.raises(TypeError, match=r"^parts\[1\]: an array of namespace jax"):
         P.join(x, jnp.ones(2))
 
 
