@@ -243,8 +243,8 @@ class Stiefel(Manifold):
         s = _t(u) @ u
         eye = np.broadcast_to(np.eye(p), a.shape)
         block = np.concatenate([np.concatenate([a, -s], -1), np.concatenate([eye, a], -1)], -2)
-        e = _expm(block)[..., :, :p]
-        out = np.concatenate([x, u], -1) @ e @ _expm(-a)
+        e = _expm(block)[..., :, :p] @ _expm(-a)
+        out = x @ e[..., :p, :] + u @ e[..., p:, :]   # [X U] e, without forming [X U]
         return out.astype(np.result_type(x, u), copy=False)
 
     def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
