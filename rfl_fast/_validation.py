@@ -205,7 +205,7 @@ class ItemStreams:
                              f"stream), got {shape}")
         out = np.empty(shape)
         for j, g in enumerate(self.generators):
-            out[j] = g.standard_normal(shape[1:])
+            g.standard_normal(out=out[j])
         return out
 
 

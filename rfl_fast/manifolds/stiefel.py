@@ -323,5 +323,6 @@ class Stiefel(Manifold):
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:
         x = self._point(x)
-        g = self._sigma(sigma) * as_rng(rng).standard_normal(x.shape)
+        g, s = as_rng(rng).standard_normal(x.shape), self._sigma(sigma)
+        g = np.multiply(g, s, out=g if np.broadcast_shapes(g.shape, s.shape) == g.shape else None)
         return self.proj(x, g.astype(x.dtype, copy=False))
