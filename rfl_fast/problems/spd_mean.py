@@ -272,7 +272,7 @@ class SPDMean(Problem):
     # ------------------------------------------------------------------ global
 
     def f(self, x: ArrayLike) -> float:
-        """``sum_i (w_i/m_i) sum_j dist^2(X, Z_ij)``, all samples in one batch -> float."""
+        """``sum_i (w_i/m_i) sum_j dist^2(X, Z_ij)``, the samples in the chunks of ``spans``."""
         x = self._point(x)
         _, linv = self._factors(x[None])
         total = 0.0
