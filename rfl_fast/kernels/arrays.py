@@ -46,6 +46,11 @@ _NATIVE = {np.ndarray, float, int, bool, str, type(None), tuple, list, dict, np.
            np.float32, np.int64, np.int32, np.bool_, np.random.Generator,
            np.random.SeedSequence}
 _FOREIGN: set = set()
+#: The foreign types that are PyTorch tensors (their own, cheaper calls: ``Tensor.numpy``,
+#: ``Tensor.device``, ``torch.from_numpy``)
+_TORCH: set = set()
+#: ``(type, device) -> Caller``: one namespace lookup per array type and device
+_CALLERS: dict = {}
 
 
 def _foreign_type(t):
@@ -56,6 +61,9 @@ def _foreign_type(t):
             hasattr(t, "__dlpack__") or hasattr(t, "__array_namespace__")):
         _NATIVE.add(t)
         return False
+    torch = sys.modules.get("torch")
+    if torch is not None and issubclass(t, torch.Tensor):
+        _TORCH.add(t)
     _FOREIGN.add(t)
     return True
 
@@ -107,15 +115,12 @@ class Caller:
         The namespace (``array_api_compat.array_namespace`` of the caller's arrays).
     device : object
         The device of the caller's arrays (``array_api_compat.device``).
-    name : str
-        The argument that decided them (for error messages).
     """
 
-    def __init__(self, xp: Any, device: Any, name: str) -> None:
-        self.xp, self.device, self.name = xp, device, name
-        compat = _compat()
-        self._torch = compat.is_torch_namespace(xp)
-        self._host = not self._torch or getattr(device, "type", "cpu") == "cpu"
+    def __init__(self, xp: Any, device: Any) -> None:
+        self.xp, self.device = xp, device
+        self._torch = sys.modules.get("torch") if _compat().is_torch_namespace(xp) else None
+        self._host = self._torch is None or getattr(device, "type", "cpu") == "cpu"
 
     def wrap(self, out: np.ndarray) -> Any:
         """``out`` as the caller's array on the caller's device.
@@ -130,15 +135,68 @@ class Caller:
         array
             The same values in the caller's namespace (PyTorch CPU: sharing ``out``'s memory).
         """
-        if self._torch:
-            import torch
-
-            if (not out.flags.writeable or not out.flags.aligned
-                    or any(s < 0 for s in out.strides)):
-                out = np.array(out)  # torch shares only writeable, aligned, forward memory
-            t = torch.from_numpy(out)
+        if self._torch is not None:
+            if not out.flags.writeable:
+                out = np.array(out)  # torch shares writeable memory only (else it warns)
+            try:
+                t = self._torch.from_numpy(out)
+            except (ValueError, TypeError, RuntimeError):  # negative strides, misaligned
+                t = self._torch.from_numpy(np.array(out))
             return t if self._host else t.to(self.device)
         return self.xp.asarray(out, device=self.device)
+
+    def same(self, other: "Caller") -> bool:
+        """Whether ``other`` is the same namespace on the same device.
+
+        Parameters
+        ----------
+        other : Caller
+            The namespace and device of another argument.
+
+        Returns
+        -------
+        bool
+        """
+        return other is self or (other.xp is self.xp and other.device == self.device)
+
+
+def _caller(a, name):
+    """The Caller of one foreign array (cached per array type and device)."""
+    t = type(a)
+    if t in _TORCH:
+        dev = a.device
+    else:
+        try:
+            dev = _compat().device(a)
+        except Exception as exc:
+            raise TypeError(f"{name}: an array of no supported array namespace "
+                            f"({t.__module__}.{t.__qualname__}): {exc}") from None
+    key = (t, dev)
+    try:
+        return _CALLERS[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable device
+        key = None
+    try:
+        xp = _compat().array_namespace(a)
+    except TypeError as exc:
+        raise TypeError(f"{name}: an array of no supported array namespace "
+                        f"({t.__module__}.{t.__qualname__}): {exc}") from None
+    caller = Caller(xp, dev)
+    if key is not None and len(_CALLERS) < 256:
+        _CALLERS[key] = caller
+    return caller
+
+
+def _mismatch(first, first_name, other, name):
+    """The ``TypeError`` of two arguments of two namespaces or devices."""
+    if other.xp is not first.xp:
+        return TypeError(f"{name}: an array of namespace {other.xp.__name__}, but {first_name} "
+                         f"is of {first.xp.__name__}; pass the arrays of one call in one "
+                         "namespace (NumPy arrays and Python numbers mix with any)")
+    return TypeError(f"{name}: an array on device {other.device}, but {first_name} is on "
+                     f"{first.device}; pass the arrays of one call on one device")
 
 
 def caller_of(arrays: dict[str, Any]) -> Caller:
@@ -158,33 +216,22 @@ def caller_of(arrays: dict[str, Any]) -> Caller:
     TypeError
         If they belong to two namespaces or lie on two devices (both arguments named).
     """
-    compat = _compat()
-    first = None
+    first = first_name = None
     for name, a in arrays.items():
-        try:
-            xp = compat.array_namespace(a)
-        except TypeError as exc:
-            raise TypeError(f"{name}: an array of no supported array namespace "
-                            f"({type(a).__module__}.{type(a).__qualname__}): {exc}") from None
-        dev = compat.device(a)
+        c = _caller(a, name)
         if first is None:
-            first = Caller(xp, dev, name)
-        elif xp is not first.xp:
-            raise TypeError(
-                f"{name}: an array of namespace {xp.__name__}, but {first.name} is of "
-                f"{first.xp.__name__}; pass the arrays of one call in one namespace (NumPy "
-                "arrays and Python numbers mix with any)")
-        elif dev != first.device:
-            raise TypeError(f"{name}: an array on device {dev}, but {first.name} is on "
-                            f"{first.device}; pass the arrays of one call on one device")
+            first, first_name = c, name
+        elif not first.same(c):
+            raise _mismatch(first, first_name, c, name)
     return first
 
 
 def to_numpy(a: Any, name: str) -> np.ndarray:
     """A foreign array as a NumPy array for the compute.
 
-    Host memory (CPU) is shared, not copied (``np.from_dlpack``, any strides); an array on
-    another device is copied to the host.
+    Host memory (CPU) is shared, not copied (``np.from_dlpack``, any strides; a PyTorch CPU
+    tensor through ``Tensor.numpy``, the same view at a third of the cost); an array on another
+    device is copied to the host.
 
     Parameters
     ----------
@@ -207,6 +254,16 @@ def to_numpy(a: Any, name: str) -> np.ndarray:
         If its dtype has no NumPy equivalent (e.g. bfloat16).
     """
     _refuse_gradient(a, name)
+    return _host_view(a, type(a) in _TORCH and a.device.type == "cpu", name)
+
+
+def _host_view(a, torch_cpu, name):
+    """``to_numpy`` after the gradient check; ``torch_cpu``: ``a`` is a PyTorch CPU tensor."""
+    if torch_cpu:
+        try:
+            return a.numpy()
+        except (TypeError, RuntimeError):
+            pass  # a dtype or layout NumPy cannot view: the general route says which
     try:
         host = a.__dlpack_device__()[0] in _DLPACK_HOST
     except (AttributeError, TypeError, ValueError, BufferError, RuntimeError):
@@ -243,12 +300,13 @@ def from_numpy(out: Any, caller: Caller) -> Any:
     object
         ``out`` with its numeric arrays in the caller's namespace (a scalar as a 0-d array).
     """
-    if type(out) is tuple or type(out) is list:
-        return type(out)(from_numpy(o, caller) for o in out)
+    t = type(out)
+    if t is np.ndarray or isinstance(out, np.ndarray):
+        return caller.wrap(out) if out.dtype.kind in "fiu" else out
+    if t is tuple or t is list:
+        return t(from_numpy(o, caller) for o in out)
     if isinstance(out, np.generic) and out.dtype.kind in "fiu":
-        out = np.asarray(out)
-    if isinstance(out, np.ndarray) and out.dtype.kind in "fiu":
-        return caller.wrap(out)
+        return caller.wrap(np.asarray(out))
     return out
 
 
@@ -256,18 +314,23 @@ def _foreign_call(fn, names, self, *args, **kwargs):
     """``fn`` called with its foreign positional array arguments as NumPy arrays, its results
     given back as the caller's arrays; a plain call when no argument is foreign (a type met for
     the first time is classified, then known)."""
-    found = {names[i] if i < len(names) else f"args[{i}]": i
-             for i, a in enumerate(args) if is_foreign(a)}
-    if not found:
-        return fn(self, *args, **kwargs)
-    given = {n: args[i] for n, i in found.items()}
-    for n, a in given.items():
-        _refuse_gradient(a, n)  # before the namespace: the first thing to say about it
-    caller = caller_of(given)
+    first = first_name = None
     args = list(args)
-    for n, i in found.items():
-        args[i] = to_numpy(args[i], n)
-    return from_numpy(fn(self, *args, **kwargs), caller)
+    for i, a in enumerate(args):
+        t = type(a)
+        if t in _NATIVE or not _foreign_type(t):
+            continue
+        name = names[i] if i < len(names) else f"args[{i}]"
+        _refuse_gradient(a, name)  # before the namespace: the first thing to say about it
+        c = _caller(a, name)
+        if first is None:
+            first, first_name = c, name
+        elif not first.same(c):
+            raise _mismatch(first, first_name, c, name)
+        args[i] = _host_view(a, c._torch is not None and c._host, name)
+    if first is None:
+        return fn(self, *args, **kwargs)
+    return from_numpy(fn(self, *args, **kwargs), first)
 
 
 def accepts_arrays(fn: Callable[..., Any]) -> Callable[..., Any]:
