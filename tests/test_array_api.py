@@ -172,6 +172,9 @@ def test_torch_cpu_float64_reaches_the_kernels_without_a_copy():
     out = np.arange(6.0)
     back = arrays.from_numpy(out, arrays.caller_of({"x": t}))
     assert isinstance(back, torch.Tensor) and back.data_ptr() == out.__array_interface__["data"][0]
+    # through a manifold call, both ways: Euclidean's projection answers its u itself
+    M = rf.Euclidean(5, 3)
+    assert M.proj(t, t).data_ptr() == t.data_ptr()
 
 
 def test_torch_one_point_and_scalar_answers():

@@ -10,10 +10,11 @@ float64), and every floating-point result goes back as the caller's array type o
 device (:func:`from_numpy`).
 
 Copies. A CPU array reaches the kernels without a copy (``np.from_dlpack`` of its memory, any
-strides); results of PyTorch CPU callers go back without a copy (``torch.from_numpy``). An
-array on another device (a GPU) is copied to the host and the result copied back: a round trip
-per call, correct but not fast (there are no GPU routes yet). JAX arrays are immutable, so
-their results are copied into JAX's own buffers.
+strides; a PyTorch CPU tensor by ``Tensor.numpy``, the same view, cheaper); results of PyTorch
+CPU callers go back without a copy (``torch.from_numpy``). An array on another device (a GPU)
+is copied to the host and the result copied back: a round trip per call, correct but not fast
+(there are no GPU routes yet; this route is untested without a GPU). JAX arrays are immutable,
+so their results are copied into JAX's own buffers.
 
 What is refused, naming the argument: arrays of two foreign namespaces in one call (a torch
 tensor and a JAX array; NumPy arrays and Python numbers mix with any one namespace), arrays of
