@@ -1,5 +1,7 @@
 """The Grassmann manifold Gr(n, p) of p-dimensional subspaces of R^n, as a quotient of St(n, p)."""
 
+import functools
+
 import numpy as np
 
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
@@ -27,12 +29,24 @@ class _Pair:
     """
 
     def __init__(self, x, y):
-        m = _t(x) @ y
-        self.p, self.c, rt = np.linalg.svd(m)
+        self._x, self._y = x, y
+        self._m = _t(x) @ y
+        self.p, self.c, rt = np.linalg.svd(self._m)
         self.r = _t(rt)
-        self.n = (y - x @ m) @ self.r
-        self.s = np.sqrt(np.sum(self.n * self.n, axis=-2))
-        self.theta = np.arctan2(self.s, np.clip(self.c, 0.0, None))
+
+    # n, s and theta pass over the n x p data: computed when a map asks (the projection
+    # transport needs only the rotation)
+    @functools.cached_property
+    def n(self):
+        return (self._y - self._x @ self._m) @ self.r
+
+    @functools.cached_property
+    def s(self):
+        return np.sqrt(np.einsum("...ij,...ij->...j", self.n, self.n))
+
+    @functools.cached_property
+    def theta(self):
+        return np.arctan2(self.s, np.clip(self.c, 0.0, None))
 
     def singular(self):
         """Items whose ``X'Y`` is numerically singular (a principal angle of 90 degrees within
