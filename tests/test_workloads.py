@@ -131,4 +131,8 @@ def test_the_matrix_covers_every_problem_class():
     classes = {getattr(problems, n) for n in problems.__all__}
     classes = {c for c in classes if isinstance(c, type) and issubclass(c, problems.Problem)
                and c is not problems.Problem}
+    # problem classes that are not one workload, with the reason (a cell would be arbitrary)
+    generic = {problems.LossProblem: "a user's loss in torch, an optional dependency; "
+               "tests/test_loss_problem.py runs it"}
+    classes -= set(generic)
     assert classes <= built, sorted(c.__name__ for c in classes - built)

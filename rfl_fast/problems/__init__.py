@@ -9,7 +9,9 @@ from .base import Problem
 from .brockett import Brockett
 from .hyperbolic import HyperbolicPrediction
 from .kpca import KPCA
+from .loss import LossProblem
 from .spd_mean import SPDMean
 from .sphere_pca import SpherePCA
 
-__all__ = ["Problem", "SpherePCA", "KPCA", "Brockett", "SPDMean", "HyperbolicPrediction"]
+__all__ = ["Problem", "SpherePCA", "KPCA", "Brockett", "SPDMean", "HyperbolicPrediction",
+           "LossProblem"]
