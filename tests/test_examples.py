@@ -88,3 +88,13 @@ def test_federated_pca_grassmann(tmp_path):
     assert re.search(r"^stiefel\s+the clients' rotated bases: refused", out, re.M), out
     assert _number(r"Grassmann .*\(the two means", out) < 1e-10
     assert re.search(r"^Stiefel\s+one-shot mean: refused", out, re.M), out
+
+
+def test_digits_torch(tmp_path):
+    """The issue-41 example: a loss in torch on Product(Stiefel(64, 16), Euclidean(16, 10)),
+    20 label-skewed clients; every trainer learns (ten classes: chance is 0.1)."""
+    pytest.importorskip("torch")
+    out = _run_script("digits_torch.py", tmp_path)
+    assert _number(r"start\s+test accuracy", out) < 0.3
+    for name in ("RFedAvg", "PriRFed", r"FedAvg\+P"):
+        assert _number(rf"{name}\s+test accuracy", out) > 0.8, out

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TorchLoss", "build", "BACKENDS"]
+__all__ = ["TorchLoss", "build", "FRAMEWORKS"]
 
 #: The autodiff frameworks a loss can be written in.
-BACKENDS = ("torch",)
+FRAMEWORKS = ("torch",)
 
 
 def _torch():
@@ -217,4 +217,4 @@ def build(loss: Callable, flat: np.ndarray, shape: Sequence[int],
     if backend == "jax":
         raise NotImplementedError("backend: a loss written in JAX is not supported yet; "
                                   "write it in torch (backend='torch')")
-    raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    raise ValueError(f"backend: expected one of {FRAMEWORKS}, got {backend!r}")

@@ -1,10 +1,12 @@
 """A federated problem defined by a per-sample loss written in torch: gradients by autodiff."""
 
+import math
+
 import numpy as np
 
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
 from ..kernels import autodiff
-from ..manifolds import Manifold, Product
+from ..manifolds import Manifold
 from ..privacy.clipping import clip_factors
 from ._clients import check_sample_index, pack_clients
 from .base import Problem
@@ -107,8 +109,10 @@ class LossProblem(Problem):
         self.loss_fn = loss
         self._offsets = offsets
         parts = None
-        if isinstance(manifold, Product):
-            parts = [(a, b, f.shape) for f, (a, b) in zip(manifold.factors, manifold._bounds)]
+        factors = getattr(manifold, "factors", None)     # a Product: its flat layout's parts
+        if factors is not None:
+            stops = np.cumsum([math.prod(f.shape) for f in factors]).tolist()
+            parts = [(b - math.prod(f.shape), b, f.shape) for f, b in zip(factors, stops)]
         self._ad = autodiff.build(loss, flat, manifold.shape, parts, backend)
 
     # ---------------------------------------------------------------- grouping
