@@ -193,8 +193,6 @@ def test_bad_input_names_the_argument():
         LossProblem(kpca_loss, np.ones((3, D)), M)
     with pytest.raises(TypeError, match="manifold: expected an rfl_fast manifold"):
         LossProblem(kpca_loss, data, "stiefel")
-    with pytest.raises(NotImplementedError, match="backend: .*JAX"):
-        LossProblem(kpca_loss, data, M, backend="jax")
     with pytest.raises(ValueError, match="backend: expected one of"):
         LossProblem(kpca_loss, data, M, backend="tf")
     P = LossProblem(kpca_loss, data, M)
@@ -204,3 +202,46 @@ def test_bad_input_names_the_argument():
         P.egrad([0], M.random_point(1, rng=0), np.array([[5]]))
     with pytest.raises(ValueError, match=r"batch\[1\]: row 0 holds indices outside \[0, 2\)"):
         P.clipped_rgrad_sum([0, 1], M.random_point(2, rng=0), 1.0, [[0], [2]])
+
+
+def test_a_loss_in_jax_gives_the_same_problem(kpca_pair, product_problem):
+    """``backend="jax"``: the same functions (jax.vmap of jax.grad, float64 under
+    ``jax.enable_x64``, the caller's global setting untouched) agree with torch's and KPCA's to
+    rounding."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x64 = jax.config.jax_enable_x64
+    _, Q, data = kpca_pair
+    J = LossProblem(lambda X, z: -jnp.sum((X.T @ z) ** 2), data, rf.Stiefel(D, K),
+                    backend="jax")
+    scale = 2 * max((z * z).sum(axis=1).max() for z in data)
+    tol = 32 * max(len(z) for z in data) * EPS * scale
+    idx = np.array([1, 3, 0, 2])
+    x = Q.manifold.random_point(idx.size, rng=5)
+    for name in ("loss", "egrad", "rgrad"):
+        np.testing.assert_allclose(getattr(J, name)(idx, x), getattr(Q, name)(idx, x), rtol=0,
+                                   atol=tol)
+    np.testing.assert_allclose(J.clipped_rgrad_sum(idx, x, 0.3), Q.clipped_rgrad_sum(
+        idx, x, 0.3), rtol=0, atol=tol * 16)
+
+    def softmax_jax(params, sample):
+        W, B = params
+        logits = (W.T @ sample[:D]) @ B
+        return jax.nn.logsumexp(logits) - logits @ sample[D:]
+
+    P = product_problem
+    PJ = LossProblem(softmax_jax, [P._ad._flat[a:b] for a, b in zip(P._offsets[:-1],
+                                                                    P._offsets[1:])],
+                     P.manifold, backend="jax")
+    idx = np.array([4, 1, 2])
+    x = P.manifold.random_point(idx.size, rng=8)
+    np.testing.assert_allclose(PJ.egrad(idx, x), P.egrad(idx, x), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(PJ.clipped_rgrad_sum(idx, x, 0.5, np.array([[0, 1]] * 3)),
+                               P.clipped_rgrad_sum(idx, x, 0.5, np.array([[0, 1]] * 3)),
+                               rtol=0, atol=1e-13)
+    assert jax.config.jax_enable_x64 == x64
+    with pytest.raises(ValueError, match=r"loss: expected a scalar \(0-d array\)"):
+        LossProblem(lambda X, z: X.T @ z, data, rf.Stiefel(D, K), backend="jax")
+    with pytest.raises(ValueError, match="loss: expected a float64 result"):
+        LossProblem(lambda X, z: jnp.sum(X.T @ z).astype(jnp.float32), data, rf.Stiefel(D, K),
+                    backend="jax")

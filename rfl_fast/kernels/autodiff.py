@@ -22,8 +22,9 @@ Parameters come in the manifold's point layout ``shape``; ``parts`` (the factors
 stop, shape)`` of a :class:`~rfl_fast.manifolds.Product`'s flat layout) hands the loss a tuple
 of tensors, one per factor, instead. Everything is float64 (torch's default dtype is float32:
 the data and points are converted explicitly, and a loss that answers another dtype is refused
-when the problem is built). ``torch`` is imported here, lazily: only when such a problem is
-built. JAX is not implemented yet (``backend="jax"`` raises, naming the argument).
+when the problem is built). ``torch`` (or ``jax``) is imported here, lazily: only when such a problem
+is built. A loss written in JAX (``jax.numpy``) gets the same functions from :class:`JaxLoss`
+(``jax.vmap`` of ``jax.grad``, compiled by ``jax.jit``, float64 under ``jax.enable_x64``).
 """
 
 from collections.abc import Callable, Sequence
@@ -31,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TorchLoss", "build", "FRAMEWORKS"]
+__all__ = ["TorchLoss", "JaxLoss", "build", "FRAMEWORKS"]
 
 #: The autodiff frameworks a loss can be written in.
-FRAMEWORKS = ("torch",)
+FRAMEWORKS = ("torch", "jax")
 
 
 def _torch():
@@ -190,6 +191,116 @@ class TorchLoss:
         return self._sample(*self._args(x, rows)).detach().numpy()
 
 
+class JaxLoss(TorchLoss):
+    """:class:`TorchLoss`'s functions for a loss written in JAX (``jax.numpy``).
+
+    The same interface and checks; ``jax.vmap`` of ``jax.grad``, each function compiled once
+    per shape by ``jax.jit`` (the data an argument, not a constant of the compiled program).
+    float64 without touching the caller's global JAX setting: the data, the points and every
+    call run under ``jax.enable_x64(True)`` (a thread-local context).
+
+    Parameters
+    ----------
+    loss : callable
+        ``loss(params, sample) -> 0-d array``, written with ``jax.numpy``.
+    flat : ndarray, shape (M, *s)
+        Every client's samples, float64 (copied once to JAX's default device).
+    shape : tuple of int
+        The shape of one point.
+    parts : sequence of (int, int, tuple), optional
+        See :class:`TorchLoss`.
+    """
+
+    def __init__(self, loss: Callable, flat: np.ndarray, shape: Sequence[int],
+                 parts: Sequence[tuple[int, int, tuple]] | None = None) -> None:
+        if not callable(loss):
+            raise TypeError(f"loss: expected a callable loss(params, sample), got "
+                            f"{type(loss).__name__}")
+        try:
+            import jax
+            import jax.numpy as jnp
+        except ImportError as exc:  # pragma: no cover - jax is an optional dependency
+            raise ImportError("loss: a loss written in JAX needs jax (pip install "
+                              "'rfl_fast[jax]')") from exc
+        self._jax, self._jnp = jax, jnp
+        self.shape = tuple(int(s) for s in shape)
+        self.parts = None if parts is None else tuple(
+            (int(a), int(b), tuple(int(s) for s in sh)) for a, b, sh in parts)
+        self._loss = loss
+        one = self._sample_loss
+
+        def mean(p, d):
+            return jnp.mean(jax.vmap(one, in_axes=(None, 0))(p, d))
+
+        def gathered(f):
+            return jax.jit(lambda p, data, rows: f(p, data[rows]))
+
+        with jax.enable_x64(True):
+            self.data = jnp.asarray(np.ascontiguousarray(flat, dtype=np.float64))
+            self._losses = gathered(jax.vmap(mean))
+            self._grads = gathered(jax.vmap(jax.grad(mean)))
+            self._sample = gathered(jax.vmap(jax.vmap(jax.grad(one), in_axes=(None, 0))))
+            self._probe()
+
+    def _probe(self):
+        jnp = self._jnp
+        p = jnp.zeros(self.shape, dtype=jnp.float64)
+        try:
+            out = self._sample_loss(p, self.data[0])
+        except Exception as exc:
+            raise ValueError(
+                f"loss: loss(params, sample) failed on params of shape {self.shape}"
+                f"{'' if self.parts is None else ' (as parts ' + str([s for _, _, s in self.parts]) + ')'}"
+                f" and the first sample of data (shape {tuple(self.data.shape[1:])}): "
+                f"{type(exc).__name__}: {exc}; check that data's samples have the shape the "
+                "loss expects") from exc
+        if not isinstance(out, self._jax.Array):
+            raise TypeError(f"loss: expected a JAX array (a 0-d one), got "
+                            f"{type(out).__name__}")
+        if out.ndim != 0:
+            raise ValueError(f"loss: expected a scalar (0-d array) per sample, got shape "
+                             f"{tuple(out.shape)}; reduce it (e.g. .sum()) inside the loss")
+        if out.dtype != jnp.float64:
+            raise ValueError(f"loss: expected a float64 result, got {out.dtype}; create any "
+                             "constant arrays with dtype=jnp.float64")
+
+    def _call(self, f, x, rows):
+        with self._jax.enable_x64(True):
+            out = f(self._jnp.asarray(np.asarray(x, dtype=np.float64)), self.data,
+                    self._jnp.asarray(np.asarray(rows, dtype=np.int64)))
+            return np.asarray(out, dtype=np.float64)
+
+    def losses(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Mean loss per client (see :meth:`TorchLoss.losses`).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(k, *shape)``
+        rows : ndarray of int, shape (k, m)
+        """
+        return self._call(self._losses, x, rows)
+
+    def grads(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Mean Euclidean gradient per client (see :meth:`TorchLoss.grads`).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(k, *shape)``
+        rows : ndarray of int, shape (k, m)
+        """
+        return self._call(self._grads, x, rows)
+
+    def sample_grads(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Per-sample Euclidean gradients (see :meth:`TorchLoss.sample_grads`).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(k, *shape)``
+        rows : ndarray of int, shape (k, m)
+        """
+        return self._call(self._sample, x, rows)
+
+
 def build(loss: Callable, flat: np.ndarray, shape: Sequence[int],
           parts: Sequence[tuple[int, int, tuple]] | None = None,
           backend: str = "torch") -> Any:
@@ -205,16 +316,15 @@ def build(loss: Callable, flat: np.ndarray, shape: Sequence[int],
         One point's shape.
     parts : sequence of (int, int, tuple), optional
         See :class:`TorchLoss`.
-    backend : {"torch"}
+    backend : {"torch", "jax"}
         The framework ``loss`` is written in.
 
     Returns
     -------
-    TorchLoss
+    TorchLoss or JaxLoss
     """
     if backend == "torch":
         return TorchLoss(loss, flat, shape, parts)
     if backend == "jax":
-        raise NotImplementedError("backend: a loss written in JAX is not supported yet; "
-                                  "write it in torch (backend='torch')")
+        return JaxLoss(loss, flat, shape, parts)
     raise ValueError(f"backend: expected one of {FRAMEWORKS}, got {backend!r}")

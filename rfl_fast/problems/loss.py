@@ -1,4 +1,5 @@
-"""A federated problem defined by a per-sample loss written in torch: gradients by autodiff."""
+"""A federated problem defined by a per-sample loss written in torch or JAX: gradients by
+autodiff."""
 
 import math
 
@@ -43,7 +44,7 @@ def _sample_ndim(data):
 
 
 class LossProblem(Problem):
-    r"""The federated problem of a per-sample loss written in torch, on any manifold.
+    r"""The federated problem of a per-sample loss written in torch (or JAX), on any manifold.
 
     :math:`f_i(x) = \frac{1}{m_i}\sum_j \ell(x, z_{ij})`, ``f = sum_i w_i f_i``, for a loss
     ``loss(params, sample) -> 0-d tensor`` and each client's samples ``z_ij``. The Euclidean
@@ -83,8 +84,10 @@ class LossProblem(Problem):
     manifold : Manifold
         Where the parameters live (any rfl_fast manifold; products hand the loss the parts).
     weighting : {"uniform", "samples"} or array_like (n,)
-    backend : {"torch"}
-        The framework ``loss`` is written in (JAX: not yet).
+    backend : {"torch", "jax"}
+        The framework ``loss`` is written in: ``"jax"`` for a loss in ``jax.numpy`` (the same
+        functions by ``jax.vmap`` of ``jax.grad``, compiled by ``jax.jit``, float64 under
+        ``jax.enable_x64`` without changing your global setting).
 
     Attributes
     ----------
