@@ -245,3 +245,18 @@ def test_a_loss_in_jax_gives_the_same_problem(kpca_pair, product_problem):
     with pytest.raises(ValueError, match="loss: expected a float64 result"):
         LossProblem(lambda X, z: jnp.sum(X.T @ z).astype(jnp.float32), data, rf.Stiefel(D, K),
                     backend="jax")
+
+
+def test_read_only_data_and_points_are_used_without_a_warning():
+    """Read-only samples (a ClientData's) and points are read, never written: no warning."""
+    import warnings
+
+    X = np.random.default_rng(3).standard_normal((4, 10, D))
+    X.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = LossProblem(kpca_loss, X, rf.Stiefel(D, K))
+        x = P.manifold.random_point(4, rng=0)
+        x.setflags(write=False)
+        np.testing.assert_allclose(P.egrad(np.arange(4), x), KPCA(X, K).egrad(np.arange(4), x),
+                                   rtol=0, atol=1e-12)

@@ -27,6 +27,7 @@ is built. A loss written in JAX (``jax.numpy``) gets the same functions from :cl
 (``jax.vmap`` of ``jax.grad``, compiled by ``jax.jit``, float64 under ``jax.enable_x64``).
 """
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -87,7 +88,9 @@ class TorchLoss:
         self.parts = None if parts is None else tuple(
             (int(a), int(b), tuple(int(s) for s in sh)) for a, b, sh in parts)
         self._flat = np.ascontiguousarray(flat, dtype=np.float64)
-        self.data = torch.from_numpy(self._flat)          # float64, the same memory
+        with warnings.catch_warnings():       # read-only samples (a ClientData): only read here
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            self.data = torch.from_numpy(self._flat)      # float64, the same memory
         self._loss = loss
 
         one = self._sample_loss                             # (params, sample) -> scalar
@@ -136,7 +139,9 @@ class TorchLoss:
 
     def _args(self, x, rows):
         x = np.ascontiguousarray(x, dtype=np.float64)
-        rows = np.asarray(rows, dtype=np.int64)
+        if not x.flags.writeable:                     # torch warns on read-only memory
+            x = x.copy()
+        rows = np.array(rows, dtype=np.int64)         # a writable copy (k m integers)
         p = self._torch.from_numpy(x)
         d = self.data[self._torch.from_numpy(rows)]          # (k, m, *s): one gather
         return p, d
