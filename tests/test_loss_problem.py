@@ -1,8 +1,12 @@
 """``LossProblem``: a federated problem from a per-sample loss written in torch, its gradients
 by autodiff (``rfl_fast.kernels.autodiff``), batched over the clients."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+from subprocess_env import same_package
 
 torch = pytest.importorskip("torch")
 
@@ -260,3 +264,16 @@ def test_read_only_data_and_points_are_used_without_a_warning():
         x.setflags(write=False)
         np.testing.assert_allclose(P.egrad(np.arange(4), x), KPCA(X, K).egrad(np.arange(4), x),
                                    rtol=0, atol=1e-12)
+
+
+def test_torch_and_jax_are_imported_only_when_a_loss_problem_is_built():
+    code = ("import sys, numpy as np, rfl_fast as rf\n"
+            "from rfl_fast.problems import KPCA, LossProblem\n"
+            "import rfl_fast.kernels.autodiff\n"
+            "P = KPCA(np.random.default_rng(0).standard_normal((2, 5, 4)), 2)\n"
+            "P.rgrad([0, 1], P.manifold.random_point(2, rng=0))\n"
+            "print('torch' in sys.modules, 'jax' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, **same_package())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]
