@@ -125,6 +125,15 @@ def test_a_kpca_loss_in_torch_is_kpca(kpca_pair):
                                        Q.clipped_rgrad_sum(idx, x, tau, b), rtol=0,
                                        atol=tol * m)
     np.testing.assert_allclose(P.f(x[0]), Q.f(x[0]), rtol=0, atol=tol)
+    # an explicit device (the CPU here; a GPU where one is at hand): the same numbers
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        PD = LossProblem(kpca_loss, data, rf.Stiefel(D, K), device=device)
+        np.testing.assert_allclose(PD.egrad(idx, x, batch), Q.egrad(idx, x, batch), rtol=0,
+                                   atol=tol)
+        np.testing.assert_allclose(PD.clipped_rgrad_sum(idx, x, 0.3), Q.clipped_rgrad_sum(
+            idx, x, 0.3), rtol=0, atol=tol * m)
+        np.testing.assert_allclose(PD.loss(idx, x), Q.loss(idx, x), rtol=0, atol=tol)
     np.testing.assert_allclose(P.grad(x[0]), Q.grad(x[0]), rtol=0, atol=tol)
 
 
@@ -197,6 +206,13 @@ def test_bad_input_names_the_argument():
         LossProblem(kpca_loss, np.ones((3, D)), M)
     with pytest.raises(TypeError, match="manifold: expected an rfl_fast manifold"):
         LossProblem(kpca_loss, data, "stiefel")
+    with pytest.raises(ValueError, match="device: not a torch device"):
+        LossProblem(kpca_loss, data, M, device="nowhere")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device: cannot keep the samples on 'cuda'"):
+            LossProblem(kpca_loss, data, M, device="cuda")
+    with pytest.raises(ValueError, match="device: only a torch loss"):
+        LossProblem(kpca_loss, data, M, backend="jax", device="cpu")
     with pytest.raises(ValueError, match="backend: expected one of"):
         LossProblem(kpca_loss, data, M, backend="tf")
     P = LossProblem(kpca_loss, data, M)

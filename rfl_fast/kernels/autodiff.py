@@ -65,6 +65,10 @@ class TorchLoss:
     parts : sequence of (int, int, tuple), optional
         ``(start, stop, shape)`` per factor of a flat product layout: the loss gets
         ``tuple(params[start:stop].reshape(shape))``.
+    device : str or torch.device, optional
+        Where the samples are kept and the gradients computed (``"cuda"``, ...): the samples
+        are copied there once, each call's points go there and its answers come back to the
+        host. ``None`` (default): the CPU, sharing the samples' NumPy memory.
 
     Raises
     ------
@@ -76,11 +80,16 @@ class TorchLoss:
     """
 
     def __init__(self, loss: Callable, flat: np.ndarray, shape: Sequence[int],
-                 parts: Sequence[tuple[int, int, tuple]] | None = None) -> None:
+                 parts: Sequence[tuple[int, int, tuple]] | None = None,
+                 device: Any = None) -> None:
         if not callable(loss):
             raise TypeError(f"loss: expected a callable loss(params, sample), got "
                             f"{type(loss).__name__}")
         torch = _torch()
+        try:
+            self.device = torch.device("cpu" if device is None else device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device: not a torch device: {device!r} ({exc})") from None
         from torch import func
 
         self._torch, self._func = torch, func
@@ -91,6 +100,12 @@ class TorchLoss:
         with warnings.catch_warnings():       # read-only samples (a ClientData): only read here
             warnings.filterwarnings("ignore", "The given NumPy array is not writable")
             self.data = torch.from_numpy(self._flat)      # float64, the same memory
+        if self.device.type != "cpu":
+            try:
+                self.data = self.data.to(self.device)   # once: the samples stay there
+            except (RuntimeError, AssertionError) as exc:
+                raise ValueError(f"device: cannot keep the samples on {device!r}: "
+                                 f"{exc}") from None
         self._loss = loss
 
         one = self._sample_loss                             # (params, sample) -> scalar
@@ -114,7 +129,7 @@ class TorchLoss:
     def _probe(self):
         """One call on the first sample at the zero point: the loss's output checked."""
         torch = self._torch
-        p = torch.zeros(self.shape, dtype=torch.float64)
+        p = torch.zeros(self.shape, dtype=torch.float64, device=self.device)
         try:
             out = self._sample_loss(p, self.data[0])
         except Exception as exc:
@@ -143,7 +158,10 @@ class TorchLoss:
             x = x.copy()
         rows = np.array(rows, dtype=np.int64)         # a writable copy (k m integers)
         p = self._torch.from_numpy(x)
-        d = self.data[self._torch.from_numpy(rows)]          # (k, m, *s): one gather
+        r = self._torch.from_numpy(rows)
+        if self.device.type != "cpu":
+            p, r = p.to(self.device), r.to(self.device)
+        d = self.data[r]                                     # (k, m, *s): one gather
         return p, d
 
     def losses(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -161,7 +179,7 @@ class TorchLoss:
         ndarray, shape (k,)
         """
         with self._torch.no_grad():
-            return self._losses(*self._args(x, rows)).numpy()
+            return self._losses(*self._args(x, rows)).cpu().numpy()
 
     def grads(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Mean Euclidean gradient per client.
@@ -177,7 +195,7 @@ class TorchLoss:
         -------
         ndarray, shape ``(k, *shape)``
         """
-        return self._grads(*self._args(x, rows)).detach().numpy()
+        return self._grads(*self._args(x, rows)).detach().cpu().numpy()
 
     def sample_grads(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Per-sample Euclidean gradients.
@@ -193,7 +211,7 @@ class TorchLoss:
         -------
         ndarray, shape ``(k, m, *shape)``
         """
-        return self._sample(*self._args(x, rows)).detach().numpy()
+        return self._sample(*self._args(x, rows)).detach().cpu().numpy()
 
 
 class JaxLoss(TorchLoss):
@@ -308,7 +326,7 @@ class JaxLoss(TorchLoss):
 
 def build(loss: Callable, flat: np.ndarray, shape: Sequence[int],
           parts: Sequence[tuple[int, int, tuple]] | None = None,
-          backend: str = "torch") -> Any:
+          backend: str = "torch", device: Any = None) -> Any:
     """The batched functions of ``loss`` in framework ``backend``.
 
     Parameters
@@ -323,13 +341,18 @@ def build(loss: Callable, flat: np.ndarray, shape: Sequence[int],
         See :class:`TorchLoss`.
     backend : {"torch", "jax"}
         The framework ``loss`` is written in.
+    device : str or torch.device, optional
+        torch only: where the samples stay and the gradients are computed (``None``: CPU).
 
     Returns
     -------
     TorchLoss or JaxLoss
     """
     if backend == "torch":
-        return TorchLoss(loss, flat, shape, parts)
+        return TorchLoss(loss, flat, shape, parts, device)
     if backend == "jax":
+        if device is not None:
+            raise ValueError(f"device: only a torch loss takes a device (JAX computes on its "
+                             f"default device), got {device!r}")
         return JaxLoss(loss, flat, shape, parts)
     raise ValueError(f"backend: expected one of {FRAMEWORKS}, got {backend!r}")

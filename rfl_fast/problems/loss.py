@@ -88,6 +88,10 @@ class LossProblem(Problem):
         The framework ``loss`` is written in: ``"jax"`` for a loss in ``jax.numpy`` (the same
         functions by ``jax.vmap`` of ``jax.grad``, compiled by ``jax.jit``, float64 under
         ``jax.enable_x64`` without changing your global setting).
+    device : str or torch.device, optional
+        torch only: the device that keeps the samples and computes the gradients (e.g.
+        ``"cuda"``; the samples are copied there once, each call's points go there and the
+        gradients come back as NumPy arrays). ``None``: the CPU (the samples' memory shared).
 
     Attributes
     ----------
@@ -99,7 +103,8 @@ class LossProblem(Problem):
     dp_unbounded = None
 
     def __init__(self, loss, data: ClientSamples, manifold: Manifold, *,
-                 weighting: Weighting = "uniform", backend: str = "torch") -> None:
+                 weighting: Weighting = "uniform", backend: str = "torch",
+                 device=None) -> None:
         if not isinstance(manifold, Manifold):
             raise TypeError(f"manifold: expected an rfl_fast manifold, got "
                             f"{type(manifold).__name__}")
@@ -116,7 +121,7 @@ class LossProblem(Problem):
         if factors is not None:
             stops = np.cumsum([math.prod(f.shape) for f in factors]).tolist()
             parts = [(b - math.prod(f.shape), b, f.shape) for f, b in zip(factors, stops)]
-        self._ad = autodiff.build(loss, flat, manifold.shape, parts, backend)
+        self._ad = autodiff.build(loss, flat, manifold.shape, parts, backend, device)
 
     # ---------------------------------------------------------------- grouping
 
