@@ -3,7 +3,8 @@
 A problem defined by a loss (:class:`rfl_fast.problems.LossProblem`) hands this floor the
 user's per-sample loss ``loss(params, sample) -> scalar tensor`` and every client's samples as
 one flat float64 array; :class:`TorchLoss` converts the samples once to a float64 torch tensor
-(sharing the NumPy memory on the CPU) and keeps them there, and answers NumPy-in/NumPy-out
+(sharing the NumPy memory on the CPU; copied once to another ``device`` when one is asked) and
+keeps them there, and answers NumPy-in/NumPy-out
 batched functions of points ``x`` ``(k, *shape)`` and flat-row indices ``rows`` (k, m) (client
 ``j``'s ``m`` samples are ``flat[rows[j]]``):
 
