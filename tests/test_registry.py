@@ -70,7 +70,7 @@ def test_auto_takes_the_declared_order_at_every_grid_point(name):
 
     for point in sweep_grid(name):
         shape = _grid_shape(name, point)
-        order = declared_order(name, shape[-1])
+        order = declared_order(name, shape[-1], point[0])
         assert sorted(order) == sorted(b for b in _dispatch.BACKENDS
                                        if handles(name, b, shape[-1])), (name, shape, order)
         want = next(b for b in order if kernels.is_available(b))
@@ -82,14 +82,22 @@ def test_auto_takes_the_declared_order_at_every_grid_point(name):
 def test_a_declared_route_takes_over_from_its_size_and_not_before():
     """A route is a band of sizes: Stiefel proj goes to the reference from p = 9 (C++ makes its
     GEMMs there), the eigen-decomposition kernels from n = 128 (LAPACK's blocked solver); the
-    size below keeps the default order. The batch does not change the choice."""
+    size below keeps the default order. The batch changes the choice only where a route bounds
+    it: the plain matrix functions take the reference for one or two matrices from n = 64
+    (the compiled lone-item route is slower there), the compiled batch from three."""
     from rfl_fast.kernels.registry import DEFAULT_ORDER, declared_order
 
     assert declared_order("stiefel_proj", 8) == DEFAULT_ORDER
     assert declared_order("stiefel_proj", 9)[0] == "numpy"
     for name in ("sym_logm", "spd_exp", "spd_dist"):
-        assert declared_order(name, 127)[0] == "cpp"
-        assert declared_order(name, 128)[0] == "numpy"
+        assert declared_order(name, 127, 200)[0] == "cpp"
+        assert declared_order(name, 128, 200)[0] == "numpy"
+    for n, items, first in ((63, 1, "cpp"), (64, 1, "numpy"), (64, 2, "numpy"), (64, 3, "cpp"),
+                            (64, None, "cpp"), (128, 3, "numpy")):
+        assert declared_order("sym_sqrtm", n, items)[0] == first, (n, items)
+        assert kernels.auto_order("sym_sqrtm", (items or 5, n, n))[0] == (
+            first if items else "cpp")
+    assert declared_order("spd_exp", 64, 1)[0] == "cpp"        # the SPD maps lead at any batch
     assert declared_order("sphere_dist", 10_000) == DEFAULT_ORDER
     assert {kernels.auto_order("stiefel_proj", (b, 784, 16)) for b in (1, 200)} == {
         declared_order("stiefel_proj", 16)}

@@ -97,7 +97,8 @@ def route_rules() -> list[str]:
     rules = {}
     for name, k in REGISTRY.items():
         for r in k.routes:
-            rules.setdefault(f"{' > '.join(r.order)} from size {r.min_size} ({r.why})",
+            batch = "" if r.max_items is None else f", batches of at most {r.max_items} items"
+            rules.setdefault(f"{' > '.join(r.order)} from size {r.min_size}{batch} ({r.why})",
                              []).append(name)
         for b, n in k.max_size:
             rules.setdefault(f"{b} only up to size {n}", []).append(name)

@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import ctypes
 import importlib
+import math
 import os
 from collections.abc import Iterator
 
@@ -210,17 +211,32 @@ def _last_dim(shape):
     return None if not shape else shape[-1]
 
 
+#: Batches of more items than this are one band for ``auto`` (the declared rules' item bounds
+#: lie below it), so the resolver's cache holds a few keys per kernel and size.
+_ITEM_BANDS = 16
+
+
+def _items(kernel, shape):
+    """Items in the batch of a first argument of ``shape`` for ``kernel`` (its leading axes;
+    ``None``: unknown), capped at ``_ITEM_BANDS + 1``."""
+    if not shape or kernel not in REGISTRY:
+        return None
+    core = REGISTRY[kernel].args[0]
+    return min(math.prod(shape[:len(shape) - core]), _ITEM_BANDS + 1)
+
+
 def auto_order(kernel, shape):
     """``auto``'s backend order for ``kernel`` when its first argument has shape ``shape``
-    (``None``: unknown): the registry's declared order at its size, the last dimension."""
-    return declared_order(kernel, _last_dim(shape))
+    (``None``: unknown): the registry's declared order at its size, the last dimension, and
+    its batch's item count."""
+    return declared_order(kernel, _last_dim(shape), _items(kernel, shape))
 
 
 def resolve(kernel, choice=None, shape=None):
     """``(backend_name, function)`` for ``kernel`` under ``choice`` (default: in force) when its
     first argument has shape ``shape`` (see ``auto_order``)."""
     choice = get_backend() if choice is None else choice
-    key = (kernel, choice, _last_dim(shape))   # the choice depends on the size alone
+    key = (kernel, choice, _last_dim(shape), _items(kernel, shape))   # what the rules read
     hit = _resolved.get(key)
     if hit is not None:
         return hit
@@ -254,7 +270,7 @@ def resolve_checked(kernel, choice=None, shape=None):
     declares one and C++ is the backend ``resolve`` picks for ``kernel`` under ``choice`` at
     ``shape``, else ``None``."""
     choice = get_backend() if choice is None else choice
-    key = (kernel, choice, _last_dim(shape))
+    key = (kernel, choice, _last_dim(shape), _items(kernel, shape))
     try:
         return _checked[key]
     except KeyError:

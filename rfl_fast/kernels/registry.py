@@ -34,11 +34,18 @@ DEFAULT_ORDER = ("cpp", "numba", "numpy")
 class Route:
     """A declared exception to :data:`DEFAULT_ORDER`: ``auto`` takes ``order`` for a first
     argument whose size (the family's: p of a Stiefel (n, p), n of an (n, n) matrix, d of a
-    vector) is at least ``min_size``. ``why``: the reason, and the benchmark that shows it."""
+    vector) is at least ``min_size`` and, where ``max_items`` is set, whose batch holds at most
+    that many items. ``why``: the reason, and the benchmark that shows it."""
 
     order: tuple
     min_size: int
     why: str
+    max_items: int | None = None
+
+    def holds(self, size, items):
+        """Whether the rule covers a first argument of ``size`` in a batch of ``items``."""
+        return size >= self.min_size and (
+            self.max_items is None or (items is not None and items <= self.max_items))
 
 
 #: The reference first where the C++ kernel makes the reference's own BLAS/LAPACK calls, or
@@ -50,6 +57,14 @@ _BLAS_PROJ = Route(("numpy", "cpp", "numba"), 9,
 _LAPACK_EIGH = Route(("numpy", "cpp", "numba"), 128,
                      "from n = 128 LAPACK's blocked dsyevd beats the compiled per-item "
                      "eigensolvers (rfl-fast bench --sweep --only sym_ / spd_)")
+#: One or two matrices from n = 64: the compiled kernel's lone-item route is slower than
+#: LAPACK's dsyevd for the plain matrix functions (0.66-0.97x at n = 64 and 96, quiet 2-core
+#: VM); from 4 items the compiled batch leads (1.2-2.2x at n = 64, one thread or two). The SPD
+#: maps (congruences fused around the eigensolver) lead at every batch size.
+_LAPACK_EIGH_FEW = Route(("numpy", "cpp", "numba"), 64,
+                         "a batch of 1-2 matrices from n = 64: the compiled lone-item route "
+                         "is slower than LAPACK's dsyevd (rfl-fast bench --sweep --only sym_)",
+                         max_items=2)
 
 
 @dataclass(frozen=True)
@@ -139,10 +154,10 @@ REGISTRY = by_name((
            "(x, y) -> y R - x, (x'y)R + R'(y'x) = 2I, R upper triangular"),
     Kernel("polar", (2,), 2, "stiefel", False, "(a,) -> a (a'a)^(-1/2), the nearest Stiefel point"),
     # symmetric matrix functions (n, n), one symmetric eigendecomposition each
-    Kernel("sym_expm", (2,), 2, "square", routes=(_LAPACK_EIGH,)),
-    Kernel("sym_logm", (2,), 2, "square", routes=(_LAPACK_EIGH,)),
-    Kernel("sym_sqrtm", (2,), 2, "square", routes=(_LAPACK_EIGH,)),
-    Kernel("sym_invsqrtm", (2,), 2, "square", routes=(_LAPACK_EIGH,)),
+    Kernel("sym_expm", (2,), 2, "square", routes=(_LAPACK_EIGH, _LAPACK_EIGH_FEW)),
+    Kernel("sym_logm", (2,), 2, "square", routes=(_LAPACK_EIGH, _LAPACK_EIGH_FEW)),
+    Kernel("sym_sqrtm", (2,), 2, "square", routes=(_LAPACK_EIGH, _LAPACK_EIGH_FEW)),
+    Kernel("sym_invsqrtm", (2,), 2, "square", routes=(_LAPACK_EIGH, _LAPACK_EIGH_FEW)),
     # SPD S++(n), affine-invariant metric
     # Numba's Jacobi lanes above n = 64: 0.08x the reference at (200, 128) (quick sweep)
     Kernel("spd_exp", (2, 2), 2, "square", True, "(x, u) -> x^½ expm(x^-½ u x^-½) x^½",
@@ -215,14 +230,15 @@ FUSED = by_name((
 ), lambda f: f.name, "kernels.FUSED")
 
 
-def declared_order(name, size):
+def declared_order(name, size, items=None):
     """``auto``'s backend order for kernel ``name`` at ``size`` (the family's; ``None``:
-    unknown): its first declared :class:`Route` whose band holds ``size``, else
-    :data:`DEFAULT_ORDER`; backends not declared fit for ``size`` (``max_size``) dropped."""
+    unknown) in a batch of ``items`` (``None``: unknown): its first declared :class:`Route`
+    that holds there, else :data:`DEFAULT_ORDER`; backends not declared fit for ``size``
+    (``max_size``) dropped."""
     kernel = REGISTRY.get(name)
     order = DEFAULT_ORDER
     if kernel is not None and size is not None:
-        order = next((r.order for r in kernel.routes if size >= r.min_size), DEFAULT_ORDER)
+        order = next((r.order for r in kernel.routes if r.holds(size, items)), DEFAULT_ORDER)
     return tuple(b for b in order if kernel is None or handles(name, b, size))
 
 
