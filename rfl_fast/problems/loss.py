@@ -79,7 +79,7 @@ class LossProblem(Problem):
         ``loss(params, sample) -> 0-d float64 tensor``, written with torch operations that
         ``torch.func.vmap`` batches (no ``.item()``, no data-dependent Python branches);
         constants must be float64 (torch's default dtype is float32).
-    data : list of array_like (m_i, *s), ndarray (n, m, *s) or ClientData
+    data : list of array_like (m_i, ...), ndarray (n, m, ...) or ClientData
         Client samples as rows.
     manifold : Manifold
         Where the parameters live (any rfl_fast manifold; products hand the loss the parts).
