@@ -165,6 +165,12 @@ class TorchLoss:
         d = self.data[r]                                     # (k, m, *s): one gather
         return p, d
 
+    def _call(self, f, x, rows):
+        """``f`` (one of the batched maps) on ``x`` and the clients' ``rows``, as NumPy (the
+        gradient maps are torch.func transforms: an outer ``no_grad`` does not stop them)."""
+        with self._torch.no_grad():
+            return f(*self._args(x, rows)).detach().cpu().numpy()
+
     def losses(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Mean loss per client.
 
@@ -179,8 +185,7 @@ class TorchLoss:
         -------
         ndarray, shape (k,)
         """
-        with self._torch.no_grad():
-            return self._losses(*self._args(x, rows)).cpu().numpy()
+        return self._call(self._losses, x, rows)
 
     def grads(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Mean Euclidean gradient per client.
@@ -196,7 +201,7 @@ class TorchLoss:
         -------
         ndarray, shape ``(k, *shape)``
         """
-        return self._grads(*self._args(x, rows)).detach().cpu().numpy()
+        return self._call(self._grads, x, rows)
 
     def sample_grads(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Per-sample Euclidean gradients.
@@ -212,7 +217,7 @@ class TorchLoss:
         -------
         ndarray, shape ``(k, m, *shape)``
         """
-        return self._sample(*self._args(x, rows)).detach().cpu().numpy()
+        return self._call(self._sample, x, rows)
 
 
 class JaxLoss(TorchLoss):
@@ -293,36 +298,6 @@ class JaxLoss(TorchLoss):
             out = f(self._jnp.asarray(np.asarray(x, dtype=np.float64)), self.data,
                     self._jnp.asarray(np.asarray(rows, dtype=np.int64)))
             return np.asarray(out, dtype=np.float64)
-
-    def losses(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Mean loss per client (see :meth:`TorchLoss.losses`).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(k, *shape)``
-        rows : ndarray of int, shape (k, m)
-        """
-        return self._call(self._losses, x, rows)
-
-    def grads(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Mean Euclidean gradient per client (see :meth:`TorchLoss.grads`).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(k, *shape)``
-        rows : ndarray of int, shape (k, m)
-        """
-        return self._call(self._grads, x, rows)
-
-    def sample_grads(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Per-sample Euclidean gradients (see :meth:`TorchLoss.sample_grads`).
-
-        Parameters
-        ----------
-        x : ndarray, shape ``(k, *shape)``
-        rows : ndarray of int, shape (k, m)
-        """
-        return self._call(self._sample, x, rows)
 
 
 def build(loss: Callable, flat: np.ndarray, shape: Sequence[int],
