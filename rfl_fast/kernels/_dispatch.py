@@ -225,6 +225,11 @@ def _items(kernel, shape):
     return min(math.prod(shape[:len(shape) - core]), _ITEM_BANDS + 1)
 
 
+def _key(kernel, choice, shape):
+    """The resolver caches' key: what the declared rules read of ``shape``."""
+    return (kernel, choice, _last_dim(shape), _items(kernel, shape))
+
+
 def auto_order(kernel, shape):
     """``auto``'s backend order for ``kernel`` when its first argument has shape ``shape``
     (``None``: unknown): the registry's declared order at its size, the last dimension, and
@@ -236,7 +241,7 @@ def resolve(kernel, choice=None, shape=None):
     """``(backend_name, function)`` for ``kernel`` under ``choice`` (default: in force) when its
     first argument has shape ``shape`` (see ``auto_order``)."""
     choice = get_backend() if choice is None else choice
-    key = (kernel, choice, _last_dim(shape), _items(kernel, shape))   # what the rules read
+    key = _key(kernel, choice, shape)
     hit = _resolved.get(key)
     if hit is not None:
         return hit
@@ -270,7 +275,7 @@ def resolve_checked(kernel, choice=None, shape=None):
     declares one and C++ is the backend ``resolve`` picks for ``kernel`` under ``choice`` at
     ``shape``, else ``None``."""
     choice = get_backend() if choice is None else choice
-    key = (kernel, choice, _last_dim(shape), _items(kernel, shape))
+    key = _key(kernel, choice, shape)
     try:
         return _checked[key]
     except KeyError:

@@ -188,7 +188,7 @@ class HyperbolicPrediction(Problem):
                 rows = slice(a * m, b * m) if isinstance(sel, slice) else sel[a * m:b * m]
                 y = self._y[rows].reshape(b - a, m, -1)
                 xa = x[a:b]
-                ip = np.matmul(y, xa[:, :, None])[..., 0] - 2.0 * y[..., 0] * xa[:, None, 0]
+                ip = _ldot(y, xa[:, None, :])
                 _, ratio = _theta_ratio(-ip)
                 c = self.alpha[rows].reshape(b - a, m) * ratio
                 s[a:b] = np.matmul(c[:, None, :], y)[:, 0]
