@@ -12,9 +12,17 @@ of deflate's largest expansion ratio, :data:`DEFLATE_MAX_RATIO`; a zip directory
 member twice, or members sharing their bytes, is refused before anything is inflated, so the
 members together cost at most that multiple of the file). Every failure is a
 ``ValueError`` whose message is bounded and names what was wrong (callers add the file name).
+
+``read_npy(path, mmap=True)`` runs the same checks and then maps the file read-only instead of
+reading it: the array costs no memory of its own (the system pages the file in and out as it
+is read), so data larger than the memory can be used in place, e.g. a stacked (n, m, d)
+float64 array of client samples, which the problems take without a copy. A mapped file must
+not be truncated while the array lives (the process would get ``SIGBUS`` touching the lost
+pages, as with every mapped file): map files that nobody rewrites in place.
 """
 
 import io
+import mmap as _mmap
 import os
 import re
 import tempfile
@@ -165,6 +173,9 @@ def _npy_header(fh, size):
                          f"(1.0 and 2.0 are)")
     if dtype.hasobject:
         raise ValueError("an object dtype (a pickle) is refused")
+    if dtype.itemsize == 0:
+        # count * 0 bytes match any declared shape: nothing bounds it by the file
+        raise ValueError(f"a dtype of zero bytes ({_dtype_text(dtype)}) is refused")
     if not all(isinstance(v, int) and v >= 0 for v in shape):
         raise ValueError("the declared shape has a negative entry")
     count = 1
@@ -193,6 +204,11 @@ def _checked_header(fh, size):
                          f"{str(exc)[:160]})") from None
 
 
+def _dtype_text(dtype):
+    text = dtype.str if dtype.names is None and dtype.subdtype is None else str(dtype)
+    return text if len(text) <= 60 else f"{text[:50]}..."
+
+
 def _shape_text(shape):
     text = str(tuple(shape))
     return text if len(text) <= 80 else f"{text[:60]}... ({len(shape)} axes)"
@@ -219,22 +235,79 @@ def npy_from_bytes(data):
     return _from_buffer(data, fh.tell(), shape, order, dtype, count)
 
 
-def read_npy(path):
+def _check_dtype(got, want):
+    """Refuse a declared dtype other than ``want`` (``None``: any), byte order included."""
+    if want is None:
+        return
+    want = np.dtype(want)
+    if got != want:
+        raise ValueError(f"dtype: expected {_dtype_text(want)} ({want.name}, this machine's byte "
+                         f"order), the header declares {_dtype_text(got)}")
+
+
+def _map(fh, size, offset, shape, order, dtype, count):
+    """A read-only array over the bytes of the open file ``fh`` (``size`` bytes, checked by
+    :func:`_npy_header`) from ``offset``, mapped rather than read."""
+    if order == "F" and sum(v > 1 for v in shape) > 1:
+        raise ValueError("mmap=True maps C-order data only (what the problems use without a "
+                         "copy); the header declares Fortran order: read it with mmap=False, "
+                         "or save np.ascontiguousarray(a)")
+    if offset % max(1, dtype.alignment):
+        raise ValueError(f"mmap=True: the data starts at byte {offset}, not a multiple of its "
+                         f"{dtype.alignment}-byte alignment (numpy pads the header to 64 bytes; "
+                         f"crafted): read it with mmap=False")
+    if count == 0:
+        arr = np.empty(shape, dtype=dtype)
+        arr.flags.writeable = False
+        return arr
+    mm = _mmap.mmap(fh.fileno(), 0, access=_mmap.ACCESS_READ)
+    mapped = len(mm)
+    if mapped != size:
+        mm.close()
+        raise ValueError(f"the file changed while it was mapped ({size} bytes checked, "
+                         f"{mapped} mapped)")
+    # the array holds the map (its base); a read-only map gives a read-only array
+    return np.frombuffer(mm, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+
+def read_npy(path, *, mmap=False, dtype=None):
     """The array of the ``.npy`` file ``path``, checked before allocating (module docstring).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    mmap : bool
+        Map the file read-only instead of reading it (after the same checks): the array is a
+        read-only view of the file's bytes that costs no memory of its own, and the file stays
+        mapped while the array (or a view of it) lives. Only C-order data is mapped (a
+        Fortran-order header is refused), and only data at an offset aligned for its dtype.
+    dtype : data-type, optional
+        The dtype the header must declare, byte order included (e.g. ``np.float64``: native
+        little-endian ``<f8`` on common machines); ``None`` accepts any but object dtypes.
+
+    Returns
+    -------
+    ndarray
+        A new writeable array, or with ``mmap`` a read-only one backed by the file.
 
     Raises
     ------
     OSError
-        The file cannot be opened.
+        The file cannot be opened (or mapped).
     ValueError
-        Not an ``.npy`` file, or a header that the file does not hold.
+        Not an ``.npy`` file, a header that the file does not hold, another ``dtype``, or
+        (``mmap``) Fortran order or misaligned data.
     """
     with open(path, "rb") as fh:
-        shape, order, dtype, count = _checked_header(fh, os.fstat(fh.fileno()).st_size)
-        body = fh.read(count * dtype.itemsize)
-    if len(body) != count * dtype.itemsize:
+        size = os.fstat(fh.fileno()).st_size
+        shape, order, dt, count = _checked_header(fh, size)
+        _check_dtype(dt, dtype)
+        if mmap:
+            return _map(fh, size, fh.tell(), shape, order, dt, count)
+        body = fh.read(count * dt.itemsize)
+    if len(body) != count * dt.itemsize:
         raise ValueError("the file shrank while it was read")
-    return _from_buffer(body, 0, shape, order, dtype, count)
+    return _from_buffer(body, 0, shape, order, dt, count)
 
 
 def _check_directory(infos, size):

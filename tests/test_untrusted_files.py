@@ -350,8 +350,8 @@ FUZZ_NPY = textwrap.dedent(r'''
         return b.getvalue()
 
     def check(blob):
-        for kind in ("bytes", "npy", "npz"):
-            path = os.path.join(folder, "f." + ("npz" if kind == "npz" else "npy"))
+        for kind in ("bytes", "npy", "mmap", "npz"):
+            path = os.path.join(folder, kind + "." + ("npz" if kind == "npz" else "npy"))
             with open(path, "wb") as fh:
                 fh.write(blob)
             try:
@@ -359,6 +359,8 @@ FUZZ_NPY = textwrap.dedent(r'''
                     out = {"": npy_from_bytes(blob)}
                 elif kind == "npy":
                     out = {"": read_npy(path)}
+                elif kind == "mmap":
+                    out = {"": read_npy(path, mmap=True)}
                 else:
                     out = read_npz(path)
             except ValueError as exc:
@@ -367,6 +369,9 @@ FUZZ_NPY = textwrap.dedent(r'''
                 continue
             for a in out.values():
                 assert not a.dtype.hasobject and a.nbytes <= 1032 * len(blob) + 1
+                if kind == "mmap":                  # the mapped bytes are the file's bytes
+                    assert not a.flags.writeable and a.nbytes <= len(blob)
+                    assert a.tobytes() == read_npy(path).tobytes()
             counts[0] += 1
 
     arrays = [np.arange(12.0).reshape(3, 4), np.arange(6, dtype=np.int32), np.zeros((0, 3)),
@@ -415,14 +420,14 @@ FUZZ_NPY = textwrap.dedent(r'''
 def test_fuzz_the_npy_and_npz_readers():
     """Hypothesis .npy headers (any dtype text, object and structured dtypes, negative, huge
     and 10**30 dimensions, bad versions, trailing bytes) and 400 byte-level mutations of
-    valid .npy/.npz files (stored and deflated), each read as bytes, as an .npy file and as an
-    .npz file: arrays within 1032x the input's size, or a bounded ValueError; the process
-    grows by less than 256 MB in all."""
+    valid .npy/.npz files (stored and deflated), each read as bytes, as an .npy file (read and
+    memory-mapped: the same bytes) and as an .npz file: arrays within 1032x the input's size,
+    or a bounded ValueError; the process grows by less than 256 MB in all."""
     n_hyp, n_mut = count(40, 300), count(60, 400)
     accepted, refused = _worker(FUZZ_NPY, n_hyp, n_mut)
     print(f".npy/.npz readers: {accepted} accepted, {refused} refused")
-    assert accepted + refused == 3 * (n_hyp + n_mut + 11) and accepted >= 11
-    assert refused > 3 * n_mut + n_hyp
+    assert accepted + refused == 4 * (n_hyp + n_mut + 11) and accepted >= 11
+    assert refused > 4 * n_mut + n_hyp
 
 
 # ---------------------------------------------------------------------------- checkpoints
