@@ -4,8 +4,9 @@
   eigengap construction, heterogeneous Gaussians, Wishart SPD, Brockett matrices, a random
   tree embedded in the hyperbolic plane).
 * :mod:`~rfl_fast.data.real`: iris, wine, breast cancer, digits (shipped with scikit-learn).
-* :mod:`~rfl_fast.data.loaders`: MNIST (IDX) and CIFAR-10 (pickle batches) from local files;
-  nothing is ever downloaded.
+* :mod:`~rfl_fast.data.loaders`: MNIST (IDX) and CIFAR-10 (pickle batches) from local files,
+  and :func:`~rfl_fast.data.map_npy` (an ``.npy`` file of samples memory-mapped, used in
+  place); nothing is ever downloaded.
 * :mod:`~rfl_fast.data.partition`: :class:`ClientData` (one contiguous array + offsets) and
   the partitioners (equal, Dirichlet label skew, quantity skew).
 """
@@ -17,6 +18,7 @@ from .loaders import (
     cifar10_files,
     load_cifar10,
     load_mnist,
+    map_npy,
     mnist_files,
     read_cifar10_batch,
     read_cifar10_bin,
@@ -80,6 +82,7 @@ __all__ = [
     "read_cifar10_bin",
     "load_mnist",
     "load_cifar10",
+    "map_npy",
     # partitions
     "ClientData",
     "split_sizes",

@@ -1,4 +1,6 @@
-"""MNIST (IDX files) and CIFAR-10 (binary or python batches) from local files. Never downloads.
+"""MNIST (IDX files) and CIFAR-10 (binary or python batches) from local files, and
+:func:`map_npy`: an ``.npy`` file of float64 samples memory-mapped for the problems. Never
+downloads.
 
 Where the files are looked for, in order:
 
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import read_npy
 from .._validation import brief, check_choice
 from . import _pickle
 from .real import NORMALIZATIONS, normalize_features
@@ -44,6 +47,7 @@ __all__ = [
     "read_cifar10_bin",
     "load_mnist",
     "load_cifar10",
+    "map_npy",
 ]
 
 ENV_VAR = "RFL_FAST_DATA"
@@ -518,3 +522,62 @@ def load_cifar10(path=None, *, split="train", normalize="unit", dtype=np.float64
     if not flatten:
         x = x.reshape(x.shape[0], 3, 32, 32)
     return _finish(x, normalize, dtype, "CIFAR-10"), y
+
+
+def map_npy(path, *, ndim=None):
+    """Memory-map an ``.npy`` file of float64 samples, read-only, for the problems to use in
+    place: client data larger than the memory, or many runs sharing one copy in the system's
+    page cache.
+
+    The file is untrusted: its header is checked against the file's size before anything is
+    mapped (no pickles, no shape the file does not hold; :func:`rfl_fast._files.read_npy`
+    with ``mmap=True``). A stacked array of client samples (n, m, d) -- or (n, m, p, p) for
+    matrix samples -- is taken by the problems without a copy (``KPCA(map_npy(path), r)``), and
+    their checks read it in chunks, so building a problem costs O(n) besides the mapped file.
+    Write the file with ``np.save(path, np.ascontiguousarray(z, dtype=np.float64))``. The file
+    must not be truncated while the array lives (a mapped page that is gone kills the process
+    with ``SIGBUS``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.npy`` file: float64 in this machine's byte order, C order.
+    ndim : int, optional
+        The number of axes the array must have (3 for stacked vector samples (n, m, d)).
+
+    Returns
+    -------
+    ndarray
+        Read-only, backed by the file (it stays mapped while the array or a view lives).
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened or mapped (``FileNotFoundError`` when it is missing).
+    ValueError
+        Naming the file: not an ``.npy`` file, a header the file does not hold, an object
+        dtype, a dtype other than float64 in this machine's byte order, Fortran order, or
+        another number of axes than ``ndim``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from rfl_fast.data import map_npy
+    >>> from rfl_fast.problems import KPCA
+    >>> path = os.path.join(tempfile.mkdtemp(), "clients.npy")
+    >>> np.save(path, np.random.default_rng(0).standard_normal((50, 20, 10)))
+    >>> z = map_npy(path, ndim=3)
+    >>> z.shape, z.flags.writeable
+    ((50, 20, 10), False)
+    >>> KPCA(z, 2).n_clients
+    50
+    """
+    try:
+        arr = read_npy(path, mmap=True, dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"{brief(os.fspath(path))}: {exc}") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{brief(os.fspath(path))}: expected an array of {ndim} axes (ndim), "
+                         f"the file holds shape {arr.shape}")
+    return arr

@@ -3,11 +3,49 @@
 Every problem keeps its samples as ``flat`` (M, *sample_shape), C-contiguous float64, with
 client ``i`` owning rows ``flat[offsets[i]:offsets[i+1]]``. These helpers turn the accepted
 inputs into that layout and build the index arrays of the batched (segment) computations.
+
+A stacked float64 C-contiguous array (n, m, ...) -- also a read-only one memory-mapped from
+an ``.npy`` file by ``rfl_fast.data.map_npy`` -- becomes ``flat`` without a copy, and its
+checks read it in chunks of :data:`CHECK_CHUNK_BYTES`: packing costs the data's own memory
+(none for a mapped file) plus O(offsets), whatever the number of clients.
 """
 
 import numpy as np
 
-__all__ = ["pack_clients", "segments", "batch_rows", "select_rows", "check_sample_index"]
+__all__ = ["pack_clients", "segments", "batch_rows", "select_rows", "check_sample_index",
+           "all_finite"]
+
+#: Samples' bytes a check (:func:`all_finite`) reads at a time: its temporaries are bounded by
+#: this, not by the data (1 MiB: faster than one pass over the whole array, in cache).
+CHECK_CHUNK_BYTES = 1 << 20
+
+
+def all_finite(a):
+    """``np.isfinite(a).all()`` in chunks of :data:`CHECK_CHUNK_BYTES` (no full-size boolean
+    temporary), stopping at the first chunk holding a NaN or inf.
+
+    Parameters
+    ----------
+    a : ndarray
+        Any real array (float or integer).
+
+    Returns
+    -------
+    bool
+    """
+    if a.dtype.kind not in "fc":
+        return True
+    if a.ndim == 0:
+        return bool(np.isfinite(a))
+    rows = a.reshape(-1) if a.flags.c_contiguous else a     # else chunks of the first axis
+    row_bytes = max(1, rows.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64)))
+    step = max(1, CHECK_CHUNK_BYTES // row_bytes)
+    buf = np.empty((min(step, rows.shape[0]),) + rows.shape[1:], dtype=bool)
+    for lo in range(0, rows.shape[0], step):
+        part = rows[lo:lo + step]
+        if not np.isfinite(part, out=buf[:part.shape[0]]).all():
+            return False
+    return True
 
 
 def _client_data_parts(data):
@@ -34,7 +72,9 @@ def pack_clients(data, sample_ndim, name="data", *, sample_shape=None):
     data : list of array_like (m_i, *s), ndarray (n, m, *s), or ClientData
         Per-client samples; ``s`` has ``sample_ndim`` axes. A ``ClientData`` (one contiguous
         array plus ``offsets`` of shape (n+1,)) is used without copying when it is already
-        float64 and C-contiguous.
+        float64 and C-contiguous; so is a stacked float64 C-contiguous array, read-only ones
+        too (a memory-mapped ``.npy`` file: ``rfl_fast.data.map_npy``), checked in bounded
+        chunks.
     sample_ndim : int
         Number of axes of one sample (1 for vectors, 2 for matrices).
     name : str
@@ -45,6 +85,7 @@ def pack_clients(data, sample_ndim, name="data", *, sample_shape=None):
     Returns
     -------
     flat : ndarray, shape (M, *s), float64, C-contiguous
+        A view of ``data`` where no conversion was needed (read-only if ``data`` is).
     offsets : ndarray of int64, shape (n+1,)
 
     Raises
@@ -109,7 +150,7 @@ def pack_clients(data, sample_ndim, name="data", *, sample_shape=None):
             want = ", ".join("?" if s is None else str(s) for s in sample_shape)
             raise ValueError(f"{name}: expected samples of shape ({want}), got {got}")
     flat = np.ascontiguousarray(flat, dtype=np.float64)
-    if not np.isfinite(flat).all():
+    if not all_finite(flat):
         raise ValueError(f"{name}: contains NaN or inf")
     return flat, offsets
 
