@@ -72,9 +72,11 @@ def pca_grad_sum(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, xt: _Array
                  tau: float, c: float, clipped: bool, threads: int = 1,
                  scale: _ArrayLike | None = None) -> tuple[_Array, _Array]: ...
 
-# RFedAvg's local steps on kPCA (rfl_fast.problems): x0 (k, d, r), scale (k,) -> (k, d, r)
+# RFedAvg's (and, with offset (k, d, r), RFedSVRG's) local steps on kPCA (rfl_fast.problems):
+# x0 (k, d, r), scale (k,) -> (k, d, r)
 def pca_local_steps(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, x0: _ArrayLike,
-                    scale: _ArrayLike, eta: float, steps: int, threads: int = 1) -> _Array: ...
+                    scale: _ArrayLike, eta: float, steps: int, threads: int = 1,
+                    offset: _ArrayLike | None = None) -> _Array: ...
 
 # fast lanes of the public API (Manifold._compiled): a, b float64 C-contiguous ndarrays of one
 # shape (..., *core) -> the kernel's result with that shape ((...) for spd_dist); the 1-tuple

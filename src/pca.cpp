@@ -169,9 +169,11 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 
 // One client's local steps (rfl/pca.hpp: rfl::pca::local_steps) through the very functions the
 // batched route calls (pca_units on each 512-row chunk, the Stiefel loops for the projection
-// and the retraction), so the iterates are the batched route's bit for bit.
+// and the retraction), so the iterates are the batched route's bit for bit. `offset` (d x r,
+// or nullptr): subtracted from each step's Euclidean gradient before the projection.
 void pca_local_steps_client(const double* pz, std::int64_t lo, std::int64_t hi, std::size_t d,
-                            int r, double* X, double s, double eta, int steps) {
+                            int r, double* X, double s, double eta, int steps,
+                            const double* offset) {
     const std::size_t m = static_cast<std::size_t>(hi - lo);
     const int n = static_cast<int>(d);
     std::vector<double> work(rfl::pca::local_steps_work_size(m, d, r));
@@ -186,21 +188,23 @@ void pca_local_steps_client(const double* pz, std::int64_t lo, std::int64_t hi, 
         [&](const double* x, const double* g, double* u) { stiefel_proj_loop(x, g, u, 1, n, r); },
         [&](const double* x, const double* u, double* y) {
             stiefel_retr_polar_loop(x, u, y, 1, n, r);
-        });
+        },
+        offset);
 }
 
 void pca_local_units(const double* pz, const std::int64_t* po, const std::int64_t* pi,
                      std::size_t k, std::size_t d, int r, double* px, const double* ps,
-                     double eta, int steps, std::atomic<std::size_t>* next) {
+                     const double* poff, double eta, int steps, std::atomic<std::size_t>* next) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
     const rfl::blas::Suspend own_loops;  // clients run on several threads: no BLAS threads
     for (std::size_t j; (j = next->fetch_add(1, std::memory_order_relaxed)) < k;)
         pca_local_steps_client(pz, po[pi[j]], po[pi[j] + 1], d, r, px + j * item, ps[j], eta,
-                               steps);
+                               steps, poff == nullptr ? nullptr : poff + j * item);
 }
 
 Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
-                    const Arr& scale, double eta, int steps, int threads) {
+                    const Arr& scale, double eta, int steps, int threads,
+                    const py::object& offset) {
     const char* kernel = "pca_local_steps";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
@@ -225,6 +229,16 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
     for (py::ssize_t j = 0; j < k; ++j)
         if (pi[j] < 0 || pi[j] >= n) fail(kernel, "idx has a value outside [0, n)");
     if (steps < 0) fail(kernel, "steps must be >= 0");
+    Arr off;  // per-client offset of the Euclidean gradient (RFedSVRG), the shape of x0
+    if (!offset.is_none()) {
+        off = take_array<double>(offset);
+        check_arg(off, kernel, "offset");
+        if (off.ndim() != 3 || off.shape(0) != k || off.shape(1) != x0.shape(1) ||
+            off.shape(2) != x0.shape(2))
+            fail(kernel, "offset " + shape_str(off) + " must have the shape of x0 " +
+                             shape_str(x0));
+    }
+    const double* poff = offset.is_none() ? nullptr : off.data();
     Arr x({k, x0.shape(1), x0.shape(2)});
     std::copy(x0.data(), x0.data() + x0.size(), x.mutable_data());
     const double* pz = z.data();
@@ -235,8 +249,8 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
         const int T = std::max(1, std::min<int>(threads, static_cast<int>(k)));
         std::atomic<std::size_t> next{0};
         rfl::batch::run_threads(T, [&] {
-            pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, eta, steps,
-                            &next);
+            pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, poff, eta,
+                            steps, &next);
         });
     }
     return x;
@@ -247,18 +261,20 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
 void register_pca(py::module_& m) {
     m.def("pca_local_steps",
           [](py::handle z, py::handle offsets, py::handle idx, py::handle x0, py::handle scale,
-             double eta, int steps, int threads) {
-              return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads);
+             double eta, int steps, int threads, const py::object& offset) {
+              return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset);
           },
           py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
-          py::arg("threads") = 1,
+          py::arg("threads") = 1, py::arg("offset") = py::none(),
           R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
 ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
 same arithmetic as the batched kernels (pca_grad_sum with scale, stiefel_proj,
 stiefel_retr_polar), so the same bits; all steps of one client run while its rows are in
-cache. ``threads`` threads take whole clients.)pbdoc");
+cache. ``threads`` threads take whole clients. With ``offset`` ((k, d, r) float64) every step
+is ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X) - offset[j]))`` (RFedSVRG's local steps on
+kPCA, whose correction is the projection of a constant vector).)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

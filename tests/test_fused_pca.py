@@ -6,7 +6,7 @@ import pytest
 
 import rfl_fast as rf
 from rfl_fast import privacy as P
-from rfl_fast.kernels import fused
+from rfl_fast.kernels import fused, reference
 
 needs_cpp = pytest.mark.skipif(not fused.compiled_available(),
                                reason="C++ extension without pca_grad_sum")
@@ -227,3 +227,45 @@ def test_local_steps_kernel_checks_its_arguments():
                               np.ones(1), 0.1, 1)
     with pytest.raises(ValueError, match="steps must be >= 0"):
         _core.pca_local_steps(Z, off, np.array([0], dtype=np.int64), x0, np.ones(1), 0.1, -1)
+
+
+@pytest.mark.parametrize("sizes,d,r", SHAPES[:5])
+def test_local_steps_with_an_offset_equal_the_reference(sizes, d, r):
+    """The fused local steps with a per-client offset of the Euclidean gradient (RFedSVRG's
+    steps, ``X <- polar(X - eta P_X(s Z'Z X - offset))``): the compiled kernel against the
+    NumPy reference, which is the reference's own step with the offset subtracted; a zero
+    offset is no offset, bit for bit, on both routes."""
+    rng = np.random.default_rng(d * 10 + r + 1)
+    Z, offsets = _clients(rng, sizes, d)
+    idx = np.array([len(sizes) - 1, 0], dtype=np.int64)
+    x0 = _points(rng, 2, d, r)
+    scale = -2.0 / np.diff(offsets)[idx]
+    off = rng.standard_normal((2, d, r))
+    want = fused.pca_local_steps_reference(Z, offsets, idx, x0, scale, 0.05, 3, off)
+    assert not np.allclose(want, fused.pca_local_steps_reference(Z, offsets, idx, x0, scale,
+                                                                 0.05, 3))
+    x = x0.copy()                    # the reference is the plain step with g - offset
+    for _ in range(3):
+        g, _ = fused.pca_grad_sum_reference(Z, offsets, idx, _xt(x), scale=scale)
+        x = reference.stiefel_retr_polar(x, -0.05 * reference.stiefel_proj(x, g - off))
+    np.testing.assert_array_equal(want, x)
+    _close(fused.pca_local_steps(Z, offsets, idx, x0, scale, 0.05, 3, off), want)
+    zero = np.zeros_like(off)
+    for backend in ("numpy", "cpp"):
+        np.testing.assert_array_equal(
+            fused.pca_local_steps(Z, offsets, idx, x0, scale, 0.05, 3, zero, backend=backend),
+            fused.pca_local_steps(Z, offsets, idx, x0, scale, 0.05, 3, backend=backend))
+
+
+@needs_cpp
+def test_local_steps_kernel_checks_its_offset():
+    from rfl_fast import _core
+
+    Z = np.ones((5, 4))
+    off = np.array([0, 2, 5], dtype=np.int64)
+    idx = np.array([0], dtype=np.int64)
+    x0 = np.zeros((1, 4, 2))
+    with pytest.raises(ValueError, match=r"offset \(1, 4, 1\) must have the shape of x0"):
+        _core.pca_local_steps(Z, off, idx, x0, np.ones(1), 0.1, 1, 1, np.zeros((1, 4, 1)))
+    with pytest.raises(TypeError, match="argument offset"):
+        _core.pca_local_steps(Z, off, idx, x0, np.ones(1), 0.1, 1, 1, np.zeros((1, 4, 2), complex))

@@ -164,11 +164,12 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)
 
 
-def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps):
+def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None):
     """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
     for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
-    Stiefel references: the batched NumPy route's arithmetic.
+    Stiefel references: the batched NumPy route's arithmetic. With ``offset``, every step is
+    ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X - offset[j]))``.
 
     Parameters
     ----------
@@ -182,6 +183,10 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps):
         Step size.
     steps : int
         Number of steps (>= 0).
+    offset : ndarray, shape (k, d, r), optional
+        A constant per-client offset subtracted from every step's Euclidean gradient
+        (RFedSVRG: ``grad f_i(x_t) - g_t``, whose projection transport to ``X`` is ``P_X`` of
+        it); ``None``: none (RFedAvg's steps).
 
     Returns
     -------
@@ -192,23 +197,26 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps):
     for _ in range(steps):
         xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
         g, _ = pca_grad_sum_reference(Z, offsets, idx, xt, scale=scale)
+        if offset is not None:
+            g = g - offset
         x = reference.stiefel_retr_polar(x, -eta * reference.stiefel_proj(x, g))
     return x
 
 
-def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, *, threads=None, backend=None):
+def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, *, threads=None,
+                    backend=None):
     """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
 
     The C++ kernel works client by client (each client's rows stay in cache over its steps)
     through the very functions of the batched C++ route, so its iterates are that route's bit
-    for bit. ``threads``: as :func:`pca_grad_sum`. Arrays must be C-contiguous float64 (``Z``,
-    ``x0``, ``scale``) and int64 (``offsets``, ``idx``).
+    for bit (without ``offset``). ``threads``: as :func:`pca_grad_sum`. Arrays must be
+    C-contiguous float64 (``Z``, ``x0``, ``scale``, ``offset``) and int64 (``offsets``, ``idx``).
     """
     if route("pca_local_steps", backend) == "cpp":
         return _dispatch.load("cpp").pca_local_steps(
             Z, offsets, idx, x0, scale, float(eta), int(steps),
-            get_threads() if threads is None else int(threads))
-    return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps)
+            get_threads() if threads is None else int(threads), offset)
+    return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset)
 
 
 def local_stepper(rows, step_kernels):
@@ -226,10 +234,14 @@ def local_stepper(rows, step_kernels):
     Returns
     -------
     callable or None
-        ``steps(idx, x, eta, n)``: ``n`` full-gradient steps ``x <- R_x(-eta grad f_i(x))`` of
-        the clients ``idx`` (k,) from the point ``x`` ``(*shape)``, the last iterates
+        ``steps(idx, x, eta, n, offset=None)``: ``n`` full-gradient steps
+        ``x <- R_x(-eta grad f_i(x))`` of the clients ``idx`` (k,) from the point ``x``
+        ``(*shape)`` (or one point per client, ``(k, *shape)``), the last iterates
         ``(k, *shape)`` (the bits of stepping through the two kernels; NaN items where a step
-        has no answer); ``None`` where no fused kernel fuses ``step_kernels`` or ``rows`` is
+        has no answer); with ``offset`` ``(k, *shape)`` the steps
+        ``x <- R_x(-eta P_x(egrad f_i(x) - offset_j))``, ``P_x`` the gradient's kernel (a
+        projection, linear in its vector): RFedSVRG's steps where the transport is that
+        projection. ``None`` where no fused kernel fuses ``step_kernels`` or ``rows`` is
         ``None``.
     """
     kernel = next((f.name for f in FUSED.values() if f.steps and f.steps == step_kernels), None)
@@ -237,10 +249,13 @@ def local_stepper(rows, step_kernels):
         return None
     fn = globals()[kernel]
 
-    def steps(idx, x, eta, n):
+    def steps(idx, x, eta, n, offset=None):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
-        x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + np.shape(x)), dtype=np.float64)
-        return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n)
+        shape = np.shape(x)[-2:]                 # the kernels' points are matrices (d, r)
+        x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + shape), dtype=np.float64)
+        if offset is not None:
+            offset = np.ascontiguousarray(offset, dtype=np.float64)
+        return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset)
 
     return steps
 

@@ -312,10 +312,13 @@ inline std::size_t local_steps_work_size(std::size_t m, std::size_t d, int r) {
 //! its batched route's bits):
 //!   chunk(rows, count, Xt, St): St (r x d) = (Z_c' Z_c X)' of `count` rows (Xt: X', r x d);
 //!   proj(X, G, U): U = P_X(G) (d x r);   retr(X, U, Y): Y = R_X(U) (d x r; NaN: no solution).
-//! work: local_steps_work_size(m, d, r) doubles.
+//! work: local_steps_work_size(m, d, r) doubles. With `offset` (d x r, row-major; nullptr:
+//! none) every step is X <- R_X(-eta P_X(s Z'(Z X) - offset)): RFedSVRG's variance-reduced
+//! steps, whose correction P_X(offset) is the projection transport of a constant vector.
 template <class Chunk, class Proj, class Retr>
 void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X, double s,
-                 double eta, int steps, double* work, Chunk&& chunk, Proj&& proj, Retr&& retr) {
+                 double eta, int steps, double* work, Chunk&& chunk, Proj&& proj, Retr&& retr,
+                 const double* offset = nullptr) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
     const std::size_t nc = std::max<std::size_t>(1, (m + kChunkRows - 1) / kChunkRows);
     double* Xt = work;          // r x d
@@ -336,8 +339,13 @@ void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X
             for (std::size_t c = 0; c < nc; ++c)
                 for (std::size_t e = 0; e < item; ++e) St[e] += partials[c * item + e];
         }
-        for (std::size_t i = 0; i < d; ++i)
-            for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i];
+        if (offset == nullptr) {
+            for (std::size_t i = 0; i < d; ++i)
+                for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i];
+        } else {
+            for (std::size_t i = 0; i < d; ++i)
+                for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i] - offset[i * r + l];
+        }
         proj(static_cast<const double*>(X), static_cast<const double*>(G), U);
         for (std::size_t e = 0; e < item; ++e) U[e] = -eta * U[e];
         retr(static_cast<const double*>(X), static_cast<const double*>(U), G);
@@ -346,10 +354,10 @@ void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X
 }
 
 //! local_steps with this header library's own operations (rows(), stiefel::proj and
-//! stiefel::retr_polar; R, P: compile-time r and p = r, 0 for any).
+//! stiefel::retr_polar; R, P: compile-time r and p = r, 0 for any); `offset` as above.
 template <int R = 0, int P = 0>
 void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X, double s,
-                 double eta, int steps) {
+                 double eta, int steps, const double* offset = nullptr) {
     const int n = static_cast<int>(d);
     std::vector<double> work(local_steps_work_size(m, d, r));
     std::vector<double> coef(static_cast<std::size_t>(kRowsMax) * r);
@@ -365,7 +373,8 @@ void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X
         },
         [&](const double* x, const double* u, double* y) {
             stiefel::retr_polar<P>(x, u, y, 1, n, r, st_work.data());
-        });
+        },
+        offset);
 }
 
 }  // namespace pca
