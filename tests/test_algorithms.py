@@ -364,6 +364,75 @@ def test_fused_rfedavg_local_steps_equal_the_batched_route(monkeypatch, sizes, d
                                       _batched_steps(P, idx, x0, 0.01, 4))
 
 
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_fused_rfedsvrg_local_steps_equal_the_composed_loop(monkeypatch, backend):
+    """RFedSVRG on kPCA (Stiefel, polar, projection transport) runs local steps 1..tau-1 as one
+    fused call per round (``P_x(egrad f_i(x) - diff)``); without the declared transport kernel
+    it composes ``rgrad - transport`` step by step: the same iterates to rounding.
+
+    Tolerance: the two differ only in forming ``P_x(G - diff)`` against ``P_x(G) - P_x(diff)``
+    (and the order of a subtraction): ``(d + 10 r) eps`` of ``|G| + |diff| <= 3 |s| |Z|^2``
+    per direction, times ``eta``; a step maps a perturbation of X to one at most ``1 + a``
+    times larger (``a = eta |s| |Z|^2``, the largest over the clients), and the tangent mean
+    does not enlarge it (beta = 1), so ``rounds`` rounds of ``tau`` steps differ by at most
+    ``rounds tau (1 + a)^tau (3 a (d + 10 r) + 10 r) eps``."""
+    from rfl_fast.algorithms import svrg
+    from rfl_fast.federation import Full
+    from rfl_fast.kernels import fused
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(7)
+    sizes, d, r, eta, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 5, 3
+    data = [rng.standard_normal((m, d)) for m in sizes]
+    P = KPCA(data, r, gram=False)
+    x0 = P.manifold.random_point(rng=1)
+    alg = RFedSVRG(eta, tau)
+    assert alg._fused_steps(P, "polar", "projection") is not None
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    calls = []
+    with rf.backend(backend), monkeypatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+        a = run(P, alg, rounds, **kw)
+    assert len(calls) == rounds                 # one fused call per round
+    with rf.backend(backend), monkeypatch.context() as mp:
+        mp.setattr(rf.Stiefel, "transport_kernels", {})
+        assert alg._fused_steps(P, "polar", "projection") is None
+        mp.setattr(svrg, "fused_local_steps", lambda *a: pytest.fail("fused route taken"))
+        b = run(P, alg, rounds, **kw)
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
+    bound = rounds * tau * (1 + a_max) ** tau * (3 * a_max * (d + 10 * r) + 10 * r) * \
+        np.finfo(float).eps
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
+
+
+def test_fused_rfedsvrg_steps_only_where_they_apply(monkeypatch):
+    """The fused RFedSVRG route is decided from the declarations: client option 1, no
+    second-order correction (2BB, 2BBS), the rows form, Stiefel's polar step kernels and the
+    transport declared as the gradient's kernel."""
+    from rfl_fast.algorithms import RFedSVRG2BB, RFedSVRG2BBS
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((30, 8)) for _ in range(3)]
+    P = KPCA(data, 2, gram=False)
+    assert RFedSVRG(0.1, 3)._fused_steps(P, "polar", "projection") is not None
+    assert RFedSVRG(0.1, 3, client_option=2)._fused_steps(P, "polar", "projection") is None
+    assert RFedSVRG2BB(0.1, 3)._fused_steps(P, "polar", "projection") is None
+    assert RFedSVRG2BBS(0.1, 3, eta_min=0.1, eta_max=1.0)._fused_steps(
+        P, "polar", "projection") is None
+    assert RFedSVRG(0.1, 3)._fused_steps(P, "qr", "projection") is None
+    assert RFedSVRG(0.1, 3)._fused_steps(KPCA(data, 2, gram=True), "polar", "projection") is None
+    G = KPCA(data, 2, gram=False, manifold="grassmann")
+    assert RFedSVRG(0.1, 3)._fused_steps(G, "polar", "projection") is None
+    kw = dict(participation=Uniform(2), seed=0, metrics=False)
+    one = run(P, RFedSVRG(0.1, 1), 2, **kw).x    # tau = 1: the first retraction alone
+    with monkeypatch.context() as mp:
+        mp.setattr(rf.Stiefel, "transport_kernels", {})
+        np.testing.assert_array_equal(run(P, RFedSVRG(0.1, 1), 2, **kw).x, one)
+
+
 def test_fused_local_steps_only_where_they_apply():
     from rfl_fast.algorithms.fedavg_prox import fused_local_steps
     from rfl_fast.problems import KPCA, SpherePCA

@@ -54,6 +54,20 @@ def fused_local_steps(problem, retraction):
                                problem.manifold.step_kernels.get(retraction))
 
 
+def check_fused_steps(name, M, idx, x, eta):
+    """``x``, the last iterates of fused local steps of the clients ``idx``, shape
+    ``(k, *M.shape)``; raises ``NoSolutionError`` naming the clients whose steps left the
+    manifold ``M`` (NaN items: a step overflowed or lost rank), the algorithm ``name`` and the
+    step ``eta``."""
+    bad = ~np.isfinite(x.reshape(idx.size, -1)).all(axis=1)
+    if bad.any():
+        raise NoSolutionError(
+            f"{name}: the local steps of clients {idx[bad][:5].tolist()} left "
+            f"{M!r} (a step X - eta grad f_i(X) overflowed or lost rank: reduce the step "
+            f"{eta!r} or rescale the data)")
+    return x
+
+
 class _LocalRetractionSteps(_RetractionBased):
 
     array_kinds = {"x": "point"}
@@ -108,13 +122,7 @@ class _LocalRetractionSteps(_RetractionBased):
         steps = (fused_local_steps(problem, method) if self._gradient_steps
                  and self.batch_size is None else None)
         if steps is not None:
-            x = steps(idx, x_t, eta, self.local_steps)
-            bad = ~np.isfinite(x.reshape(idx.size, -1)).all(axis=1)
-            if bad.any():
-                raise NoSolutionError(
-                    f"{self.name}: the local steps of clients {idx[bad][:5].tolist()} left "
-                    f"{M!r} (a step X - eta grad f_i(X) overflowed or lost rank: reduce the step "
-                    f"{eta!r} or rescale the data)")
+            x = check_fused_steps(self.name, M, idx, steps(idx, x_t, eta, self.local_steps), eta)
             return {"x": x}, cstate, memo
         x = stacked(x_t, idx.size)
         for _ in range(self.local_steps):

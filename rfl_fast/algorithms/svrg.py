@@ -32,6 +32,15 @@ Round ``t``:
    uniformly from ``{1, .., tau}`` (from the client's own stream).
 3. *Aggregation* by the tangent-space mean (eq. 8, ``beta``) or the Karcher mean (eq. 7).
 
+Where the declarations allow, local steps ``l = 1 .. tau-1`` run as one fused multi-client
+kernel, as RFedAvg's do (``fedavg_prox.fused_local_steps``): with the transport declared as the
+Riemannian gradient's own kernel (``Manifold.transport_kernels``: Stiefel's projection
+``T_{x_t -> x} v = P_x(v)``, and ``grad f_i(x) = P_x(egrad f_i(x))``), the direction is
+``P_x(egrad f_i(x) - diff)``, the fused kPCA step with the constant per-client offset
+``diff = grad f_i(x_t) - g_t``: the composed loop's iterates to rounding. Decided from the
+declarations before the round (the problem's ``quadratic_rows()``, the manifold's step and
+transport kernels, client option 1, no second-order correction); the composed loop otherwise.
+
 Global output option 1: ``x_T``; option 2: ``x_s`` with ``s`` uniform in ``{1, .., T}``, drawn
 from the server stream when the run starts. The paper writes Exp, Log and parallel transport;
 here ``R``, ``R^{-1}`` are a retraction and its exact inverse (Exp/Log where they exist,
@@ -47,6 +56,7 @@ import numpy as np
 from .._validation import Choice
 from ._checks import transport_name
 from .base import _RetractionBased, check_problem, participant_weights, stacked
+from .fedavg_prox import check_fused_steps, fused_local_steps
 
 __all__ = ["RFedSVRG", "SVRGState"]
 
@@ -248,6 +258,12 @@ class RFedSVRG(_RetractionBased):
             pick = ctx.rng.integers(1, self.local_steps + 1)        # l_j in {1..tau}
             out = np.empty((k,) + M.shape)
         x = M.retr(x_t, stacked(-eta * g, k), method)        # l = 0: the direction is g_t
+        steps = self._fused_steps(problem, method, transport)
+        if steps is not None:                        # l = 1 .. tau-1 in one fused call
+            if self.local_steps > 1:
+                x = check_fused_steps(self.name, M, idx,
+                                      steps(idx, x, eta, self.local_steps - 1, offset=diff), eta)
+            return {"x": x}, cstate, memo
         for step in range(1, self.local_steps + 1):
             if self.client_option == 2:
                 hit = pick == step
@@ -258,6 +274,30 @@ class RFedSVRG(_RetractionBased):
             d = problem.rgrad(idx, x) - M.transport(x_t, x, v, transport)
             x = M.retr(x, -eta * d, method)
         return {"x": out if self.client_option == 2 else x}, cstate, memo
+
+    def _fused_steps(self, problem, method, transport):
+        """The fused kernel of local steps ``l = 1 .. tau-1`` (``steps(idx, x, eta, n,
+        offset)``, :func:`rfl_fast.kernels.fused.local_stepper`) where the declarations allow
+        it (module docstring), else ``None``; decided before any work.
+
+        Parameters
+        ----------
+        problem : rfl_fast.problems.Problem
+            The federated problem (its ``quadratic_rows()``).
+        method, transport : str
+            The retraction and the transport in use.
+
+        Returns
+        -------
+        callable or None
+        """
+        M = problem.manifold
+        kernels = M.step_kernels.get(method)
+        if (self.client_option != 1 or kernels is None
+                or type(self)._correction is not RFedSVRG._correction
+                or M.transport_kernels.get(transport) != kernels[0]):
+            return None
+        return fused_local_steps(problem, method)
 
     # hooks of the second-order variants (svrg_bb.py)
     def _correction(self, problem, idx, x_t, msg, memo):

@@ -95,6 +95,13 @@ class Manifold:
     #: ``egrad2rgrad`` and ``retr`` with it, a declared capability by which the kernels layer
     #: finds fused routes (``kernels.fused.local_stepper``); empty here.
     step_kernels = {}
+    #: Transport name -> the kernel (``kernels.REGISTRY``) that computes ``transport(x, y, v)``
+    #: as ``kernel(y, v)``, linear in ``v`` (a transport that forgets ``x``, e.g. the
+    #: projection onto the tangent space at ``y``), a declared capability: where it is the
+    #: gradient's kernel of ``step_kernels``, RFedSVRG's corrected direction
+    #: ``grad f_i(y) - T(v)`` is that kernel of ``egrad f_i(y) - v``, and its local steps fuse
+    #: as RFedAvg's do; empty here.
+    transport_kernels = {}
     #: The public methods that take or return arrays: each one a class defines is wrapped once
     #: (``__init_subclass__``) to take arrays of any array-API namespace and give the caller's
     #: array type back (``rfl_fast.kernels.arrays``). A subclass with more such methods extends

@@ -88,6 +88,7 @@ class Stiefel(Manifold):
     has_project = True
     has_tangent_gaussian = True
     step_kernels = {"polar": ("stiefel_proj", "stiefel_retr_polar")}
+    transport_kernels = {"projection": "stiefel_proj"}
     array_methods = Manifold.array_methods + ("principal_angles", "dist_subspace")
 
     def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
