@@ -15,8 +15,8 @@ client takes nothing privacy-relevant from the server:
 * **budget**: ``(dp-epsilon, dp-delta)`` from the node config. Before each update the client
   accounts the round it is about to run with the parameters it will actually use (``K``, its
   batch size of its ``N_i`` samples, its ``sigma`` and ``tau``; participation in every round
-  assumed, since the client cannot check the server's sampling), by dp-accounting's RDP
-  (replace-one, batches without replacement), and refuses the round if the total would exceed
+  assumed, since the client cannot check the server's sampling), by RDP (dp-accounting's
+  formulas, :mod:`rfl_fast.privacy.rdp`; replace-one, batches without replacement), and refuses the round if the total would exceed
   the budget. What the server chooses (``K``, batch size, rounds, how often it asks) can only
   cost utility (refusals), never privacy;
 * **ledger**: the client's :class:`~rfl_fast.privacy.Accountant` (its saved state: the RDP

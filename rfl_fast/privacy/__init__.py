@@ -2,8 +2,10 @@
 
 Mechanism building blocks: per-sample clipping in the manifold's metric and fused clipped sums
 (``clipping``), tangent Gaussian noise (``noise``). Accounting (``accounting``): the seed's
-closed-form noise calibrations and Theorem 9, tight RDP/PLD accountants from Google's
-``dp-accounting`` (optional extra ``rfl_fast[privacy]``), ``calibrate_sigma`` and
+closed-form noise calibrations and Theorem 9, tight RDP/PLD accountants after Google's
+``dp-accounting`` (the RDP of batches drawn without replacement, what PriRFed runs, computed by
+``rdp`` without it; Poisson sampling and PLD need the optional extra ``rfl_fast[privacy]``),
+``calibrate_sigma`` and
 ``privacy_report``. One client's privacy as rounds compose (``accountant``): the
 :class:`Accountant` both a run's ledger and a Flower client's guard use. The ledger of a
 PriRFed run (``ledger``): its noise and the privacy spent after every round.

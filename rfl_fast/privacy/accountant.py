@@ -5,15 +5,15 @@ dp-accounting's ``compose(event)`` / ``get_epsilon(delta)`` (an event: one round
 Flower client's ledger file (:mod:`rfl_fast.flower.guard`) both account through it.
 """
 
-import functools
 import math
 from dataclasses import replace
 
 import numpy as np
 
+from . import rdp
 from .._validation import check_choice, check_int, check_nonnegative
 from ..errors import InvalidParameterError, ParameterTypeError
-from .accounting import (ACCOUNTANTS, DELTA, MU_REVEALING, DPSettings, _dp, _pld_round,
+from .accounting import (ACCOUNTANTS, DELTA, MU_REVEALING, DPSettings, _pld_round,
                          _quiet_absl, _rdp_round, _step_mu, calibrate_sigma, epsilon_seed)
 
 __all__ = ["Accountant"]
@@ -21,12 +21,9 @@ __all__ = ["Accountant"]
 _REVEALED = object()
 
 
-@functools.cache
 def _orders():
-    """dp-accounting's RDP orders (a constant of the installed version; read-only)."""
-    orders = np.asarray(_dp().rdp.RdpAccountant().orders, float)
-    orders.setflags(write=False)
-    return orders
+    """The RDP orders every curve is computed at (:data:`.rdp.ORDERS`, read-only)."""
+    return rdp.ORDERS
 
 
 class Accountant:
@@ -35,9 +32,9 @@ class Accountant:
     Parameters
     ----------
     kind : {"rdp", "pld", "seed"}
-        ``"rdp"``: dp-accounting's RDP (replace-one, batches drawn without replacement, the
-        client's participation revealed), any rounds composed order by order; its state
-        saves and restores. ``"pld"``: its PLD (DP-RSGD with the full batch, discretized for
+        ``"rdp"``: RDP (dp-accounting's formulas in :mod:`.rdp`; replace-one, batches drawn
+        without replacement, the client's participation revealed), any rounds composed order
+        by order; its state saves and restores. ``"pld"``: its PLD (DP-RSGD with the full batch, discretized for
         the horizon ``settings.rounds``); ``"seed"``: the seed's closed form and Theorem 9
         (not certified with the default constants). These two compose one mechanism.
 
@@ -118,12 +115,10 @@ class Accountant:
             return epsilon_seed(sigma, delta, replace(st, rounds=self.rounds))
         if self._pld is _REVEALED:
             return math.inf
-        from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
-
-        with _quiet_absl():
-            if self.kind == "pld":
+        if self.kind == "pld":
+            with _quiet_absl():
                 return float(self._pld.get_epsilon_for_delta(delta))
-            return float(rdp_mod.compute_epsilon(_orders(), self._spent(), delta)[0])
+        return rdp.epsilon(_orders(), self._spent(), delta)
 
     def _spent(self):
         spent = np.zeros(_orders().size)
@@ -149,7 +144,7 @@ class Accountant:
 
     def state(self):
         """The ``"rdp"`` accountant as JSON-able values: ``{"kind", "orders", "rdp",
-        "rounds"}`` (dp-accounting's RDP orders and the RDP spent at each)."""
+        "rounds"}`` (the RDP orders, :data:`.rdp.ORDERS`, and the RDP spent at each)."""
         if self.kind != "rdp":
             raise InvalidParameterError("kind", f"only 'rdp' has a state to save, not "
                                         f"{self.kind!r}")
@@ -159,7 +154,7 @@ class Accountant:
     @classmethod
     def restore(cls, state):
         """The accountant continuing a state (``ValueError`` for anything else, RDP orders
-        other than this dp-accounting's included: they are never mixed).
+        other than :data:`.rdp.ORDERS` included: they are never mixed).
 
         Parameters
         ----------
@@ -175,10 +170,10 @@ class Accountant:
             ok = False
         if not ok or given.shape != orders.shape or rdp.shape != orders.shape:
             raise ValueError(f"accountant state: expected {{'kind': 'rdp', 'orders': [...], "
-                             f"'rdp': [...], 'rounds': int >= 0}} with dp-accounting's "
-                             f"{orders.size} orders")
+                             f"'rdp': [...], 'rounds': int >= 0}} with the "
+                             f"{orders.size} orders of rfl_fast.privacy.rdp.ORDERS")
         if not np.array_equal(given, orders):
-            raise ValueError("accountant state: RDP orders differ from this dp-accounting's; "
+            raise ValueError("accountant state: RDP orders differ from rfl_fast.privacy.rdp.ORDERS; "
                              "refusing to mix them")
         if not (np.isfinite(rdp) & (rdp >= 0)).all() or (rounds == 0 and rdp.any()):
             raise ValueError("accountant state: RDP values must be finite and >= 0 (and 0 "

@@ -5,7 +5,10 @@ Three ways to turn a noise level into a privacy guarantee, side by side (``priva
 * **the seed's closed forms** -- per-client noise for a local ``(eps, delta)`` target
   (``dp_rsgd_sigma``, ``dp_rsvrg_sigma``, ``gaussian_mechanism_sigma``) followed by the server-level
   composition of Huang et al. 2024, Theorem 9 (``epsilon_seed_composition``);
-* **RDP** (Renyi DP) with Google's ``dp-accounting`` (``epsilon_rdp``);
+* **RDP** (Renyi DP, ``epsilon_rdp``): Google's ``dp-accounting`` formulas; sampling without
+  replacement (what PriRFed runs) computed by :mod:`rfl_fast.privacy.rdp` (the same formulas in
+  vectorized NumPy, checked against ``dp-accounting``; no ``dp-accounting`` needed), Poisson
+  sampling by ``dp-accounting``;
 * **PLD** (privacy loss distributions) with ``dp-accounting`` (``epsilon_pld``), the tightest.
 
 Neighbouring relations (which pairs of datasets count as adjacent) differ by accountant and are
@@ -79,6 +82,7 @@ from typing import Any
 
 import numpy as np
 
+from . import rdp
 from .._validation import (COUNT, POSITIVE, Checked, Choice, Optional, Real, check_choice,
                            check_float, check_int, check_nonnegative, check_positive)
 
@@ -589,18 +593,13 @@ def epsilon_rdp(sigma: float, delta: float, settings: "DPSettings", *,
         (module docstring); ``inf`` when a step publishes its data, ``0`` when the mechanism is
         ``(0, delta)``-DP (module docstring), never an overflow.
     """
-    _dp()
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
-
     sigma, delta = check_nonnegative(sigma, "sigma"), DELTA(delta, "delta")
     check_choice(sampling, "sampling", SAMPLINGS)
     trivial = _trivial_epsilon(sigma, delta, settings, sampling)
     if trivial is not None:
         return trivial
     orders, rdp_round = _rdp_round(sigma, settings, sampling)
-    with _quiet_absl():
-        eps, _ = rdp_mod.compute_epsilon(orders, settings.rounds * rdp_round, delta)
-    return float(eps)
+    return rdp.epsilon(orders, settings.rounds * rdp_round, delta)
 
 
 @functools.lru_cache(maxsize=256)
@@ -619,39 +618,57 @@ def _rdp_round_computed(sigma, settings, sampling="without_replacement"):
     no-op mechanism at the client rate); ``t`` rounds compose to ``t * rdp``. Shared by
     :func:`epsilon_rdp` and PriRFed's per-round privacy columns (unchecked arguments).
 
-    Noise so large that dp-accounting's formulas overflow (a step's GDP parameter below
-    ``1e-100``) or leave their domain (its sampled-Gaussian formulas raise ``ValueError``
-    once ``1 - exp(-mu^2)`` rounds to 0) takes the unsampled Gaussian's RDP ``a mu^2 / 2`` per
-    step instead, an upper bound of the sampled one (sampling only amplifies privacy)."""
-    dpa = _dp()
-    rel = (dpa.NeighboringRelation.REPLACE_ONE if sampling == "without_replacement"
-           else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    Sampling without replacement (what PriRFed runs) is computed by :mod:`.rdp`, the
+    dp-accounting formulas in vectorized NumPy; Poisson sampling by dp-accounting's RDP
+    accountant. Noise so large that the formulas overflow (a step's GDP parameter below
+    ``1e-100``) or leave their domain (the sampled-Gaussian formulas meet ``log(0)`` once ``1 -
+    exp(-mu^2)`` rounds to 0) takes the unsampled Gaussian's RDP ``a mu^2 / 2`` per step
+    instead, an upper bound of the sampled one (sampling only amplifies privacy)."""
     st = settings
-    with _quiet_absl():
-        acc = dpa.rdp.RdpAccountant(neighboring_relation=rel)
-        orders = np.asarray(acc.orders, float)
-        mu_step = _step_mu(sigma, st, sampling)
-        if not mu_step <= MU_REVEALING:                 # a step publishes its data
-            rdp_round = np.full_like(orders, math.inf)
-        elif mu_step < 1e-100:
+    orders = rdp.ORDERS
+    mu_step = _step_mu(sigma, st, sampling)
+    if not mu_step <= MU_REVEALING:                 # a step publishes its data
+        rdp_round = np.full_like(orders, math.inf)
+    elif mu_step < 1e-100:
+        rdp_round = st.steps_per_round * orders * mu_step ** 2 / 2
+    else:
+        step = _rdp_step(sigma, st, sampling)             # its refusals are named
+        try:
+            rdp_round = st.steps_per_round * step()
+        except (ValueError, ArithmeticError):
+            # the sampled formulas' log(0) for a tiny mu (from sigma ~ 1e8 at b = 10): the
+            # unsampled bound, as for the smallest mu above
             rdp_round = st.steps_per_round * orders * mu_step ** 2 / 2
-        else:
-            event = dpa.SelfComposedDpEvent(_step_event(sigma, st, sampling),
-                                            st.steps_per_round)   # its refusals are named
-            try:
+    rho = st.client_rate
+    if rho < 1.0:  # revealed participation: mixture with the no-op mechanism
+        with np.errstate(over="ignore"):
+            rdp_round = np.logaddexp(math.log1p(-rho),
+                                     math.log(rho) + (orders - 1) * rdp_round) / (orders - 1)
+    return np.array(orders), rdp_round
+
+
+def _rdp_step(sigma, settings, sampling):
+    """The computation of one noisy local step's RDP at :data:`.rdp.ORDERS` (the events of
+    :func:`_step_event`): a function of no arguments, returned once the step is known to be
+    one the accountants describe (a refusal is raised here, not by the function)."""
+    st = settings
+    if sampling == "poisson":
+        event = _step_event(sigma, st, sampling)
+        dpa = _dp()
+
+        def step():
+            with _quiet_absl():
+                acc = dpa.rdp.RdpAccountant(rdp.ORDERS,
+                                            dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
                 acc.compose(event)
-                rdp_round = np.asarray(acc.rdp, float)
-            except (ValueError, ArithmeticError):
-                # dp-accounting's sampled formulas leave their domain for a tiny mu (its
-                # log1p(-exp(-mu^2)) meets log(0): "math domain error", from sigma ~ 1e8
-                # at b = 10): the unsampled bound, as for the smallest mu above
-                rdp_round = st.steps_per_round * orders * mu_step ** 2 / 2
-        rho = st.client_rate
-        if rho < 1.0:  # revealed participation: mixture with the no-op mechanism
-            with np.errstate(over="ignore"):
-                rdp_round = np.logaddexp(math.log1p(-rho),
-                                         math.log(rho) + (orders - 1) * rdp_round) / (orders - 1)
-    return orders, rdp_round
+                return np.asarray(acc.rdp, float)
+        return step
+    if st.trainer == "dp-rsgd":
+        b, n, tau = st.batch_size, st.n_samples, st.tau
+        return lambda: rdp.sampled_gaussian(b / n, b * sigma / (2 * tau))
+    lam, n, tau = st.rsvrg_split, st.n_samples, st.tau
+    return lambda: (rdp.sampled_gaussian(1 / n, math.sqrt(lam) * sigma / (4 * tau))
+                    + rdp.gaussian(math.sqrt(1 - lam) * sigma * n / (2 * tau)))
 
 
 def epsilon_pld(sigma: float, delta: float, settings: "DPSettings", *,
