@@ -153,18 +153,20 @@ PCA_STEPS_PROGRAM = r"""
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-int main(int argc, char** argv) {
-    if (argc != 9) return 2;
+int main(int argc, char** argv) {  // a 10th argument: an offset (d x r) follows x in the input
+    if (argc != 9 && argc != 10) return 2;
     const std::size_t m = std::strtoul(argv[3], nullptr, 10);
     const std::size_t d = std::strtoul(argv[4], nullptr, 10);
     const int r = std::atoi(argv[5]), steps = std::atoi(argv[8]);
     const double s = std::atof(argv[6]), eta = std::atof(argv[7]);
-    std::vector<double> z(m * d), x(d * r);
+    std::vector<double> z(m * d), x(d * r), off(argc == 10 ? d * r : 0);
     std::FILE* in = std::fopen(argv[1], "rb");
     if (!in || std::fread(z.data(), 8, z.size(), in) != z.size() ||
-        std::fread(x.data(), 8, x.size(), in) != x.size()) return 1;
+        std::fread(x.data(), 8, x.size(), in) != x.size() ||
+        std::fread(off.data(), 8, off.size(), in) != off.size()) return 1;
     std::fclose(in);
-    rfl::pca::local_steps(z.data(), m, d, r, x.data(), s, eta, steps);
+    rfl::pca::local_steps(z.data(), m, d, r, x.data(), s, eta, steps,
+                          argc == 10 ? off.data() : nullptr);
     std::FILE* out = std::fopen(argv[2], "wb");
     return out && std::fwrite(x.data(), 8, x.size(), out) == x.size() && !std::fclose(out) ? 0 : 1;
 }
@@ -172,8 +174,9 @@ int main(int argc, char** argv) {
 
 
 @pytest.mark.full  # compiles a C++ program per case
-@pytest.mark.parametrize("m,d,r", [(1300, 20, 3), (40, 12, 1), (0, 6, 2)])
-def test_header_local_steps_match_the_reference(tmp_path, m, d, r):
+@pytest.mark.parametrize("m,d,r,offset", [(1300, 20, 3, False), (40, 12, 1, False),
+                                          (0, 6, 2, False), (300, 20, 3, True)])
+def test_header_local_steps_match_the_reference(tmp_path, m, d, r, offset):
     """``rfl::pca::local_steps`` with the header's own operations (what a C++ user gets) gives
     the iterates of the kernel's NumPy reference to rounding.
 
@@ -182,7 +185,9 @@ def test_header_local_steps_match_the_reference(tmp_path, m, d, r):
     projection and the polar retraction (backward stable, well conditioned: X + U has singular
     values >= 1) add a few ``r eps``; a step maps a perturbation of X to one at most
     ``1 + eta |s| |Z|^2`` times larger, so ``steps`` steps differ by at most
-    ``steps (1 + eta |s| |Z|^2)^steps (eta |s| |Z|^2 (m d) + 10 r) eps``.
+    ``steps (1 + eta |s| |Z|^2)^steps (eta |s| |Z|^2 (m d) + 10 r) eps``. With an offset
+    (RFedSVRG's steps, ``s Z'(ZX) - offset``) its entries, at most ``|offset|``, add
+    ``eta |offset|`` to the gradient term's scale.
     """
     if CXX is None:
         pytest.skip("no C++ compiler (g++/c++) on PATH")
@@ -198,13 +203,18 @@ def test_header_local_steps_match_the_reference(tmp_path, m, d, r):
     z = rng.standard_normal((m, d))
     x0 = rf.Stiefel(d, r).random_point(rng=1)
     s, eta, steps = -2.0 / max(m, 1), 0.05, 4
-    np.concatenate([z.ravel(), x0.ravel()]).tofile(tmp_path / "in.bin")
+    off = rng.standard_normal((d, r)) if offset else np.zeros((0,))
+    np.concatenate([z.ravel(), x0.ravel(), off.ravel()]).tofile(tmp_path / "in.bin")
     subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"), str(m),
-                    str(d), str(r), repr(s), repr(eta), str(steps)], check=True, timeout=60)
+                    str(d), str(r), repr(s), repr(eta), str(steps)] + ["offset"] * offset,
+                   check=True, timeout=60)
     got = np.fromfile(tmp_path / "out.bin").reshape(d, r)
     want = fused.pca_local_steps_reference(z, np.array([0, m]), np.array([0]), x0[None],
-                                           np.array([s]), eta, steps)[0]
+                                           np.array([s]), eta, steps,
+                                           off[None] if offset else None)[0]
     a = eta * abs(s) * np.linalg.norm(z, 2) ** 2
-    bound = steps * (1 + a) ** steps * (a * max(m * d, 1) + 10 * r) * np.finfo(float).eps
+    b = eta * np.linalg.norm(off, 2) if offset else 0.0
+    bound = steps * (1 + a) ** steps * ((a + b) * max(m * d, 1) + 10 * r) * \
+        np.finfo(float).eps
     assert np.max(np.abs(got - want)) <= bound
     assert not np.array_equal(want, x0) or m == 0
