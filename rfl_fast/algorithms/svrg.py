@@ -247,6 +247,7 @@ class RFedSVRG(_RetractionBased):
         """
         M = problem.manifold
         method, transport = self._retraction(M), self._transport(M)
+        steps = self._fused_steps(problem, method, transport)   # from the declarations alone
         x_t, g = memo["x"][0], msg["g"]
         if "grad" not in memo:                       # pooled exchange: own grad f_i(x_t) now
             memo = {**memo, "grad": problem.rgrad(idx, memo["x"])}
@@ -258,7 +259,6 @@ class RFedSVRG(_RetractionBased):
             pick = ctx.rng.integers(1, self.local_steps + 1)        # l_j in {1..tau}
             out = np.empty((k,) + M.shape)
         x = M.retr(x_t, stacked(-eta * g, k), method)        # l = 0: the direction is g_t
-        steps = self._fused_steps(problem, method, transport)
         if steps is not None:                        # l = 1 .. tau-1 in one fused call
             if self.local_steps > 1:
                 x = check_fused_steps(self.name, M, idx,
