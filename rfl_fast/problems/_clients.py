@@ -1,8 +1,9 @@
 """Client data as one contiguous array plus offsets (private helpers of the problems).
 
-Every problem keeps its samples as ``flat`` (M, *sample_shape), C-contiguous float64, with
-client ``i`` owning rows ``flat[offsets[i]:offsets[i+1]]``. These helpers turn the accepted
-inputs into that layout and build the index arrays of the batched (segment) computations.
+Every problem keeps its samples as ``flat`` of shape ``(M, *sample_shape)``, C-contiguous
+float64, with client ``i`` owning rows ``flat[offsets[i]:offsets[i+1]]``. These helpers turn
+the accepted inputs into that layout and build the index arrays of the batched (segment)
+computations.
 
 A stacked float64 C-contiguous array (n, m, ...) -- also a read-only one memory-mapped from
 an ``.npy`` file by ``rfl_fast.data.map_npy`` -- becomes ``flat`` without a copy, and its
@@ -69,7 +70,7 @@ def pack_clients(data, sample_ndim, name="data", *, sample_shape=None):
 
     Parameters
     ----------
-    data : list of array_like (m_i, *s), ndarray (n, m, *s), or ClientData
+    data : list of array_like ``(m_i, *s)``, ndarray ``(n, m, *s)``, or ClientData
         Per-client samples; ``s`` has ``sample_ndim`` axes. A ``ClientData`` (one contiguous
         array plus ``offsets`` of shape (n+1,)) is used without copying when it is already
         float64 and C-contiguous; so is a stacked float64 C-contiguous array, read-only ones
@@ -84,7 +85,7 @@ def pack_clients(data, sample_ndim, name="data", *, sample_shape=None):
 
     Returns
     -------
-    flat : ndarray, shape (M, *s), float64, C-contiguous
+    flat : ndarray, shape ``(M, *s)``, float64, C-contiguous
         A view of ``data`` where no conversion was needed (read-only if ``data`` is).
     offsets : ndarray of int64, shape (n+1,)
 
