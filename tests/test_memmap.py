@@ -13,7 +13,7 @@ import pytest
 from rfl_fast import _files
 from rfl_fast._files import npy_from_bytes, read_npy
 from rfl_fast.algorithms import RFedAvg
-from rfl_fast.data import map_npy
+from rfl_fast.data import ClientData, map_npy
 from rfl_fast.federation import run
 from rfl_fast.problems import KPCA
 from rfl_fast.problems._clients import CHECK_CHUNK_BYTES, all_finite, pack_clients
@@ -170,6 +170,15 @@ def test_a_federation_runs_on_mapped_data_as_on_the_same_array_in_memory(tmp_pat
     mapped = run(KPCA(map_npy(path), 3), alg, 3, seed=1)
     memory = run(KPCA(np.load(path), 3), alg, 3, seed=1)
     np.testing.assert_array_equal(mapped.x, memory.x)
+
+
+def test_clients_of_different_sizes_map_as_rows_and_offsets(tmp_path):
+    """A mapped (M, d) file of rows with ClientData's offsets: no copy either."""
+    path = tmp_path / "rows.npy"
+    np.save(path, np.random.default_rng(1).standard_normal((60, 8)))
+    rows = map_npy(path, ndim=2)
+    problem = KPCA(ClientData(rows, [0, 5, 25, 60]), 2)
+    assert np.shares_memory(problem._flat, rows) and problem.sizes.tolist() == [5, 20, 35]
 
 
 @pytest.mark.parametrize("where", [0, -1])

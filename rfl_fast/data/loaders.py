@@ -534,6 +534,8 @@ def map_npy(path, *, ndim=None):
     with ``mmap=True``). A stacked array of client samples (n, m, d) -- or (n, m, p, p) for
     matrix samples -- is taken by the problems without a copy (``KPCA(map_npy(path), r)``), and
     their checks read it in chunks, so building a problem costs O(n) besides the mapped file.
+    Clients of different sizes: map the rows (M, d) and pass
+    ``ClientData(map_npy(path, ndim=2), offsets)``, also used in place.
     Write the file with ``np.save(path, np.ascontiguousarray(z, dtype=np.float64))``. The file
     must not be truncated while the array lives (a mapped page that is gone kills the process
     with ``SIGBUS``).
