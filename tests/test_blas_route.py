@@ -3,6 +3,8 @@ rfl/blas.hpp) for Stiefel p >= 9 and SPD n >= 128 / 256:
 same answers as the kernels' own loops and the NumPy reference, independent of threads and of
 the other items of the batch."""
 
+import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -224,3 +226,18 @@ def test_item_blas_work_is_zero_without_blas(own_loops):
 def test_item_blas_work_names_a_bad_core(bad):
     with pytest.raises(ValueError, match="item_blas_work: core"):
         core.item_blas_work("stiefel_proj", bad)
+
+
+def test_the_client_path_takes_scipys_blas_without_importing_scipy_linalg():
+    """A Flower ClientApp is a fresh process per message: rfl_fast's client path (the app,
+    the problems, the algorithms, the privacy accounting, the compiled core with SciPy's BLAS)
+    does not import ``scipy.linalg`` (0.2 s of CPU), only the two Cython capsule modules."""
+    code = (
+        "import sys\n"
+        "import rfl_fast.flower, rfl_fast.problems, rfl_fast.algorithms, rfl_fast.privacy\n"
+        "from rfl_fast.kernels import _dispatch\n"
+        "core = _dispatch.load('cpp')\n"
+        "print(core is not None and core.has_blas(), 'scipy.linalg' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["True", "False"], out

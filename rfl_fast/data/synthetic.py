@@ -30,7 +30,6 @@ Readings of the papers taken here (the seeds are plain-text extractions):
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 from .._validation import as_rng, check_choice, check_float, check_int
 
@@ -560,7 +559,8 @@ def _laplacian_eigenmap(parents, n_features, closure):
     # Laplacian I - D^-1/2 A D^-1/2 (v = D^-1/2 u); skip the constant eigenvector
     s = 1.0 / np.sqrt(deg)
     lap_sym = np.eye(n) - s[:, None] * adj * s[None, :]
-    _, u = scipy.linalg.eigh(lap_sym, subset_by_index=(1, n_features))
+    from scipy.linalg import eigh
+    _, u = eigh(lap_sym, subset_by_index=(1, n_features))
     vec = s[:, None] * u
     idx = np.argmax(np.abs(vec), axis=0)
     vec = vec * np.sign(vec[idx, np.arange(vec.shape[1])])  # deterministic signs

@@ -17,6 +17,7 @@ import ctypes
 import importlib
 import math
 import os
+import sys
 from collections.abc import Iterator
 
 from .._validation import env_reader
@@ -69,14 +70,36 @@ def _give_blas(core):
     large-size paths (Stiefel p >= 9, SPD n >= 128). A SciPy without them leaves the kernels on
     their own loops: slower there, and the polar inverse answers fewer items above p = 32."""
     try:
-        from scipy.linalg import cython_blas, cython_lapack
-
+        cython_blas, cython_lapack = _scipy_capsules("cython_blas"), _scipy_capsules("cython_lapack")
         lapack = cython_lapack.__pyx_capi__
         routines = (cython_blas.__pyx_capi__["dgemm"],
                     *(lapack[f] for f in ("dgesv", "dsyevd", "dgees", "dtrsyl")))
     except (ImportError, AttributeError, KeyError):
         return
     core.set_blas(*routines)
+
+
+def _scipy_capsules(name):
+    """SciPy's Cython BLAS or LAPACK module ``name`` (``"cython_blas"``, ``"cython_lapack"``):
+    the one imported already, else loaded from its file alone. Its function capsules need
+    nothing else of ``scipy.linalg``, whose import costs about 0.2 s of CPU per process (a
+    Flower ClientApp is a fresh process per message); ``ImportError`` without it."""
+    full = f"scipy.linalg.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    import importlib.machinery
+    import importlib.util
+
+    import scipy
+
+    folder = os.path.join(os.path.dirname(os.path.abspath(scipy.__file__)), "linalg")
+    found = importlib.machinery.PathFinder.find_spec(name, [folder])
+    if found is None or not isinstance(found.loader, importlib.machinery.ExtensionFileLoader):
+        raise ImportError(f"{full}: not found in {folder}")
+    spec = importlib.util.spec_from_file_location(full, found.origin)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _give_blas_threads(core):

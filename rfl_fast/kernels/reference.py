@@ -8,7 +8,6 @@ as described in ``rfl_fast.kernels``; items without an answer come back as NaN.
 import math
 
 import numpy as np
-import scipy.linalg
 
 __all__ = [
     "stiefel_proj", "stiefel_retr_polar", "stiefel_inv_retr_polar", "stiefel_retr_qr",
@@ -68,6 +67,8 @@ def stiefel_inv_retr_polar(x, y):
     where ``S`` is not positive definite (:func:`polar_spd`): then ``polar(x + u) = y
     polar(S) != y`` for the only candidate ``u``, no tangent vector retracts to ``y``.
     """
+    from scipy.linalg import solve_continuous_lyapunov   # SciPy's import only where used
+
     m = _t(x) @ y
     p = x.shape[-1]
     s = np.empty_like(m)
@@ -76,7 +77,7 @@ def stiefel_inv_retr_polar(x, y):
             s[k] = np.nan
             continue
         try:
-            s[k] = scipy.linalg.solve_continuous_lyapunov(m[k], 2.0 * np.eye(p))
+            s[k] = solve_continuous_lyapunov(m[k], 2.0 * np.eye(p))
         except (np.linalg.LinAlgError, ValueError):
             s[k] = np.nan
             continue

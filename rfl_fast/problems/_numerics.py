@@ -2,7 +2,6 @@
 angles, eigenvectors of a few extreme eigenvalues, and a centralized Riemannian solver."""
 
 import numpy as np
-import scipy.linalg
 
 __all__ = ["fix_column_signs", "extreme_eigh", "principal_angles", "riemannian_descent"]
 
@@ -27,13 +26,15 @@ def extreme_eigh(a, count, which):
     v : ndarray, shape (d, count)
         Matching eigenvectors, signs fixed by ``fix_column_signs``.
     """
+    from scipy.linalg import eigh   # SciPy's import only where used
+
     d = a.shape[0]
     a = 0.5 * (a + a.T)
     if which == "largest":
-        w, v = scipy.linalg.eigh(a, subset_by_index=[d - count, d - 1])
+        w, v = eigh(a, subset_by_index=[d - count, d - 1])
         w, v = w[::-1], v[:, ::-1]
     else:
-        w, v = scipy.linalg.eigh(a, subset_by_index=[0, count - 1])
+        w, v = eigh(a, subset_by_index=[0, count - 1])
     return w, fix_column_signs(v)
 
 

@@ -13,7 +13,6 @@ Internally points are matrices (k, d, r); ``SpherePCA`` maps its vectors (k, d) 
 import math
 
 import numpy as np
-import scipy.linalg.blas
 
 from .._typing import ArrayLike, ClientId, FloatArray
 from ..kernels import fused
@@ -163,13 +162,14 @@ class QuadraticProblem(Problem):
             else:
                 # sum_j (w_i/m_i) z_j z_j' by symmetric rank-k updates on row chunks of
                 # sqrt(w_i/m_i) z_j (half the flops of a GEMM, bounded extra memory)
+                from scipy.linalg.blas import dsyrk
                 sw = np.sqrt(np.repeat(self.weights / self.sizes, self.sizes))
                 d = self.d
                 acc = np.zeros((d, d), order="F")
                 chunk = max(16, SYRK_CHUNK_BYTES // (8 * d))
                 for s in range(0, self._flat.shape[0], chunk):
                     zs = self._flat[s:s + chunk] * sw[s:s + chunk, None]
-                    acc = scipy.linalg.blas.dsyrk(1.0, zs.T, beta=1.0, c=acc, overwrite_c=1)
+                    acc = dsyrk(1.0, zs.T, beta=1.0, c=acc, overwrite_c=1)
                 self._global = np.triu(acc) + np.triu(acc, 1).T
             self._global = 0.5 * (self._global + self._global.T)
         return self._global

@@ -3,7 +3,6 @@
 import numbers
 
 import numpy as np
-import scipy.linalg
 
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Self, Weighting
 from ..manifolds import Lorentz
@@ -110,13 +109,15 @@ class HyperbolicPrediction(Problem):
         if w.shape != (feats.shape[1],) or not np.isfinite(w).all():
             raise ValueError(f"w: expected a finite test feature of shape ({feats.shape[1]},) "
                              f"(the feature dimension), got shape {w.shape}")
+        from scipy.linalg import solve
+
         alpha = np.empty(feats.shape[0])
         for i in range(foff.size - 1):
             fi = feats[foff[i]:foff[i + 1]]
             k = gaussian_kernel(fi, fi, bandwidth)
             k[np.diag_indices_from(k)] += gamma
             kw = gaussian_kernel(fi, w[None], bandwidth)[:, 0]
-            alpha[foff[i]:foff[i + 1]] = scipy.linalg.solve(k, kw, assume_a="pos")
+            alpha[foff[i]:foff[i + 1]] = solve(k, kw, assume_a="pos")
         self._init_targets(targets, alpha, foff, weighting)
         self.features, self.w = feats, w
         self.gamma, self.bandwidth = float(gamma), float(bandwidth)
