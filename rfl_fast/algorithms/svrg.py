@@ -27,7 +27,8 @@ Round ``t``:
      the iterates then stall at a sampling-noise floor instead of converging.
 2. *Local steps* (eq. 9), for ``l = 0 .. tau-1``:
    ``x <- R_x(-eta [grad f_i(x) - T_{x_t -> x}(grad f_i(x_t) - g_t)])``. At ``l = 0`` the
-   direction is exactly ``g_t`` (no gradient is evaluated).
+   direction is exactly ``g_t`` (no gradient is evaluated), the same for every client (one
+   retraction serves them all).
    Client output option 1: the last iterate ``x_tau``; option 2: ``x_l`` with ``l`` drawn
    uniformly from ``{1, .., tau}`` (from the client's own stream).
 3. *Aggregation* by the tangent-space mean (eq. 8, ``beta``) or the Karcher mean (eq. 7).
@@ -258,12 +259,12 @@ class RFedSVRG(_RetractionBased):
         if self.client_option == 2:
             pick = ctx.rng.integers(1, self.local_steps + 1)        # l_j in {1..tau}
             out = np.empty((k,) + M.shape)
-        x = M.retr(x_t, stacked(-eta * g, k), method)        # l = 0: the direction is g_t
-        if steps is not None:                        # l = 1 .. tau-1 in one fused call
-            if self.local_steps > 1:
-                x = check_fused_steps(self.name, M, idx,
-                                      steps(idx, x, eta, self.local_steps - 1, offset=diff), eta)
-            return {"x": x}, cstate, memo
+        # l = 0: the direction is g_t, the same for every client: one retraction for all
+        x1 = M.retr(x_t, -eta * g, method)
+        if steps is not None and self.local_steps > 1:      # l = 1 .. tau-1 in one fused call
+            x = steps(idx, x1, eta, self.local_steps - 1, offset=diff)
+            return {"x": check_fused_steps(self.name, M, idx, x, eta)}, cstate, memo
+        x = np.array(stacked(x1, k))
         for step in range(1, self.local_steps + 1):
             if self.client_option == 2:
                 hit = pick == step
