@@ -473,8 +473,9 @@ def _dp():
     try:
         import dp_accounting
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("the RDP/PLD accountants need Google's dp-accounting: "
-                          "pip install dp-accounting (or '.[privacy]' in the rfl_fast "
+        raise ImportError("the PLD accountant and Poisson sampling need Google's "
+                          "dp-accounting (the RDP of batches drawn without replacement does "
+                          "not): pip install dp-accounting (or '.[privacy]' in the rfl_fast "
                           "source folder)") from exc
     return dp_accounting
 
