@@ -111,6 +111,125 @@ def test_item_streams_draw_what_each_generator_draws_alone():
         together.standard_normal((2, 5))
 
 
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Every draw of more than 16 normals split over the package's threads (the real floor,
+    65 536 normals a thread, leaves the tests' small draws on one thread); the thread setting
+    restored afterwards."""
+    from rfl_fast import _validation
+    monkeypatch.setattr(_validation, "_DRAWS_PER_THREAD", 16)
+    before = rf.get_threads()
+    yield
+    rf.set_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(7, 5, 3), (7, 40), (7,), (1, 90), (2, 0)], ids=str)
+def test_item_streams_threaded_fills_are_each_generators_own_draws(small_chunks, threads, shape):
+    """Split over threads (contiguous runs of items, one thread each), item ``j`` is still
+    generator ``j``'s own draw, bit for bit, and each generator is left where a draw alone
+    leaves it; ``(k,)`` gives each item one number."""
+    rf.set_threads(threads)
+    seeds = range(10, 10 + shape[0])
+    alone = [np.random.default_rng(s) for s in seeds]
+    together = ItemStreams(np.random.default_rng(s) for s in seeds)
+    for _ in range(2):
+        block = together.standard_normal(shape)
+        assert block.shape == shape
+        for j, g in enumerate(alone):
+            np.testing.assert_array_equal(block[j], g.standard_normal(shape[1:]))
+    for g, h in zip(alone, together.generators):
+        assert g.bit_generator.state == h.bit_generator.state
+
+
+def test_item_streams_keep_a_shared_generators_order_and_a_subclass_draw(small_chunks):
+    """One generator feeding two items (a repeated client) draws them in order, whatever the
+    threads; a Generator subclass's own ``standard_normal`` is the one called."""
+    rf.set_threads(3)
+    shared = np.random.default_rng(1)
+    streams = ItemStreams([np.random.default_rng(0), shared, np.random.default_rng(2), shared])
+    block = streams.standard_normal((4, 30))
+    ref = np.random.default_rng(1)
+    np.testing.assert_array_equal(block[1], ref.standard_normal(30))
+    np.testing.assert_array_equal(block[3], ref.standard_normal(30))
+
+    class Counted(np.random.Generator):
+        calls = 0
+
+        def standard_normal(self, *args, **kwargs):
+            Counted.calls += 1
+            return super().standard_normal(*args, **kwargs)
+
+    gens = [Counted(np.random.PCG64(s)) for s in range(5)]
+    block = ItemStreams(gens).standard_normal((5, 40))
+    assert Counted.calls == 5
+    for s in range(5):
+        np.testing.assert_array_equal(block[s], np.random.default_rng(s).standard_normal(40))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_item_streams_have_no_python_loop_over_the_items(small_chunks, threads):
+    """The fills iterate over the items in C: the Python lines a draw runs and the Python
+    functions it calls (traced on the calling thread, package code or not) do not grow with
+    the number of items (a loop runs a line or more per item: 390 more here; waiting on the
+    threads varies by a few dozen lines)."""
+    import sys
+
+    rf.set_threads(threads)
+
+    def events(k):
+        streams = ItemStreams(np.random.default_rng(s) for s in range(k))
+        n = 0
+
+        def trace(frame, event, arg):
+            nonlocal n
+            n += 1
+            return trace
+        streams.standard_normal((k, 50))    # the pool started
+        sys.settrace(trace)
+        try:
+            streams.standard_normal((k, 50))
+        finally:
+            sys.settrace(None)
+        return n
+
+    assert events(400) - events(10) < 100
+
+
+def test_item_streams_pool_is_made_again_after_a_fork(small_chunks, monkeypatch):
+    """A forked child inherits the pool's object but not its threads: a pool of another
+    process id is replaced, and the draw is the same."""
+    from rfl_fast import _validation
+
+    rf.set_threads(2)
+    gens = lambda: [np.random.default_rng(s) for s in range(6)]    # noqa: E731
+    want = ItemStreams(gens()).standard_normal((6, 20))
+    pid, workers, pool = _validation._POOL
+    monkeypatch.setattr(_validation, "_POOL", (pid + 1, workers, pool))
+    np.testing.assert_array_equal(ItemStreams(gens()).standard_normal((6, 20)), want)
+    assert _validation._POOL[0] == pid and _validation._POOL[2] is not pool
+
+
+@pytest.mark.parametrize("kw", [dict(sigma=0.05, clip=0.5),
+                                dict(sigma=np.array([0.05, 0.0, 0.02, 0.0]), clip=0.5,
+                                     batch_size=3),
+                                dict(local="DP-RSVRG", inner_steps=2, sigma=0.05, clip=0.5)],
+                         ids=["DP-RSGD", "some-noiseless", "DP-RSVRG"])
+def test_a_private_run_is_the_same_on_any_number_of_threads(small_chunks, kw):
+    """PriRFed's noise drawn on 1, 2 or 3 threads: the same run, bit for bit."""
+    from rfl_fast.algorithms import PriRFed
+    from rfl_fast.federation import Full, run
+
+    P = PROBLEMS["KPCA"]
+    alg = PriRFed(0.05, 2, **kw)
+    got = []
+    for threads in (1, 2, 3):
+        rf.set_threads(threads)
+        got.append(run(P, alg, 2, Full(), seed=4, metrics=False).x)
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], got[2])
+
+
 @pytest.mark.parametrize("M", [rf.Stiefel(9, 3), rf.Sphere(6), rf.SPD(3), rf.Lorentz(4),
                                rf.Product(rf.Stiefel(5, 2), rf.Euclidean(3))], ids=repr)
 def test_a_batched_tangent_gaussian_is_each_clients_own_draw(M):
