@@ -230,6 +230,32 @@ def test_a_private_run_is_the_same_on_any_number_of_threads(small_chunks, kw):
     np.testing.assert_array_equal(got[0], got[2])
 
 
+def test_client_random_draws_are_each_clients_own():
+    """``ClientRandom``'s batched draws (mapped over the generators in C) give client ``j``
+    what its generator draws alone, in the same order."""
+    idx = np.array([5, 2, 9, 0])
+    sizes = [6, 7, 8, 7]
+    got = ClientRandom(3, 1, idx)
+    got = (got.batches(sizes, 3), got.integers(2, 11), got.random(), got.standard_normal((2, 3)),
+           got.batches(sizes, 0))
+    for j, i in enumerate(idx):
+        g = rf.federation.context.client_rng(3, 1, i)
+        np.testing.assert_array_equal(got[0][j], g.choice(sizes[j], 3, replace=False))
+        assert got[1][j] == g.integers(2, 11) and got[2][j] == g.random()
+        np.testing.assert_array_equal(got[3][j], g.standard_normal((2, 3)))
+    assert got[0].dtype == got[1].dtype == np.int64 and got[4].shape == (4, 0)
+    assert ClientRandom(3, 1, []).batches([], 2).shape == (0, 2)
+
+
+def test_option_two_picks_item_j_of_its_own_iterate():
+    from rfl_fast.algorithms.pri import _picked
+
+    path = [np.random.default_rng(s).standard_normal((5, 3, 2)) for s in range(4)]
+    pick = np.array([3, 0, 3, 1, 0])
+    np.testing.assert_array_equal(_picked(path, pick),
+                                  np.stack([path[p][j] for j, p in enumerate(pick)]))
+
+
 @pytest.mark.parametrize("M", [rf.Stiefel(9, 3), rf.Sphere(6), rf.SPD(3), rf.Lorentz(4),
                                rf.Product(rf.Stiefel(5, 2), rf.Euclidean(3))], ids=repr)
 def test_a_batched_tangent_gaussian_is_each_clients_own_draw(M):

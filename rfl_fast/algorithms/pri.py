@@ -59,6 +59,7 @@ without replacement, a problem outside the accounting (``dp_unbounded``) unless
 import math
 import numbers
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 
 import numpy as np
 
@@ -96,6 +97,29 @@ class PriState:
     x: np.ndarray
     pick: int = 0
     x_out: np.ndarray | None = None
+
+
+def _add_noise(M, d, x, sig, noisy, ctx):
+    """``d[j] += N_x(0, sig_j^2)`` for the participants at positions ``noisy`` (those with
+    ``sig_j > 0``), in place: one batched ``tangent_gaussian`` whose row ``j`` comes from
+    participant ``j``'s own stream. When every participant is noisy (the usual case) no
+    ``(k, ...)`` copies of ``x`` and ``d`` are gathered and scattered back: the same sums."""
+    if not noisy.size:
+        return
+    if noisy.size == sig.size:
+        np.add(d, M.tangent_gaussian(x, sig, rng=ctx.rng.streams()), out=d)
+    else:
+        d[noisy] += M.tangent_gaussian(x[noisy], sig[noisy], rng=ctx.rng.streams(noisy))
+
+
+def _picked(path, pick):
+    """Item ``j`` of ``path[pick[j]]`` for every ``j`` (a new array): one masked copy per
+    iterate of the path, not one per item."""
+    out = np.empty(np.shape(path[0]), dtype=np.result_type(path[0]))
+    for s in np.unique(pick).tolist():
+        rows = pick == s
+        out[rows] = path[s][rows]
+    return out
 
 
 # ---------------------------------------------------------------------------- algorithm
@@ -468,10 +492,7 @@ class PriRFed(FederatedAlgorithm):
         else:
             d = problem.clipped_rgrad_sum(idx, x, tau, batch)
             d /= np.asarray(counts, dtype=np.float64)[(...,) + (None,) * M.core_ndim]
-        noisy = np.flatnonzero(sig > 0)
-        if noisy.size:
-            d[noisy] = d[noisy] + M.tangent_gaussian(x[noisy], sig[noisy],
-                                                     rng=ctx.rng.streams(noisy))
+        _add_noise(M, d, x, sig, np.flatnonzero(sig > 0), ctx)
         return d
 
     def _draw_batches(self, sizes, b, ctx):
@@ -479,8 +500,9 @@ class PriRFed(FederatedAlgorithm):
             return None
         if (b == b[0]).all():
             return ctx.rng.batches(sizes, int(b[0]))
-        return [g.choice(int(m), int(bj), replace=False)
-                for g, m, bj in zip(ctx.rng.generators(), sizes, b)]
+        # g.choice(N_j, b_j, replace=False) per client, iterated in C (no Python loop)
+        return list(map(np.random.Generator.choice, ctx.rng.generators(), sizes.tolist(),
+                        b.tolist(), repeat(False)))
 
     def _dp_rsgd(self, problem, idx, x_t, plan, ctx):
         M = problem.manifold
@@ -501,7 +523,7 @@ class PriRFed(FederatedAlgorithm):
         if path is None:
             return x
         pick = ctx.rng.integers(0, self.local_steps + 1)       # k uniform in {0, .., K}
-        return np.stack([path[pick[j]][j] for j in range(k)])
+        return _picked(path, pick)
 
     def _dp_rsvrg(self, problem, idx, x_t, plan, ctx):
         """DP-RSVRG for every participant at once: each epoch one batched full clipped mean at
@@ -527,17 +549,16 @@ class PriRFed(FederatedAlgorithm):
             for _ in range(m):
                 if path is not None:
                     path.append(x)
-                sel = np.array([[gen.integers(n)] for gen, n in zip(gens, sizes.tolist())],
-                               dtype=np.int64)
+                sel = np.fromiter(map(np.random.Generator.integers, gens, sizes.tolist()),
+                                  dtype=np.int64, count=k)[:, None]   # gen.integers(N_j)
                 a = problem.clipped_rgrad_sum(idx, x, tau, sel)
                 v = problem.clipped_rgrad_sum(idx, xs, tau, sel) - g
                 d = a - M.transport(xs, x, v, transport)                    # clipped
-                if noisy.size:                                               # noise
-                    d[noisy] = d[noisy] + M.tangent_gaussian(x[noisy], sig[noisy],
-                                                             rng=ctx.rng.streams(noisy))
+                _add_noise(M, d, x, sig, noisy, ctx)                        # noise
                 x = M.retr(x, -eta * d, method)                              # step
             xs = x
         if path is None:
             return xs
-        picks = [int(gen.integers(len(path))) for gen in gens]
-        return np.stack([path[p][j] for j, p in enumerate(picks)])
+        picks = np.fromiter(map(np.random.Generator.integers, gens, repeat(len(path))),
+                            dtype=np.int64, count=k)
+        return _picked(path, picks)

@@ -21,6 +21,7 @@ its draws do not depend on which other clients take part or on the order of the 
 
 import numbers
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -34,6 +35,11 @@ STREAM_PARTICIPATION = 0
 STREAM_SERVER = 1
 STREAM_INIT = 2
 STREAM_CLIENTS = 3
+
+# the clients' draws, mapped over their generators in C (every generator here is a plain
+# numpy.random.Generator: made by ``generators`` or ``restore``)
+_CHOICE, _INTEGERS, _RANDOM = (np.random.Generator.choice, np.random.Generator.integers,
+                               np.random.Generator.random)
 
 
 def resolve_seed(seed):
@@ -205,10 +211,11 @@ class ClientRandom:
         -------
         ndarray of int64, shape (k, b)
         """
-        out = np.empty((self.idx.size, int(b)), dtype=np.int64)
-        for j, (g, m) in enumerate(zip(self.generators(), np.asarray(sizes).tolist())):
-            out[j] = g.choice(int(m), int(b), replace=False)
-        return out
+        k, b = self.idx.size, int(b)
+        sizes = np.asarray(sizes, dtype=np.int64).tolist()
+        # g.choice(m, b, replace=False) per client, iterated in C (no Python loop)
+        rows = list(map(_CHOICE, self.generators(), sizes, repeat(b), repeat(False)))
+        return np.array(rows, dtype=np.int64).reshape(k, b)
 
     def integers(self, low, high):
         """One integer in ``[low, high)`` per client.
@@ -222,11 +229,13 @@ class ClientRandom:
         -------
         ndarray of int64, shape (k,)
         """
-        return np.array([g.integers(low, high) for g in self.generators()], dtype=np.int64)
+        return np.fromiter(map(_INTEGERS, self.generators(), repeat(low), repeat(high)),
+                           dtype=np.int64, count=self.idx.size)
 
     def random(self):
         """One uniform in ``[0, 1)`` per client: shape (k,)."""
-        return np.array([g.random() for g in self.generators()])
+        return np.fromiter(map(_RANDOM, self.generators()), dtype=np.float64,
+                           count=self.idx.size)
 
     def standard_normal(self, shape):
         """Standard normal draws, one block per client.
