@@ -237,16 +237,21 @@ def test_two_devices_are_refused_naming_the_argument():
 
 
 def test_gradients_are_refused_not_detached():
+    """A gradient-carrying argument of a method (or option) without a differentiable route is
+    refused, naming it; covered methods differentiate (tests/test_differentiable.py)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("array_api_compat")
     M = rf.Stiefel(5, 2)
     x = torch.from_numpy(M.random_point(rng=0))
     u = torch.zeros(5, 2, dtype=torch.float64, requires_grad=True)
-    with pytest.raises(NotImplementedError, match=r"^u: a tensor that requires grad; .*not "
-                                                  r"differentiable yet.*u\.detach\(\)"):
-        M.retr(x, u)
+    with pytest.raises(NotImplementedError, match=r"^u: a tensor that requires grad; Stiefel\.exp "
+                                                  r"has no differentiable route.*u\.detach\(\)"):
+        M.exp(x, u)
+    with pytest.raises(NotImplementedError, match=r"^u: .*Stiefel\.retr with method='cayley'"):
+        M.retr(x, u, "cayley")
     with pytest.raises(NotImplementedError, match="^u: a tensor that requires grad"):
         arrays.to_numpy(u, "u")
+    assert M.retr(x, u).requires_grad  # polar: routed, differentiable
 
 
 def test_jax_tracers_are_refused():
@@ -254,8 +259,10 @@ def test_jax_tracers_are_refused():
     pytest.importorskip("array_api_compat")
     M = rf.Sphere(3)
     x = np.array([1.0, 0.0, 0.0], dtype=np.float32)
-    with pytest.raises(NotImplementedError, match="^u: a JAX tracer"):
+    with pytest.raises(NotImplementedError, match=r"^u: a JAX tracer.*Sphere\.norm has no"):
         jax.grad(lambda u: M.norm(x, u))(jax.numpy.asarray([0.0, 1.0, 0.0]))
+    g = jax.grad(lambda u: M.dist(x, M.exp(x, u)))(jax.numpy.asarray([0.0, 0.5, 0.0]))
+    np.testing.assert_allclose(np.asarray(g)[1:], [1.0, 0.0], atol=1e-6)  # routed: tangent part
 
 
 def test_float32_stays_float32_in_every_namespace(ns):

@@ -16,11 +16,19 @@ is copied to the host and the result copied back: a round trip per call, correct
 (there are no GPU routes yet; this route is untested without a GPU). JAX arrays are immutable,
 so their results are copied into JAX's own buffers.
 
+Gradients. An argument that carries a gradient (a tensor with ``requires_grad`` or inside
+``torch.func``, a JAX tracer under ``grad``/``jit``/``vmap``) cannot go through NumPy: the
+method's differentiable route (:mod:`rfl_fast.kernels.xp_routes`, declared by the manifold in
+``array_routes``) runs instead, the same formulas in the caller's namespace, so that autograd,
+``jax.grad``, ``jit`` and ``vmap`` trace through it (proj, retr, exp, log, dist, the transports
+of Euclidean, Sphere, SPD, Lorentz; Stiefel's proj, polar and QR retractions and transport).
+A call without a gradient keeps the NumPy/compiled route.
+
 What is refused, naming the argument: arrays of two foreign namespaces in one call (a torch
 tensor and a JAX array; NumPy arrays and Python numbers mix with any one namespace), arrays of
-one namespace on two devices, and arrays that carry a gradient (a tensor with
-``requires_grad``, a JAX tracer under ``grad``/``jit``/``vmap``): the primitives are not
-differentiable yet, and detaching silently would drop the caller's gradient.
+one namespace on two devices, and arrays that carry a gradient where the method (or its
+``method=`` option) has no differentiable route: detaching silently would drop the caller's
+gradient.
 
 A plain NumPy call pays one type test per argument and never imports ``array_api_compat``
 (imported on the first foreign array, an optional dependency: the ``torch``, ``jax`` and
@@ -93,18 +101,35 @@ def _compat():
     return array_api_compat
 
 
-def _refuse_gradient(a, name):
-    """Raise for an array that carries a gradient (torch ``requires_grad``, a JAX tracer)."""
+def _carries_gradient(a):
+    """Whether the foreign array ``a`` takes part in autodiff or tracing: a torch tensor with
+    ``requires_grad`` or wrapped by ``torch.func`` (``grad``, ``vmap``), a JAX tracer."""
     if getattr(a, "requires_grad", False):
-        raise NotImplementedError(
-            f"{name}: a tensor that requires grad; rfl_fast's primitives are not differentiable "
-            f"yet, and detaching it silently would drop your gradient: pass {name}.detach() to "
-            "compute without one")
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor",
+                          None)
+        return bool(wrapped is not None and wrapped(a))
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(a, jax.core.Tracer)
+
+
+def _refuse_gradient(a, name, what=None):
+    """Raise for an array that carries a gradient (torch ``requires_grad``, a JAX tracer)
+    where no differentiable route exists (``what``: the method, for the message)."""
+    if not _carries_gradient(a):
+        return
+    where = f"{what} has no differentiable route" if what else "this call is not differentiable"
     jax = sys.modules.get("jax")
     if jax is not None and isinstance(a, jax.core.Tracer):
         raise NotImplementedError(
-            f"{name}: a JAX tracer (under jax.grad, jit or vmap); rfl_fast's primitives are not "
-            "differentiable or traceable yet: call them on concrete arrays")
+            f"{name}: a JAX tracer (under jax.grad, jit or vmap); {where} (see "
+            "rfl_fast.kernels.xp_routes): call it on concrete arrays")
+    raise NotImplementedError(
+        f"{name}: a tensor that requires grad; {where} (see rfl_fast.kernels.xp_routes), "
+        f"and detaching it silently would drop your gradient: pass {name}.detach() to "
+        "compute without one")
 
 
 class Caller:
@@ -158,7 +183,8 @@ class Caller:
         -------
         bool
         """
-        return other is self or (other.xp is self.xp and other.device == self.device)
+        return other is self or (other.xp is self.xp and (
+            other.device == self.device or other.device is None or self.device is None))
 
 
 def _caller(a, name):
@@ -311,30 +337,53 @@ def from_numpy(out: Any, caller: Caller) -> Any:
     return out
 
 
-def _foreign_call(fn, names, self, *args, **kwargs):
+def _foreign_call(fn, names, route, self, *args, **kwargs):
     """``fn`` called with its foreign positional array arguments as NumPy arrays, its results
     given back as the caller's arrays; a plain call when no argument is foreign (a type met for
-    the first time is classified, then known)."""
-    first = first_name = None
+    the first time is classified, then known). When an argument carries a gradient, ``route``
+    (``route(caller, self, *args, **kwargs)``, the method's namespace route of
+    :mod:`rfl_fast.kernels.xp_routes`) computes in the caller's namespace instead; without one
+    (or for an option it does not cover) the argument is refused."""
+    first = first_name = grad = None
     args = list(args)
+    found = []
     for i, a in enumerate(args):
         t = type(a)
         if t in _NATIVE or not _foreign_type(t):
             continue
         name = names[i] if i < len(names) else f"args[{i}]"
-        _refuse_gradient(a, name)  # before the namespace: the first thing to say about it
+        if grad is None and _carries_gradient(a):
+            if route is None:  # before the namespace: the first thing to say about it
+                _refuse_gradient(a, name, _what(fn, self))
+            grad = (a, name)
         c = _caller(a, name)
         if first is None:
             first, first_name = c, name
         elif not first.same(c):
             raise _mismatch(first, first_name, c, name)
-        args[i] = _host_view(a, c._torch is not None and c._host, name)
+        found.append((i, name, c))
     if first is None:
         return fn(self, *args, **kwargs)
+    if grad is not None:
+        from .xp_routes import NoRoute
+
+        if first.device is None:  # a tracer first: a concrete argument may name the device
+            first = next((c for _, _, c in found if c.device is not None), first)
+        try:
+            return route(first, self, *args, **kwargs)
+        except NoRoute as exc:
+            _refuse_gradient(*grad, f"{_what(fn, self)} with method={exc.args[0]!r}")
+    for i, name, c in found:
+        args[i] = _host_view(args[i], c._torch is not None and c._host, name)
     return from_numpy(fn(self, *args, **kwargs), first)
 
 
-def accepts_arrays(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _what(fn, self):
+    return f"{type(self).__name__}.{fn.__name__}"
+
+
+def accepts_arrays(fn: Callable[..., Any], route: Callable[..., Any] | None = None
+                   ) -> Callable[..., Any]:
     """The method ``fn`` (NumPy in, NumPy out) taking arrays of any array-API namespace.
 
     The wrapper has ``fn``'s own signature (generated once, so that a NumPy call costs one type
@@ -350,6 +399,10 @@ def accepts_arrays(fn: Callable[..., Any]) -> Callable[..., Any]:
     ----------
     fn : callable
         A method ``fn(self, ...)`` of NumPy arrays.
+    route : callable, optional
+        Its differentiable route, ``route(caller, self, ...)`` with ``fn``'s arguments (a
+        :class:`Caller` first), run in the caller's namespace when an argument carries a
+        gradient (:mod:`rfl_fast.kernels.xp_routes`); ``None``: such arguments are refused.
 
     Returns
     -------
@@ -357,7 +410,7 @@ def accepts_arrays(fn: Callable[..., Any]) -> Callable[..., Any]:
         The wrapped method (``__wrapped__`` is ``fn``).
     """
     params = list(inspect.signature(fn).parameters.values())
-    env = {"_fn": fn, "_native": _NATIVE, "_slow": _foreign_call}
+    env = {"_fn": fn, "_native": _NATIVE, "_slow": _foreign_call, "_route": route}
     head, call, checks, names, star = [], [], [], [], None
     for i, p in enumerate(params):
         default = ""
@@ -389,6 +442,6 @@ def accepts_arrays(fn: Callable[..., Any]) -> Callable[..., Any]:
     src = (f"def _method({', '.join(head)}):\n"
            f"    if {' and '.join(checks) or 'True'}:\n"
            f"        return _fn({', '.join(call)})\n"
-           f"    return _slow(_fn, _names, {', '.join(call)})\n")
+           f"    return _slow(_fn, _names, _route, {', '.join(call)})\n")
     exec(compile(src, f"<accepts_arrays {fn.__qualname__}>", "exec"), env)
     return functools.update_wrapper(env["_method"], fn)

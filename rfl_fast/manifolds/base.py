@@ -28,6 +28,7 @@ import numpy as np
 from .._docs import inherit_sections
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import fast_lane
+from ..kernels import xp_routes
 from ..kernels.arrays import accepts_arrays
 from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
 from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
@@ -110,6 +111,11 @@ class Manifold:
                      "assert_tangent", "inner", "norm", "dist", "proj", "egrad2rgrad",
                      "zero_vector", "retr", "inv_retr", "exp", "log", "transport", "project",
                      "random_tangent", "tangent_gaussian")
+    #: Method name -> its differentiable route (a key of ``rfl_fast.kernels.xp_routes.ROUTES``),
+    #: run in the caller's namespace when an argument carries a gradient (a torch tensor with
+    #: ``requires_grad``, a JAX tracer); declared by the class that defines the method (not
+    #: inherited: a subclass that overrides a method declares its own); empty here: refused.
+    array_routes = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -705,11 +711,14 @@ class Manifold:
 
 
 def _accept_arrays(cls):
-    """Wrap the methods of ``cls.array_methods`` that ``cls`` itself defines (once per class)."""
+    """Wrap the methods of ``cls.array_methods`` that ``cls`` itself defines (once per class),
+    with the differentiable routes ``cls`` itself declares in ``array_routes``."""
+    routes = vars(cls).get("array_routes", {})
     for name in cls.array_methods:
         fn = vars(cls).get(name)
         if inspect.isfunction(fn) and not hasattr(fn, "__wrapped__"):
-            setattr(cls, name, accepts_arrays(fn))
+            route = xp_routes.ROUTES[routes[name]] if name in routes else None
+            setattr(cls, name, accepts_arrays(fn, route))
 
 
 _accept_arrays(Manifold)

@@ -24,6 +24,11 @@ class Euclidean(Manifold):
     nonexpanding_transports = ("parallel", "projection")
     has_project = True
     has_tangent_gaussian = True
+    #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
+    array_routes = {"proj": "euclidean_proj", "retr": "euclidean_retr",
+                    "inv_retr": "euclidean_inv_retr", "exp": "euclidean_exp",
+                    "log": "euclidean_log", "dist": "euclidean_dist",
+                    "transport": "euclidean_transport"}
 
     def __init__(self, *shape: tuple[int, ...], validate: bool | None = None) -> None:
         if not shape or any(int(s) < 1 for s in shape):

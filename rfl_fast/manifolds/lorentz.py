@@ -55,6 +55,10 @@ class Lorentz(Manifold):
     transports = ("parallel", "projection")
     nonexpanding_transports = ("parallel",)   # projection: stretches (the ambient metric is indefinite)
     has_tangent_gaussian = True
+    #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
+    array_routes = {"proj": "lorentz_proj", "retr": "lorentz_retr", "inv_retr": "lorentz_inv_retr",
+                    "exp": "lorentz_exp", "log": "lorentz_log", "dist": "lorentz_dist",
+                    "transport": "lorentz_transport"}
 
     def __init__(self, d: int, *, validate: bool | None = None) -> None:
         d = int(d)

@@ -53,6 +53,10 @@ class SPD(Manifold):
     transports = ("parallel", "projection")
     nonexpanding_transports = ("parallel",)   # projection: the identity, stretched by the metric at y
     has_tangent_gaussian = True
+    #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
+    array_routes = {"proj": "spd_proj", "retr": "spd_retr", "inv_retr": "spd_inv_retr",
+                    "exp": "spd_exp", "log": "spd_log", "dist": "spd_dist",
+                    "transport": "spd_transport"}
 
     def __init__(self, n: int, *, validate: bool | None = None) -> None:
         n = int(n)

@@ -59,6 +59,10 @@ class Sphere(Manifold):
     nonexpanding_transports = ("parallel", "projection")
     has_project = True
     has_tangent_gaussian = True
+    #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
+    array_routes = {"proj": "sphere_proj", "retr": "sphere_retr", "inv_retr": "sphere_inv_retr",
+                    "exp": "sphere_exp", "log": "sphere_log", "dist": "sphere_dist",
+                    "transport": "sphere_transport"}
 
     def __init__(self, d: int, *, validate: bool | None = None) -> None:
         if int(d) < 2:

@@ -90,6 +90,9 @@ class Stiefel(Manifold):
     step_kernels = {"polar": ("stiefel_proj", "stiefel_retr_polar")}
     transport_kernels = {"projection": "stiefel_proj"}
     array_methods = Manifold.array_methods + ("principal_angles", "dist_subspace")
+    #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
+    array_routes = {"proj": "stiefel_proj", "retr": "stiefel_retr",
+                    "transport": "stiefel_transport"}
 
     def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)

@@ -1,0 +1,546 @@
+"""Array-namespace routes of the primitives: the differentiable floor (issue 41).
+
+The compiled kernels and the NumPy code compute on NumPy arrays, so a gradient cannot flow
+through them. When an argument of a manifold method carries a gradient (a PyTorch tensor with
+``requires_grad`` or inside ``torch.func``, a JAX tracer under ``grad``/``jit``/``vmap``), the
+array seam (:mod:`rfl_fast.kernels.arrays`) runs the method's route here instead: the same
+formulas, written once against the caller's array-API namespace (``xp.matmul``,
+``xp.linalg.eigh``, ``xp.linalg.qr``, ``xp.sqrt``, ...; no NumPy), so that torch autograd and
+JAX ``grad``/``jit``/``vmap`` trace through them. A manifold declares its routes in
+``array_routes`` (method name -> a key of :data:`ROUTES`); a method without one refuses
+gradient-carrying arrays, naming the argument.
+
+The routes mirror the NumPy code of ``rfl_fast.manifolds`` and ``rfl_fast.kernels.reference``:
+the same metric, retraction and transport names, sign fixes, shapes and broadcasting over
+leading axes, and the same values to rounding (float64). They compute in the arguments' own
+dtype (float32 in: float32 arithmetic). What they leave out, since a traced array cannot be
+inspected: the finiteness check of the inputs, on-manifold validation (``validate=True``), the
+rescaling of inputs near the float64 limits, and ``NoSolutionError``: an item without an answer
+(a rank-deficient polar or QR factor, an SPD argument that is not positive definite, antipodal
+points of the sphere) comes back as NaN instead. The ``backend`` option is accepted and ignored.
+
+Autodiff traps, handled:
+
+* square roots and ``acos``-type functions at 0 or at the end of their domain (``exp`` at a zero
+  tangent, ``log``/``dist`` of equal points) sit behind double ``where`` guards (the masked
+  branch sees a safe input, so no ``inf * 0`` reaches the gradient); at equal points ``dist``
+  has gradient 0 (a subgradient: the distance is not differentiable there);
+* symmetric matrix functions (``f(S) = V f(W) V'``: the polar retraction's ``(A'A)^(-1/2)``,
+  SPD's square roots, ``expm``, ``logm``) take their eigenvectors from one ``eigh`` of the
+  detached matrix and their first derivative from the Daleckii-Krein formula
+  ``V (F o (V' dS V)) V'``, ``F_ij`` the divided differences of ``f`` (its derivative where two
+  eigenvalues meet): finite and exact for repeated eigenvalues (the identity Gram matrix of the
+  polar retraction at a zero step, ``dist(x, x)`` on SPD), where the derivative of ``eigh``
+  itself divides by zero. Only first derivatives are exact through these: a second derivative
+  (a Hessian-vector product) misses the eigenvectors' own derivative.
+"""
+
+import math
+import sys
+
+__all__ = ["ROUTES", "NoRoute", "detach"]
+
+
+class NoRoute(Exception):
+    """Raised by a route for an option it does not cover (e.g. Stiefel's ``"cayley"``): the
+    seam then refuses the gradient-carrying argument as for a method without a route."""
+
+
+def detach(a):
+    """``a`` without its gradient (torch ``detach``, JAX ``stop_gradient``); other arrays as
+    they are.
+
+    Parameters
+    ----------
+    a : array
+        An array of any namespace.
+
+    Returns
+    -------
+    array
+        The same values, cut from the autodiff graph.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        return a.detach()
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(a, (jax.Array, jax.core.Tracer)):
+        return jax.lax.stop_gradient(a)
+    return a
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _inputs(caller, M, **named):
+    """The arrays ``named`` in the caller's namespace, one floating dtype (their promotion;
+    integers alone: float64), their core shapes checked against ``M.shape``."""
+    import numpy as np  # only to read native (NumPy, list, number) arguments
+
+    from .._validation import check_core_shape
+    from .arrays import is_foreign
+
+    xp = caller.xp
+    arrays = {}
+    for name, a in named.items():
+        if not is_foreign(a):
+            a = np.asarray(a)
+            if a.dtype.kind not in "fiu":
+                raise TypeError(f"{name}: expected a float or integer array, got dtype "
+                                f"{a.dtype}")
+            a = xp.asarray(a, device=caller.device)
+        elif not (xp.isdtype(a.dtype, "real floating") or xp.isdtype(a.dtype, "integral")):
+            raise TypeError(f"{name}: expected a float or integer array, got dtype {a.dtype}")
+        check_core_shape(a, name, M.shape)
+        arrays[name] = a
+    floats = [a.dtype for a in arrays.values() if xp.isdtype(a.dtype, "real floating")]
+    dt = xp.result_type(*floats) if floats else xp.float64
+    return xp, dt, [a if a.dtype == dt else xp.astype(a, dt) for a in arrays.values()]
+
+
+def _eps(xp, dt):
+    return float(xp.finfo(dt).eps)
+
+
+def _t(xp, a):
+    return xp.matrix_transpose(a)
+
+
+def _sym(xp, a):
+    return 0.5 * (a + _t(xp, a))
+
+
+def _dot(xp, a, b):
+    return xp.sum(a * b, axis=-1, keepdims=True)
+
+
+def _sqrt0(xp, s):
+    """``sqrt(s)`` for ``s >= 0`` with gradient 0 (not inf) at ``s = 0``."""
+    pos = s > 0
+    return xp.where(pos, xp.sqrt(xp.where(pos, s, 1.0)), 0.0)
+
+
+def _sum_core(xp, a, k):
+    return xp.sum(a, axis=tuple(range(-k, 0)))
+
+
+def _option(M, method, options, kind, covered):
+    method = M._option(method, options, kind)
+    if method not in covered:
+        raise NoRoute(method)
+    return method
+
+
+# ---------------------------------------------------------------- symmetric matrix functions
+
+
+def _spectral(xp, s, funs):
+    """``([f(s) for f in funs], w)`` for symmetric ``s`` (..., n, n): ``V f(W) V'`` from one
+    ``eigh`` of the detached ``s``, with the Daleckii-Krein first derivative.
+
+    ``funs`` holds ``(f, fprime)`` pairs of elementwise functions of the eigenvalues. The value
+    is exactly ``V f(W) V'``; ``V (F o (V' (s - detach(s)) V)) V'`` adds zero to it and carries
+    the derivative, ``F_ij = (f(w_i) - f(w_j)) / (w_i - w_j)``, ``(f'(w_i) + f'(w_j)) / 2``
+    where ``|w_i - w_j| <= eps^(1/3) max|w|`` (there the divided difference cancels and the
+    mean derivative is as accurate).
+    """
+    s0 = detach(s)
+    w, v = xp.linalg.eigh(s0)
+    vt = _t(xp, v)
+    ds = vt @ (s - s0) @ v
+    wi, wj = w[..., :, None], w[..., None, :]
+    gap = wi - wj
+    scale = xp.max(xp.abs(w), axis=-1, keepdims=True)[..., None]
+    close = xp.abs(gap) <= _eps(xp, w.dtype) ** (1.0 / 3.0) * scale
+    safe = xp.where(close, 1.0, gap)
+    out = []
+    for f, fp in funs:
+        fw, d = f(w), fp(w)
+        dd = xp.where(close, 0.5 * (d[..., :, None] + d[..., None, :]),
+                      (fw[..., :, None] - fw[..., None, :]) / safe)
+        out.append((v * fw[..., None, :]) @ vt + v @ (dd * ds) @ vt)
+    return out, w
+
+
+def _eigvals(xp, s):
+    """Ascending eigenvalues of symmetric ``s`` with derivative ``v_i' ds v_i`` (a spectral
+    function's gradient ``V g'(W) V'`` results, finite for repeated eigenvalues)."""
+    s0 = detach(s)
+    w, v = xp.linalg.eigh(s0)
+    return w + xp.sum(v * ((s - s0) @ v), axis=-2)
+
+
+def _pos(xp, f):
+    """``f`` on positive eigenvalues, NaN elsewhere (eigenvalues are detached: no trap)."""
+    return lambda w: xp.where(w > 0, f(xp.where(w > 0, w, 1.0)), math.nan)
+
+
+def _sqrt_pair(xp):
+    return (_pos(xp, xp.sqrt), _pos(xp, lambda w: 0.5 / xp.sqrt(w)))
+
+
+def _invsqrt_pair(xp):
+    return (_pos(xp, lambda w: 1.0 / xp.sqrt(w)), _pos(xp, lambda w: -0.5 / (w * xp.sqrt(w))))
+
+
+# ---------------------------------------------------------------- Euclidean
+
+
+def _euclidean_proj(c, M, x, u):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return u
+
+
+def _euclidean_exp(c, M, x, u, *, backend=None):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return x + u
+
+
+def _euclidean_retr(c, M, x, u, method=None, *, backend=None):
+    M._option(method, M.retractions, "retraction")
+    return _euclidean_exp(c, M, x, u)
+
+
+def _euclidean_log(c, M, x, y, *, backend=None):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    return y - x
+
+
+def _euclidean_inv_retr(c, M, x, y, method=None, *, backend=None):
+    M._option(method, M.inverse_retractions, "inverse retraction")
+    return _euclidean_log(c, M, x, y)
+
+
+def _euclidean_dist(c, M, x, y):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    return _sqrt0(xp, _sum_core(xp, (y - x) ** 2, M.core_ndim))
+
+
+def _euclidean_transport(c, M, x, y, v, method=None, *, backend=None):
+    M._option(method, M.transports, "transport")
+    xp, dt, (x, y, v) = _inputs(c, M, x=x, y=y, v=v)
+    return v
+
+
+# ---------------------------------------------------------------- Sphere
+
+#: ``Sphere.transport``: below this ``1 + <x, y>`` the transport is computed from the log
+_NEAR_ANTIPODAL = 1e-6
+
+
+def _sphere_proj_xp(xp, x, u):
+    return u - _dot(xp, x, u) * x
+
+
+def _sphere_exp_xp(xp, x, u):
+    t2 = _dot(xp, u, u)
+    pos = t2 > 0
+    t = xp.sqrt(xp.where(pos, t2, 1.0))
+    return (xp.where(pos, xp.cos(t), 1.0) * x + xp.where(pos, xp.sin(t) / t, 1.0) * u)
+
+
+def _sphere_log_xp(xp, x, y, dt):
+    d = x.shape[-1]
+    c = _dot(xp, x, y)
+    v = y - c * x
+    nv2 = _dot(xp, v, v)
+    pos = nv2 > 0
+    nv = xp.sqrt(xp.where(pos, nv2, 1.0))
+    scale = xp.where(pos, xp.atan2(nv, c) / nv, 1.0)
+    antipodal = (c < 0) & (xp.where(pos, nv, 0.0) <= 2.0 * (d + 3) * _eps(xp, dt) * -c)
+    return xp.where(antipodal, math.nan, scale) * v
+
+
+def _sphere_project_xp(xp, z):
+    return z / _sqrt0(xp, _dot(xp, z, z))
+
+
+def _sphere_proj(c, M, x, u):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _sphere_proj_xp(xp, x, u)
+
+
+def _sphere_exp(c, M, x, u, *, backend=None):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _sphere_exp_xp(xp, x, u)
+
+
+def _sphere_retr(c, M, x, u, method=None, *, backend=None):
+    method = M._option(method, M.retractions, "retraction")
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    if method == "exp":
+        return _sphere_exp_xp(xp, x, u)
+    return _sphere_project_xp(xp, x + u)
+
+
+def _sphere_log(c, M, x, y, *, backend=None):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    return _sphere_log_xp(xp, x, y, dt)
+
+
+def _sphere_inv_retr(c, M, x, y, method=None, *, backend=None):
+    method = M._option(method, M.inverse_retractions, "inverse retraction")
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    if method == "exp":
+        return _sphere_log_xp(xp, x, y, dt)
+    cxy = _dot(xp, x, y)
+    ok = cxy > 0  # <x, y> <= 0: not reached by the projection retraction (NaN)
+    return xp.where(ok, y / xp.where(ok, cxy, 1.0) - x, math.nan)
+
+
+def _sphere_dist(c, M, x, y, *, backend=None):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    h = _sqrt0(xp, xp.sum((x - y) ** 2, axis=-1)) / 2.0
+    inside = h < 1.0
+    return xp.where(inside, 2.0 * xp.asin(xp.where(inside, h, 0.0)), math.pi)
+
+
+def _sphere_transport(c, M, x, y, v, method=None, *, backend=None):
+    method = M._option(method, M.transports, "transport")
+    xp, dt, (x, y, v) = _inputs(c, M, x=x, y=y, v=v)
+    if method == "projection":
+        return _sphere_proj_xp(xp, y, v)
+    cxy = _dot(xp, x, y)
+    near = (1.0 + cxy) < _NEAR_ANTIPODAL
+    out = v - _dot(xp, y, v) / xp.where(near, 1.0, 1.0 + cxy) * (x + y)
+    # the log-based form of Sphere._transport_by_log where the kernel's loses accuracy
+    w = y - cxy * x
+    nw2 = _dot(xp, w, w)
+    pos = near & (nw2 > 0)
+    nw = xp.sqrt(xp.where(pos, nw2, 1.0))
+    t = xp.atan2(nw, cxy)
+    e = xp.where(pos, w / nw, 0.0)  # NaN only at the end: a NaN factor poisons gradients
+    by_log = v + _dot(xp, e, v) * ((xp.cos(t) - 1.0) * e - xp.sin(t) * x)
+    return xp.where(near, xp.where(pos, by_log, math.nan), out)
+
+
+# ---------------------------------------------------------------- Stiefel
+
+
+def _stiefel_proj_xp(xp, x, u):
+    return u - x @ _sym(xp, _t(xp, x) @ u)
+
+
+def _stiefel_proj(c, M, x, u, *, backend=None):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _stiefel_proj_xp(xp, x, u)
+
+
+def _stiefel_polar_xp(xp, a, dt):
+    """``a (a'a)^(-1/2)`` from one ``eigh`` of the p x p Gram matrix (``I + U'U`` for ``a = X
+    + U``, ``U`` tangent: eigenvalues >= 1); NaN where ``a`` is numerically rank deficient (the
+    test of ``reference.polar`` on the singular values ``sqrt(w)``)."""
+    g = _sym(xp, _t(xp, a) @ a)
+    (isq,), w = _spectral(xp, g, [_invsqrt_pair(xp)])
+    n = a.shape[-2]
+    bad = ~(w[..., 0] > w[..., -1] * (_eps(xp, dt) * n) ** 2)
+    return xp.where(bad[..., None, None], math.nan, a @ isq)
+
+
+def _stiefel_qr_xp(xp, a, dt):
+    """``qf(a)`` with a positive diagonal of R (the sign fix of ``reference.stiefel_retr_qr``),
+    NaN where a diagonal entry of R vanishes (``Stiefel._qr_full_rank``)."""
+    q, r = xp.linalg.qr(a)
+    rd = xp.linalg.diagonal(r)
+    d = xp.sign(rd)
+    d = xp.where(d == 0, 1.0, d)
+    scale = _sqrt0(xp, xp.sum(a * a, axis=(-2, -1)))[..., None]
+    bad = xp.any(xp.abs(detach(rd)) <= detach(scale) * (_eps(xp, dt) * a.shape[-2]), axis=-1)
+    return xp.where(bad[..., None, None], math.nan, q * d[..., None, :])
+
+
+def _stiefel_retr(c, M, x, u, method=None, *, backend=None):
+    method = _option(M, method, M.retractions, "retraction", ("polar", "qr"))
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    if method == "polar":
+        return _stiefel_polar_xp(xp, x + u, dt)
+    return _stiefel_qr_xp(xp, x + u, dt)
+
+
+def _stiefel_transport(c, M, x, y, v, method=None, *, backend=None):
+    M._option(method, M.transports, "transport")
+    xp, dt, (x, y, v) = _inputs(c, M, x=x, y=y, v=v)
+    return _stiefel_proj_xp(xp, y, v)
+
+
+# ---------------------------------------------------------------- SPD
+
+
+def _halves(xp, x):
+    """``x^(1/2)`` and ``x^(-1/2)`` from one ``eigh``."""
+    return _spectral(xp, _sym(xp, x), [_sqrt_pair(xp), _invsqrt_pair(xp)])[0]
+
+
+def _spd_exp_xp(xp, x, u):
+    c, ci = _halves(xp, x)
+    (e,), _ = _spectral(xp, _sym(xp, ci @ u @ ci), [(xp.exp, xp.exp)])
+    return c @ e @ c
+
+
+def _spd_log_xp(xp, x, y):
+    c, ci = _halves(xp, x)
+    log_pair = (_pos(xp, xp.log), _pos(xp, lambda w: 1.0 / w))
+    (lg,), _ = _spectral(xp, _sym(xp, ci @ y @ ci), [log_pair])
+    return c @ lg @ c
+
+
+def _spd_proj(c, M, x, u):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _sym(xp, u)
+
+
+def _spd_exp(c, M, x, u, *, backend=None):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _spd_exp_xp(xp, x, u)
+
+
+def _spd_retr(c, M, x, u, method=None, *, backend=None):
+    method = M._option(method, M.retractions, "retraction")
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    if method == "exp":
+        return _spd_exp_xp(xp, x, u)
+    x, u = xp.broadcast_arrays(x, u)
+    return _sym(xp, x + u + 0.5 * u @ xp.linalg.solve(x, u))
+
+
+def _spd_log(c, M, x, y, *, backend=None):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    return _spd_log_xp(xp, x, y)
+
+
+def _spd_inv_retr(c, M, x, y, method=None, *, backend=None):
+    M._option(method, M.inverse_retractions, "inverse retraction")
+    return _spd_log(c, M, x, y)
+
+
+def _spd_dist(c, M, x, y, *, backend=None):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    (ci,), _ = _spectral(xp, _sym(xp, x), [_invsqrt_pair(xp)])
+    w = _eigvals(xp, _sym(xp, ci @ y @ ci))
+    pos = w > 0
+    lw = xp.where(pos, xp.log(xp.where(pos, w, 1.0)), math.nan)
+    return _sqrt0(xp, xp.sum(lw ** 2, axis=-1))
+
+
+def _spd_transport(c, M, x, y, v, method=None, *, backend=None):
+    method = M._option(method, M.transports, "transport")
+    xp, dt, (x, y, v) = _inputs(c, M, x=x, y=y, v=v)
+    if method == "projection":
+        return _sym(xp, v)
+    cx, ci = _halves(xp, x)
+    (r,), _ = _spectral(xp, _sym(xp, ci @ y @ ci), [_sqrt_pair(xp)])
+    e = cx @ r @ ci
+    return _sym(xp, e @ v @ _t(xp, e))
+
+
+# ---------------------------------------------------------------- Lorentz
+
+#: ``Lorentz``: distances below this use the cancellation-free forms
+_NEAR = 1e-2
+#: ``reference.LORENTZ_EXP_MAX_LOSS``
+_MAX_LOSS = 1e8
+
+
+def _ldot(xp, a, b):
+    return _dot(xp, a, b) - 2.0 * a[..., :1] * b[..., :1]
+
+
+def _lorentz_proj_xp(xp, x, u):
+    return u + _ldot(xp, x, u) * x
+
+
+def _lorentz_exp_xp(xp, x, v):
+    """``reference.lorentz_exp``: its tangent form of ``|v|^2`` where the Minkowski one
+    cancels, and ``z0 = sqrt(1 + |z_r|^2)`` where the result's ``z0`` cancels (NaN where fewer
+    than ~8 digits would be correct)."""
+    xr, vr = x[..., 1:], v[..., 1:]
+    vv = _dot(xp, vr, vr)
+    sq = vv - v[..., :1] ** 2
+    bad = ~(vv <= 4.0 * sq)
+    xx = _dot(xp, xr, xr)
+    xpos = xx > 0
+    cc = xp.where(xpos, _dot(xp, xr, vr) / xp.where(xpos, xx, 1.0), 0.0)
+    q = vr - cc * xr
+    sq = xp.where(bad, (vv + xx * _dot(xp, q, q)) / x[..., :1] ** 2, sq)
+    pos = sq > 0
+    t = xp.sqrt(xp.where(pos, sq, 1.0))
+    shc = xp.where(pos, xp.sinh(t) / t, 1.0)
+    ch = xp.where(pos, xp.cosh(t), 1.0)
+    z = ch * x + shc * v
+    loss = ch * xp.abs(x[..., :1])
+    zr = z[..., 1:]
+    z0 = xp.sqrt(1.0 + _dot(xp, zr, zr))
+    fix = ~(loss <= 16.0 * z[..., :1])
+    head = xp.where(fix, xp.where(loss <= _MAX_LOSS * z0, z0, math.nan), z[..., :1])
+    return xp.concat([head, zr], axis=-1)
+
+
+def _lorentz_log_xp(xp, x, y):
+    """``Lorentz.log``: ``acosh(a) w / sqrt(a^2 - 1)``, and near ``x`` its cancellation-free
+    form from ``d = y - x``, ``h = <d,d>_L / 2`` (a series in ``h`` below 1e-6: exact to
+    rounding there, and a gradient free of ``1/h`` terms)."""
+    a_raw = -_ldot(xp, x, y)
+    near = a_raw - 1.0 < 0.5 * _NEAR ** 2
+    a = xp.where(near, 2.0, xp.where(a_raw > 1.0, a_raw, 1.0))
+    s = xp.sqrt((a - 1.0) * (a + 1.0))
+    spos = s > 0
+    far = xp.where(spos, xp.acosh(a) / xp.where(spos, s, 1.0), 1.0) * (y - a * x)
+    d = y - x
+    h = 0.5 * _ldot(xp, d, d)
+    h = xp.where(h > 0, h, 0.0)
+    small = h < 1e-6
+    hs = xp.where(small, 1.0, h)
+    scale = xp.where(small, 1.0 - h / 3.0 + 2.0 * h ** 2 / 15.0 - 4.0 * h ** 3 / 35.0,
+                     2.0 * xp.asinh(xp.sqrt(hs / 2.0)) / xp.sqrt(hs * (hs + 2.0)))
+    return xp.where(near, scale * (d - h * x), far)
+
+
+def _lorentz_proj(c, M, x, u):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _lorentz_proj_xp(xp, x, u)
+
+
+def _lorentz_exp(c, M, x, u, *, backend=None):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _lorentz_exp_xp(xp, x, u)
+
+
+def _lorentz_retr(c, M, x, u, method=None, *, backend=None):
+    M._option(method, M.retractions, "retraction")
+    return _lorentz_exp(c, M, x, u)
+
+
+def _lorentz_log(c, M, x, y, *, backend=None):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    return _lorentz_log_xp(xp, x, y)
+
+
+def _lorentz_inv_retr(c, M, x, y, method=None, *, backend=None):
+    M._option(method, M.inverse_retractions, "inverse retraction")
+    return _lorentz_log(c, M, x, y)
+
+
+def _lorentz_dist(c, M, x, y, *, backend=None):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    a_raw = -_ldot(xp, x, y)[..., 0]
+    a = xp.where(a_raw > 1.0, a_raw, 1.0)
+    near = ~(xp.acosh(detach(a)) >= _NEAR)  # Lorentz.dist: the near form below _NEAR
+    far = xp.acosh(xp.where(near, 2.0, a))
+    d = y - x
+    h = 0.5 * _ldot(xp, d, d)[..., 0]
+    return xp.where(near, 2.0 * xp.asinh(_sqrt0(xp, xp.where(h > 0, h, 0.0) / 2.0)), far)
+
+
+def _lorentz_transport(c, M, x, y, v, method=None, *, backend=None):
+    method = M._option(method, M.transports, "transport")
+    xp, dt, (x, y, v) = _inputs(c, M, x=x, y=y, v=v)
+    if method == "projection":
+        return _lorentz_proj_xp(xp, y, v)
+    return v + _ldot(xp, y, v) / (1.0 - _ldot(xp, x, y)) * (x + y)
+
+
+#: Route name -> route ``route(caller, manifold, *args, **options)`` with the arguments of the
+#: manifold method it stands for (``caller``: the :class:`~rfl_fast.kernels.arrays.Caller`).
+ROUTES = {name[1:]: fn for name, fn in list(globals().items())
+          if name.startswith(("_euclidean_", "_sphere_", "_stiefel_", "_spd_", "_lorentz_"))
+          and not name.endswith("_xp") and callable(fn)}
