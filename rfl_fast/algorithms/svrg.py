@@ -126,6 +126,9 @@ class RFedSVRG(_RetractionBased):
     uploads = {"prepare": ("grad",), "update": ("x",)}
     #: Whether the simulated all-``n`` exchange may be pooled (module docstring).
     _pooled_prepare = True
+    #: Whether :meth:`_correction` changes the transported vector (the second-order variants):
+    #: then the fused local steps do not apply (module docstring).
+    _corrected = False
 
     CHECKS = {**_RetractionBased.CHECKS, "client_option": Choice(1, 2),
               "global_option": Choice(1, 2), "full_gradient": Choice("all", "participants")}
@@ -295,7 +298,7 @@ class RFedSVRG(_RetractionBased):
         M = problem.manifold
         kernels = M.step_kernels.get(method)
         if (self.client_option != 1 or kernels is None
-                or type(self)._correction is not RFedSVRG._correction
+                or self._corrected
                 or M.transport_kernels.get(transport) != kernels[0]):
             return None
         return fused_local_steps(problem, method)

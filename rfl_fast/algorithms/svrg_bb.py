@@ -104,6 +104,7 @@ class RFedSVRG2BB(RFedSVRG):
 
     array_kinds = {**RFedSVRG.array_kinds, "s": "tangent", "B": "scalar"}
     _pooled_prepare = False   # every client keeps its own gradient at x_t
+    _corrected = True         # _correction: the curvature pair's second-order term
 
     def __post_init__(self):
         super().__post_init__()
