@@ -223,7 +223,8 @@ FUSED = by_name((
     Fused("pca_grad_sum", ("cpp", "numpy"),
           "rows of clients idx at X_j -> (Z_i' Z_i X_j)', |Z_i X_j|^2 (or the clipped sum)"),
     Fused("pca_local_steps", ("cpp", "numpy"),
-          "rows of clients idx from X_j -> `steps` times X <- polar(X - eta P_X(s_j Z_i' Z_i X))",
+          "rows of clients idx from X_j -> `steps` times X <- polar(X - eta P_X(s_j Z_i' Z_i X "
+          "- offset_j)) (offset: none, or RFedSVRG's constant correction)",
           steps=("stiefel_proj", "stiefel_retr_polar")),
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
