@@ -32,14 +32,15 @@ MANIFOLDS = {
     "Stiefel": lambda: rf.Stiefel(4, 2),
     "SPD": lambda: rf.SPD(3),
     "Lorentz": lambda: rf.Lorentz(3),
+    "Grassmann": lambda: rf.Grassmann(4, 2),
 }
 
 #: (manifold, method, option): every covered combination
 COVERED = [
     *[(m, "proj", None) for m in MANIFOLDS],
-    *[(m, "exp", None) for m in ("Euclidean", "Sphere", "SPD", "Lorentz")],
-    *[(m, "log", None) for m in ("Euclidean", "Sphere", "SPD", "Lorentz")],
-    *[(m, "dist", None) for m in ("Euclidean", "Sphere", "SPD", "Lorentz")],
+    *[(m, "exp", None) for m in ("Euclidean", "Sphere", "SPD", "Lorentz", "Grassmann")],
+    *[(m, "log", None) for m in ("Euclidean", "Sphere", "SPD", "Lorentz", "Grassmann")],
+    *[(m, "dist", None) for m in ("Euclidean", "Sphere", "SPD", "Lorentz", "Grassmann")],
     ("Euclidean", "retr", "exp"), ("Sphere", "retr", "exp"), ("Sphere", "retr", "projection"),
     ("Stiefel", "retr", "polar"), ("Stiefel", "retr", "qr"), ("SPD", "retr", "exp"),
     ("SPD", "retr", "second_order"), ("Lorentz", "retr", "exp"),
@@ -51,6 +52,9 @@ COVERED = [
     ("Stiefel", "transport", "projection"), ("SPD", "transport", "parallel"),
     ("SPD", "transport", "projection"), ("Lorentz", "transport", "parallel"),
     ("Lorentz", "transport", "projection"),
+    ("Grassmann", "retr", "polar"), ("Grassmann", "retr", "qr"), ("Grassmann", "retr", "exp"),
+    ("Grassmann", "inv_retr", "polar"), ("Grassmann", "inv_retr", "qr"),
+    ("Grassmann", "inv_retr", "exp"), ("Grassmann", "transport", "projection"),
 ]
 
 
@@ -81,14 +85,19 @@ def kw(option):
     return {} if option is None else {"method": option}
 
 
-def directions(M, args, rng):
+def directions(M, method, args, rng):
     """Random perturbations of ``args``; symmetric for SPD (its maps read symmetric matrices:
-    NumPy's ``eigh`` the lower triangle, the routes ``sym(x)``)."""
+    NumPy's ``eigh`` the lower triangle, the routes ``sym(x)``); horizontal at the points for
+    Grassmann (off the manifold, ``X'X != I``, its NumPy maps, from one SVD of ``X'Y``, and the
+    routes, from ``Z'Z``, are different extensions of the same maps)."""
+    points = (0, 1) if method in ("log", "inv_retr", "dist", "transport") else (0,)
     out = []
-    for a in args:
+    for i, a in enumerate(args):
         d = rng.standard_normal(a.shape)
         if isinstance(M, rf.SPD):
             d = 0.5 * (d + np.swapaxes(d, -1, -2))
+        if isinstance(M, rf.Grassmann) and i in points:
+            d = M.proj(a, d)
         out.append(d)
     return out
 
@@ -305,8 +314,14 @@ def test_uncovered_methods_and_options_still_refuse(torch):
         rf.Sphere(3).norm(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
                           torch.zeros(3, dtype=torch.float64, requires_grad=True))
     G = rf.Grassmann(5, 2)
-    with pytest.raises(NotImplementedError, match=r"^u: .*Grassmann\.retr has no differen"):
-        G.retr(x, u)
+    with pytest.raises(NotImplementedError, match=r"^v: .*Grassmann\.transport with "
+                                                  r"method='parallel'"):
+        G.transport(x, x, torch.zeros(5, 2, dtype=torch.float64, requires_grad=True),
+                    "parallel")
+    P = rf.Product(rf.Sphere(3), rf.Sphere(3))
+    with pytest.raises(NotImplementedError, match=r"^u: .*Product\.exp has no differentiable"):
+        P.exp(torch.tensor([1.0, 0, 0, 1, 0, 0], dtype=torch.float64),
+              torch.zeros(6, dtype=torch.float64, requires_grad=True))
     with pytest.raises(ValueError, match="unknown retraction"):
         rf.Sphere(3).retr(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
                           torch.zeros(3, dtype=torch.float64, requires_grad=True), "nope")
@@ -349,7 +364,7 @@ def test_jax_grad_matches_finite_differences_of_the_numpy_path(jax, case):
     value, grads = jax.value_and_grad(loss, argnums=tuple(range(len(args))))(*jargs)
     np.testing.assert_allclose(float(value), float(np.sum(weights * ref)), rtol=0,
                                atol=bound(M, ref) * np.sum(np.abs(weights)))
-    dirs = directions(M, args, rng)
+    dirs = directions(M, method, args, rng)
     h = 1e-6
 
     def f(sign):
@@ -405,11 +420,11 @@ def test_every_declared_route_exists():
     from rfl_fast.kernels import xp_routes
 
     declared = 0
-    for cls in (rf.Euclidean, rf.Sphere, rf.Stiefel, rf.SPD, rf.Lorentz):
+    for cls in (rf.Euclidean, rf.Sphere, rf.Stiefel, rf.SPD, rf.Lorentz, rf.Grassmann):
         for method, route in cls.array_routes.items():
             assert route in xp_routes.ROUTES, (cls, route)
             fn = vars(cls)[method]
             assert fn.__globals__["_route"] is xp_routes.ROUTES[route], (cls, method)
             declared += 1
-    assert declared == len(xp_routes.ROUTES) == 31
-    assert rf.Grassmann.array_routes == {} and rf.Product.array_routes == {}
+    assert declared == len(xp_routes.ROUTES) == 38
+    assert rf.Product.array_routes == {}

@@ -32,7 +32,12 @@ Autodiff traps, handled:
   eigenvalues meet): finite and exact for repeated eigenvalues (the identity Gram matrix of the
   polar retraction at a zero step, ``dist(x, x)`` on SPD), where the derivative of ``eigh``
   itself divides by zero. Only first derivatives are exact through these: a second derivative
-  (a Hessian-vector product) misses the eigenvectors' own derivative.
+  (a Hessian-vector product) misses the eigenvectors' own derivative;
+* no SVD: its derivative divides by the gaps between singular values and, at a zero step, by
+  the singular values themselves. Grassmann's maps are functions of the p x p matrices
+  ``U'U`` (``exp``) and ``Z'Z`` (``Z = (I - XX') Y (X'Y)^-1``, ``log``, ``dist``) computed as
+  above, with Taylor series of the eigenvalue functions near 0; polar factors come from the
+  ``eigh`` of the Gram matrix.
 """
 
 import math
@@ -539,8 +544,130 @@ def _lorentz_transport(c, M, x, y, v, method=None, *, backend=None):
     return v + _ldot(xp, y, v) / (1.0 - _ldot(xp, x, y)) * (x + y)
 
 
+# ---------------------------------------------------------------- Grassmann
+# Every map is a function of the p x p matrix ``S = U'U`` or ``Z'Z`` (``Z`` the lift of the
+# inverse retraction), computed by ``_spectral``: no SVD (whose derivative divides by the gaps
+# between singular values, and by the singular values themselves at a zero step). The
+# functions of the eigenvalues are entire or analytic near 0; below 1e-4 their Taylor series
+# (truncation < 1e-20) replace the closed forms, whose derivatives cancel there.
+
+_SMALL = 1e-4
+
+
+def _series(xp, f, series):
+    """``f`` on eigenvalues >= _SMALL, ``series`` below (eigenvalues are detached)."""
+    def g(w):
+        small = w < _SMALL
+        return xp.where(small, series(w), f(xp.where(small, 1.0, w)))
+    return g
+
+
+def _grassmann_exp_pairs(xp):
+    """``cos(sqrt(s))`` and ``sin(sqrt(s)) / sqrt(s)`` with their derivatives."""
+    def sinc(w):
+        r = xp.sqrt(w)
+        return xp.sin(r) / r
+
+    sinc_s = _series(xp, sinc, lambda w: 1.0 - w / 6.0 + w ** 2 / 120.0 - w ** 3 / 5040.0)
+    cos_s = _series(xp, lambda w: xp.cos(xp.sqrt(w)),
+                    lambda w: 1.0 - w / 2.0 + w ** 2 / 24.0 - w ** 3 / 720.0)
+    dsinc = _series(xp, lambda w: (xp.cos(xp.sqrt(w)) - sinc(w)) / (2.0 * w),
+                    lambda w: -1.0 / 6.0 + w / 60.0 - w ** 2 / 1680.0)
+    return (cos_s, lambda w: -0.5 * sinc_s(w)), (sinc_s, dsinc)
+
+
+def _atan_ratio_pair(xp):
+    """``atan(sqrt(t)) / sqrt(t)`` (``theta / tan(theta)`` of ``t = tan^2``) and derivative."""
+    def g(w):
+        r = xp.sqrt(w)
+        return xp.atan(r) / r
+
+    gs = _series(xp, g, lambda w: 1.0 - w / 3.0 + w ** 2 / 5.0 - w ** 3 / 7.0)
+    dg = _series(xp, lambda w: (1.0 / (1.0 + w) - g(w)) / (2.0 * w),
+                 lambda w: -1.0 / 3.0 + 2.0 * w / 5.0 - 3.0 * w ** 2 / 7.0)
+    return gs, dg
+
+
+def _grassmann_lift(xp, x, y):
+    """``Z = (I - XX') Y (X'Y)^-1``: ``A tan(Theta) P'`` in the SVD terms of ``Grassmann``
+    (the lift of the polar/QR inverse retraction at ``Y``'s representative)."""
+    m = _t(xp, x) @ y
+    r = y - x @ m
+    return _t(xp, xp.linalg.solve(_t(xp, m), _t(xp, r)))
+
+
+def _grassmann_proj(c, M, x, u):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return u - x @ (_t(xp, x) @ u)
+
+
+def _grassmann_exp_xp(xp, x, u):
+    """``X B cos(Sigma) B' + A sin(Sigma) B'`` (``U = A Sigma B'``) as ``X cos(sqrt(S)) + U
+    sinc(S)``, ``S = U'U``, then ``Grassmann.exp``'s Newton-Schulz step."""
+    (cs, sn), _ = _spectral(xp, _sym(xp, _t(xp, u) @ u), list(_grassmann_exp_pairs(xp)))
+    y = x @ cs + u @ sn
+    return 1.5 * y - 0.5 * y @ (_t(xp, y) @ y)
+
+
+def _grassmann_exp(c, M, x, u, *, backend=None):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _grassmann_exp_xp(xp, x, u)
+
+
+def _grassmann_retr(c, M, x, u, method=None, *, backend=None):
+    method = M._option(method, M.retractions, "retraction")
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    if method == "exp":
+        return _grassmann_exp_xp(xp, x, u)
+    if method == "polar":
+        return _stiefel_polar_xp(xp, x + u, dt)
+    return _stiefel_qr_xp(xp, x + u, dt)
+
+
+def _grassmann_log_xp(xp, x, y):
+    """``A Theta P'`` as ``Z g(Z'Z)``, ``g(t) = atan(sqrt(t)) / sqrt(t)``."""
+    z = _grassmann_lift(xp, x, y)
+    (g,), _ = _spectral(xp, _sym(xp, _t(xp, z) @ z), [_atan_ratio_pair(xp)])
+    return z @ g
+
+
+def _grassmann_log(c, M, x, y, *, backend=None):
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    return _grassmann_log_xp(xp, x, y)
+
+
+def _grassmann_inv_retr(c, M, x, y, method=None, *, backend=None):
+    method = M._option(method, M.inverse_retractions, "inverse retraction")
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    if method == "exp":
+        return _grassmann_log_xp(xp, x, y)
+    return _grassmann_lift(xp, x, y)
+
+
+def _grassmann_dist(c, M, x, y):
+    """``|Theta|_F``: ``sum atan(sqrt(t_i))^2`` over the eigenvalues ``t_i = tan^2`` of
+    ``Z'Z``."""
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    z = _grassmann_lift(xp, x, y)
+    w = _eigvals(xp, _sym(xp, _t(xp, z) @ z))
+    small = w < _SMALL
+    ws = xp.where(small, 1.0, w)
+    th2 = xp.where(small, w - 2.0 * w ** 2 / 3.0 + 23.0 * w ** 3 / 45.0,
+                   xp.atan(xp.sqrt(ws)) ** 2)
+    return _sqrt0(xp, xp.sum(th2, axis=-1))
+
+
+def _grassmann_transport(c, M, x, y, v, method=None, *, backend=None):
+    """``"projection"``: ``(I - YY') V Q``, ``Q`` the polar factor of ``X'Y``."""
+    _option(M, method, M.transports, "transport", ("projection",))
+    xp, dt, (x, y, v) = _inputs(c, M, x=x, y=y, v=v)
+    q = _stiefel_polar_xp(xp, _t(xp, x) @ y, dt)
+    return (v - y @ (_t(xp, y) @ v)) @ q
+
+
 #: Route name -> route ``route(caller, manifold, *args, **options)`` with the arguments of the
 #: manifold method it stands for (``caller``: the :class:`~rfl_fast.kernels.arrays.Caller`).
 ROUTES = {name[1:]: fn for name, fn in list(globals().items())
-          if name.startswith(("_euclidean_", "_sphere_", "_stiefel_", "_spd_", "_lorentz_"))
-          and not name.endswith("_xp") and callable(fn)}
+          if name.startswith(("_euclidean_", "_sphere_", "_stiefel_", "_spd_", "_lorentz_",
+                               "_grassmann_"))
+          and not name.endswith(("_xp", "_pairs", "_lift")) and callable(fn)}

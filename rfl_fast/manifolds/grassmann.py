@@ -111,6 +111,11 @@ class Grassmann(Manifold):
     transports = ("projection", "parallel")
     nonexpanding_transports = ("projection", "parallel")
     array_methods = Manifold.array_methods + ("principal_angles",)
+    #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
+    array_routes = {"proj": "grassmann_proj", "retr": "grassmann_retr",
+                    "inv_retr": "grassmann_inv_retr", "exp": "grassmann_exp",
+                    "log": "grassmann_log", "dist": "grassmann_dist",
+                    "transport": "grassmann_transport"}
     has_project = True
     has_tangent_gaussian = True
 
