@@ -55,6 +55,9 @@ COVERED = [
     ("Grassmann", "retr", "polar"), ("Grassmann", "retr", "qr"), ("Grassmann", "retr", "exp"),
     ("Grassmann", "inv_retr", "polar"), ("Grassmann", "inv_retr", "qr"),
     ("Grassmann", "inv_retr", "exp"), ("Grassmann", "transport", "projection"),
+    *[(m, "inner", None) for m in MANIFOLDS],
+    *[(m, "norm", None) for m in MANIFOLDS],
+    *[(m, "egrad2rgrad", None) for m in MANIFOLDS],
 ]
 
 
@@ -72,8 +75,12 @@ def make_args(M, method, option, *, step=0.7, seed=0, degenerate=False):
     v = M.random_tangent(x, rng=rng)
     y = x.copy() if degenerate else M.retr(x, M.random_tangent(x, rng=rng) * step, option
                                             if method == "inv_retr" else None)
-    if method == "proj":
+    if method in ("proj", "egrad2rgrad"):
         return (x, rng.standard_normal(x.shape))
+    if method == "inner":
+        return (x, u, v)
+    if method == "norm":
+        return (x, u)
     if method in ("exp", "retr"):
         return (x, u)
     if method in ("log", "inv_retr", "dist"):
@@ -151,15 +158,18 @@ def test_torch_gradcheck(torch, case):
                                     eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
-DEGENERATE = [c for c in COVERED if c[1] != "proj"]
+DEGENERATE = [c for c in COVERED if c[1] not in ("proj", "egrad2rgrad")]
+#: not differentiable at the degenerate point (equal points, a zero vector): gradient 0 there
+KINKED = ("dist", "norm")
 
 
 @needs_torch
 @pytest.mark.parametrize("case", DEGENERATE, ids=case_id)
 def test_torch_degenerate_points_give_finite_gradients(torch, case):
     """A zero tangent (``exp``/``retr``), equal points (``log``, ``inv_retr``, ``dist``,
-    ``transport``): the gradient is finite; where the map is smooth there (all but ``dist``,
-    whose gradient at equal points is 0, a subgradient) gradcheck passes across the point."""
+    ``transport``; ``inner`` and ``norm`` of a zero vector): the gradient is finite; where the
+    map is smooth there (all but ``dist`` and ``norm``, whose gradient there is 0, a
+    subgradient) gradcheck passes across the point."""
     name, method, option = case
     M = MANIFOLDS[name]()
     args = make_args(M, method, option, degenerate=True)
@@ -170,7 +180,7 @@ def test_torch_degenerate_points_give_finite_gradients(torch, case):
     (out * weights).sum().backward()
     for t in targs:
         assert t.grad is None or torch.isfinite(t.grad).all()
-    if method != "dist":
+    if method not in KINKED:
         targs = tuple(torch.tensor(a, requires_grad=True) for a in args)
         assert torch.autograd.gradcheck(lambda *t: getattr(M, method)(*t, **kw(option)),
                                         targs, eps=1e-6, atol=1e-6, rtol=1e-5)
@@ -310,9 +320,13 @@ def test_uncovered_methods_and_options_still_refuse(torch):
         M.retr(x, u, "cayley")
     with pytest.raises(NotImplementedError, match=r"^u: .*Stiefel\.exp has no differentiable"):
         M.exp(x, u)
-    with pytest.raises(NotImplementedError, match=r"^u: .*Sphere\.norm has no differentiable"):
-        rf.Sphere(3).norm(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
-                          torch.zeros(3, dtype=torch.float64, requires_grad=True))
+    with pytest.raises(NotImplementedError, match=r"^x: .*Sphere\.tangent_gaussian has no "):
+        rf.Sphere(3).tangent_gaussian(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64,
+                                                   requires_grad=True), 1.0)
+    with pytest.raises(NotImplementedError, match=r"^u: .*Product\.norm has no differentiable"):
+        rf.Product(rf.Sphere(3), rf.Sphere(3)).norm(
+            torch.tensor([1.0, 0, 0, 1, 0, 0], dtype=torch.float64),
+            torch.zeros(6, dtype=torch.float64, requires_grad=True))
     G = rf.Grassmann(5, 2)
     with pytest.raises(NotImplementedError, match=r"^v: .*Grassmann\.transport with "
                                                   r"method='parallel'"):
@@ -410,8 +424,8 @@ def test_jax_jit_and_vmap_trace_through(jax):
 def test_jax_uncovered_methods_still_refuse(jax):
     M = rf.Sphere(3)
     x = np.array([1.0, 0.0, 0.0])
-    with pytest.raises(NotImplementedError, match=r"^u: a JAX tracer.*Sphere\.norm has no "):
-        jax.grad(lambda u: M.norm(x, u))(jax.numpy.asarray([0.0, 1.0, 0.0]))
+    with pytest.raises(NotImplementedError, match=r"^z: a JAX tracer.*Sphere\.project has no"):
+        jax.grad(lambda z: M.project(z)[0])(jax.numpy.asarray([0.0, 1.0, 0.0]))
 
 
 def test_every_declared_route_exists():
@@ -420,11 +434,28 @@ def test_every_declared_route_exists():
     from rfl_fast.kernels import xp_routes
 
     declared = 0
-    for cls in (rf.Euclidean, rf.Sphere, rf.Stiefel, rf.SPD, rf.Lorentz, rf.Grassmann):
+    for cls in (rf.Manifold, rf.Euclidean, rf.Sphere, rf.Stiefel, rf.SPD, rf.Lorentz,
+                rf.Grassmann):
         for method, route in cls.array_routes.items():
             assert route in xp_routes.ROUTES, (cls, route)
             fn = vars(cls)[method]
             assert fn.__globals__["_route"] is xp_routes.ROUTES[route], (cls, method)
             declared += 1
-    assert declared == len(xp_routes.ROUTES) == 38
-    assert rf.Product.array_routes == {}
+    assert declared == len(xp_routes.ROUTES) == 48
+    assert "array_routes" not in vars(rf.Product)  # its own methods refuse
+
+
+@needs_torch
+def test_torch_zero_vector_and_a_riemannian_gradient_norm(torch):
+    """``zero_vector`` answers zeros of the caller's type; ``norm(x, egrad2rgrad(x, g))``, the
+    Riemannian gradient's norm, differentiates (SPD: the affine-invariant metric)."""
+    M = rf.SPD(3)
+    x = torch.tensor(M.random_point(rng=19), requires_grad=True)
+    z = M.zero_vector(x)
+    assert isinstance(z, torch.Tensor) and not z.any()
+    g = torch.tensor(np.eye(3), requires_grad=True)
+    out = M.norm(x, M.egrad2rgrad(x, g))
+    ref = M.norm(x.detach().numpy(), M.egrad2rgrad(x.detach().numpy(), np.eye(3)))
+    np.testing.assert_allclose(float(out.detach()), ref, rtol=1e-13)
+    out.backward()
+    assert torch.isfinite(x.grad).all() and torch.isfinite(g.grad).all()

@@ -188,6 +188,33 @@ def _invsqrt_pair(xp):
     return (_pos(xp, lambda w: 1.0 / xp.sqrt(w)), _pos(xp, lambda w: -0.5 / (w * xp.sqrt(w))))
 
 
+# ---------------------------------------------------------------- Manifold's own methods
+# The generic methods of ``Manifold`` (the embedded metric, ``egrad2rgrad`` as ``proj``): a
+# subclass that inherits them computes them on its NumPy route, and these routes compute the
+# same in the caller's namespace; ``norm`` and ``egrad2rgrad`` call the subclass's ``inner``
+# and ``proj`` with the caller's arrays, so they take those methods' routes (or their refusal).
+
+
+def _manifold_inner(c, M, x, u, v):
+    xp, dt, (x, u, v) = _inputs(c, M, x=x, u=u, v=v)
+    return _sum_core(xp, u * v, M.core_ndim)
+
+
+def _manifold_norm(c, M, x, u):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _sqrt0(xp, M.inner(x, u, u))
+
+
+def _manifold_egrad2rgrad(c, M, x, g):
+    xp, dt, (x, g) = _inputs(c, M, x=x, g=g)
+    return M.proj(x, g)
+
+
+def _manifold_zero_vector(c, M, x):
+    xp, dt, (x,) = _inputs(c, M, x=x)
+    return xp.zeros_like(x)
+
+
 # ---------------------------------------------------------------- Euclidean
 
 
@@ -331,6 +358,11 @@ def _stiefel_proj(c, M, x, u, *, backend=None):
     return _stiefel_proj_xp(xp, x, u)
 
 
+def _stiefel_egrad2rgrad(c, M, x, g, *, backend=None):
+    xp, dt, (x, g) = _inputs(c, M, x=x, g=g)
+    return _stiefel_proj_xp(xp, x, g)
+
+
 def _stiefel_polar_xp(xp, a, dt):
     """``a (a'a)^(-1/2)`` from one ``eigh`` of the p x p Gram matrix (``I + U'U`` for ``a = X
     + U``, ``U`` tangent: eigenvalues >= 1); NaN where ``a`` is numerically rank deficient (the
@@ -392,6 +424,21 @@ def _spd_log_xp(xp, x, y):
 def _spd_proj(c, M, x, u):
     xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
     return _sym(xp, u)
+
+
+def _spd_inner(c, M, x, u, v):
+    """``tr(X^-1 U X^-1 V)``."""
+    xp, dt, (x, u, v) = _inputs(c, M, x=x, u=u, v=v)
+    x, u, v = xp.broadcast_arrays(x, u, v)
+    a = xp.linalg.solve(x, u)
+    b = xp.linalg.solve(x, v)
+    return xp.sum(a * _t(xp, b), axis=(-2, -1))
+
+
+def _spd_egrad2rgrad(c, M, x, g):
+    """``X sym(G) X``."""
+    xp, dt, (x, g) = _inputs(c, M, x=x, g=g)
+    return x @ _sym(xp, g) @ x
 
 
 def _spd_exp(c, M, x, u, *, backend=None):
@@ -503,6 +550,31 @@ def _lorentz_log_xp(xp, x, y):
 def _lorentz_proj(c, M, x, u):
     xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
     return _lorentz_proj_xp(xp, x, u)
+
+
+def _lorentz_inner(c, M, x, u, v):
+    xp, dt, (x, u, v) = _inputs(c, M, x=x, u=u, v=v)
+    return _ldot(xp, u, v)[..., 0]
+
+
+def _lorentz_norm(c, M, x, u):
+    """``Lorentz.norm``'s cancellation-free form ``sqrt(|u_r|^2 + |x_r|^2 |u_r - (u_r.x^)x^|^2)
+    / x0``."""
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    xr, ur = x[..., 1:], u[..., 1:]
+    nx2 = _dot(xp, xr, xr)
+    pos = nx2 > 0
+    along = xp.where(pos, _dot(xp, ur, xr) / xp.where(pos, nx2, 1.0), 0.0)
+    perp = ur - along * xr
+    sq = xp.sum(ur * ur, axis=-1) + nx2[..., 0] * xp.sum(perp * perp, axis=-1)
+    return _sqrt0(xp, sq) / x[..., 0]
+
+
+def _lorentz_egrad2rgrad(c, M, x, g):
+    """``proj(x, J g)``, ``J = diag(-1, 1, ..., 1)``."""
+    xp, dt, (x, g) = _inputs(c, M, x=x, g=g)
+    g = xp.concat([-g[..., :1], g[..., 1:]], axis=-1)
+    return _lorentz_proj_xp(xp, x, g)
 
 
 def _lorentz_exp(c, M, x, u, *, backend=None):
@@ -668,6 +740,6 @@ def _grassmann_transport(c, M, x, y, v, method=None, *, backend=None):
 #: Route name -> route ``route(caller, manifold, *args, **options)`` with the arguments of the
 #: manifold method it stands for (``caller``: the :class:`~rfl_fast.kernels.arrays.Caller`).
 ROUTES = {name[1:]: fn for name, fn in list(globals().items())
-          if name.startswith(("_euclidean_", "_sphere_", "_stiefel_", "_spd_", "_lorentz_",
-                               "_grassmann_"))
+          if name.startswith(("_manifold_", "_euclidean_", "_sphere_", "_stiefel_", "_spd_",
+                               "_lorentz_", "_grassmann_"))
           and not name.endswith(("_xp", "_pairs", "_lift")) and callable(fn)}

@@ -114,8 +114,11 @@ class Manifold:
     #: Method name -> its differentiable route (a key of ``rfl_fast.kernels.xp_routes.ROUTES``),
     #: run in the caller's namespace when an argument carries a gradient (a torch tensor with
     #: ``requires_grad``, a JAX tracer); declared by the class that defines the method (not
-    #: inherited: a subclass that overrides a method declares its own); empty here: refused.
-    array_routes = {}
+    #: inherited: a subclass that overrides a method declares its own, or refuses). Here the
+    #: generic methods' (the embedded metric; ``norm`` and ``egrad2rgrad`` by the subclass's
+    #: ``inner`` and ``proj``, and their routes).
+    array_routes = {"inner": "manifold_inner", "norm": "manifold_norm",
+                    "egrad2rgrad": "manifold_egrad2rgrad", "zero_vector": "manifold_zero_vector"}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -58,7 +58,8 @@ class Lorentz(Manifold):
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "lorentz_proj", "retr": "lorentz_retr", "inv_retr": "lorentz_inv_retr",
                     "exp": "lorentz_exp", "log": "lorentz_log", "dist": "lorentz_dist",
-                    "transport": "lorentz_transport"}
+                    "transport": "lorentz_transport", "inner": "lorentz_inner",
+                    "norm": "lorentz_norm", "egrad2rgrad": "lorentz_egrad2rgrad"}
 
     def __init__(self, d: int, *, validate: bool | None = None) -> None:
         d = int(d)

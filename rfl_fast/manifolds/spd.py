@@ -56,7 +56,8 @@ class SPD(Manifold):
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "spd_proj", "retr": "spd_retr", "inv_retr": "spd_inv_retr",
                     "exp": "spd_exp", "log": "spd_log", "dist": "spd_dist",
-                    "transport": "spd_transport"}
+                    "transport": "spd_transport", "inner": "spd_inner",
+                    "egrad2rgrad": "spd_egrad2rgrad"}
 
     def __init__(self, n: int, *, validate: bool | None = None) -> None:
         n = int(n)

@@ -92,7 +92,8 @@ class Stiefel(Manifold):
     array_methods = Manifold.array_methods + ("principal_angles", "dist_subspace")
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "stiefel_proj", "retr": "stiefel_retr",
-                    "transport": "stiefel_transport"}
+                    "transport": "stiefel_transport",
+                    "egrad2rgrad": "stiefel_egrad2rgrad"}
 
     def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)
