@@ -244,11 +244,15 @@ def test_gradients_are_refused_not_detached():
     M = rf.Stiefel(5, 2)
     x = torch.from_numpy(M.random_point(rng=0))
     u = torch.zeros(5, 2, dtype=torch.float64, requires_grad=True)
-    with pytest.raises(NotImplementedError, match=r"^u: a tensor that requires grad; Stiefel\.exp "
-                                                  r"has no differentiable route.*u\.detach\(\)"):
-        M.exp(x, u)
-    with pytest.raises(NotImplementedError, match=r"^u: .*Stiefel\.retr with method='cayley'"):
-        M.retr(x, u, "cayley")
+    y = torch.from_numpy(M.random_point(rng=1)).requires_grad_(True)
+    with pytest.raises(NotImplementedError, match=r"^y: a tensor that requires grad; Stiefel\."
+                                                  r"inv_retr has no differentiable route.*"
+                                                  r"y\.detach\(\)"):
+        M.inv_retr(x, y)
+    G = rf.Grassmann(5, 2)
+    with pytest.raises(NotImplementedError, match=r"^y: .*Grassmann\.transport with "
+                                                  r"method='parallel'"):
+        G.transport(x, y, x, "parallel")
     with pytest.raises(NotImplementedError, match="^u: a tensor that requires grad"):
         arrays.to_numpy(u, "u")
     assert M.retr(x, u).requires_grad  # polar: routed, differentiable

@@ -38,6 +38,10 @@ Autodiff traps, handled:
   ``U'U`` (``exp``) and ``Z'Z`` (``Z = (I - XX') Y (X'Y)^-1``, ``log``, ``dist``) computed as
   above, with Taylor series of the eigenvalue functions near 0; polar factors come from the
   ``eigh`` of the Gram matrix.
+
+One map uses a namespace's own function beyond the array API: Stiefel's ``exp`` (and its
+``"exp"`` retraction) takes the exponential of a general 2p x 2p matrix from
+``torch.linalg.matrix_exp`` or ``jax.scipy.linalg.expm`` (both differentiable).
 """
 
 import math
@@ -386,12 +390,60 @@ def _stiefel_qr_xp(xp, a, dt):
     return xp.where(bad[..., None, None], math.nan, q * d[..., None, :])
 
 
+def _expm(xp, a):
+    """Matrix exponentials of a stack of general square matrices, by the namespace's own
+    differentiable ``expm`` (the array API has none): ``torch.linalg.matrix_exp``,
+    ``jax.scipy.linalg.expm``; other namespaces: no route."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        return torch.linalg.matrix_exp(a)
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(a, (jax.Array, jax.core.Tracer)):
+        import jax.scipy.linalg
+
+        return jax.scipy.linalg.expm(a)
+    raise NoRoute("exp")
+
+
+def _stiefel_exp_xp(xp, x, u):
+    """``Stiefel.exp``: Edelman's geodesic ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
+    ``A = X'U``, ``S = U'U``."""
+    p = x.shape[-1]
+    a = _t(xp, x) @ u
+    s = _t(xp, u) @ u
+    eye = xp.eye(p, dtype=a.dtype) + xp.zeros_like(a)
+    block = xp.concat([xp.concat([a, -s], axis=-1), xp.concat([eye, a], axis=-1)], axis=-2)
+    e = _expm(xp, block)[..., :, :p] @ _expm(xp, -a)
+    return x @ e[..., :p, :] + u @ e[..., p:, :]
+
+
+def _stiefel_cayley_xp(xp, x, u):
+    """``Stiefel._cayley``: ``X + A (I - B'A/2)^-1 B'X``, ``A = [PU, X]``, ``B = [X, -PU]``,
+    ``P = I - XX'/2``."""
+    x, u = xp.broadcast_arrays(x, u)
+    pu = u - 0.5 * x @ (_t(xp, x) @ u)
+    a = xp.concat([pu, x], axis=-1)
+    b = xp.concat([x, -pu], axis=-1)
+    k = a.shape[-1]
+    inner = xp.eye(k, dtype=a.dtype) - 0.5 * (_t(xp, b) @ a)
+    return x + a @ xp.linalg.solve(inner, _t(xp, b) @ x)
+
+
+def _stiefel_exp(c, M, x, u, *, backend=None):
+    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
+    return _stiefel_exp_xp(xp, x, u)
+
+
 def _stiefel_retr(c, M, x, u, method=None, *, backend=None):
-    method = _option(M, method, M.retractions, "retraction", ("polar", "qr"))
+    method = M._option(method, M.retractions, "retraction")
     xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
     if method == "polar":
         return _stiefel_polar_xp(xp, x + u, dt)
-    return _stiefel_qr_xp(xp, x + u, dt)
+    if method == "qr":
+        return _stiefel_qr_xp(xp, x + u, dt)
+    if method == "cayley":
+        return _stiefel_cayley_xp(xp, x, u)
+    return _stiefel_exp_xp(xp, x, u)
 
 
 def _stiefel_transport(c, M, x, y, v, method=None, *, backend=None):
