@@ -33,6 +33,7 @@ MANIFOLDS = {
     "SPD": lambda: rf.SPD(3),
     "Lorentz": lambda: rf.Lorentz(3),
     "Grassmann": lambda: rf.Grassmann(4, 2),
+    "Product": lambda: rf.Product(rf.Sphere(3), rf.Lorentz(2)),
 }
 
 #: (manifold, method, option): every covered combination
@@ -56,6 +57,11 @@ COVERED = [
     ("Grassmann", "retr", "polar"), ("Grassmann", "retr", "qr"), ("Grassmann", "retr", "exp"),
     ("Grassmann", "inv_retr", "polar"), ("Grassmann", "inv_retr", "qr"),
     ("Grassmann", "inv_retr", "exp"), ("Grassmann", "transport", "projection"),
+    ("Product", "exp", None), ("Product", "log", None), ("Product", "dist", None),
+    ("Product", "retr", "default"), ("Product", "retr", "exp"),
+    ("Product", "inv_retr", "default"), ("Product", "inv_retr", "exp"),
+    ("Product", "transport", "default"), ("Product", "transport", "parallel"),
+    ("Product", "transport", "projection"),
     *[(m, "inner", None) for m in MANIFOLDS],
     *[(m, "norm", None) for m in MANIFOLDS],
     *[(m, "egrad2rgrad", None) for m in MANIFOLDS],
@@ -322,19 +328,15 @@ def test_uncovered_methods_and_options_still_refuse(torch):
     with pytest.raises(NotImplementedError, match=r"^x: .*Sphere\.tangent_gaussian has no "):
         rf.Sphere(3).tangent_gaussian(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64,
                                                    requires_grad=True), 1.0)
-    with pytest.raises(NotImplementedError, match=r"^u: .*Product\.norm has no differentiable"):
-        rf.Product(rf.Sphere(3), rf.Sphere(3)).norm(
-            torch.tensor([1.0, 0, 0, 1, 0, 0], dtype=torch.float64),
-            torch.zeros(6, dtype=torch.float64, requires_grad=True))
     G = rf.Grassmann(5, 2)
     with pytest.raises(NotImplementedError, match=r"^v: .*Grassmann\.transport with "
                                                   r"method='parallel'"):
         G.transport(x, x, torch.zeros(5, 2, dtype=torch.float64, requires_grad=True),
                     "parallel")
-    P = rf.Product(rf.Sphere(3), rf.Sphere(3))
-    with pytest.raises(NotImplementedError, match=r"^u: .*Product\.exp has no differentiable"):
-        P.exp(torch.tensor([1.0, 0, 0, 1, 0, 0], dtype=torch.float64),
-              torch.zeros(6, dtype=torch.float64, requires_grad=True))
+    P = rf.Product(rf.Stiefel(3, 2), rf.Sphere(3))
+    p0 = P.random_point(rng=16)
+    with pytest.raises(NotImplementedError, match=r"^y: .*Stiefel\.inv_retr has no differen"):
+        P.inv_retr(p0, torch.tensor(p0, requires_grad=True))  # a factor's refusal
     with pytest.raises(ValueError, match="unknown retraction"):
         rf.Sphere(3).retr(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
                           torch.zeros(3, dtype=torch.float64, requires_grad=True), "nope")
@@ -434,14 +436,13 @@ def test_every_declared_route_exists():
 
     declared = 0
     for cls in (rf.Manifold, rf.Euclidean, rf.Sphere, rf.Stiefel, rf.SPD, rf.Lorentz,
-                rf.Grassmann):
+                rf.Grassmann, rf.Product):
         for method, route in cls.array_routes.items():
             assert route in xp_routes.ROUTES, (cls, route)
             fn = vars(cls)[method]
             assert fn.__globals__["_route"] is xp_routes.ROUTES[route], (cls, method)
             declared += 1
-    assert declared == len(xp_routes.ROUTES) == 49
-    assert "array_routes" not in vars(rf.Product)  # its own methods refuse
+    assert declared == len(xp_routes.ROUTES) == 59
 
 
 @needs_torch

@@ -789,9 +789,111 @@ def _grassmann_transport(c, M, x, y, v, method=None, *, backend=None):
     return (v - y @ (_t(xp, y) @ v)) @ q
 
 
+# ---------------------------------------------------------------- Product
+# Factor by factor: the flat arrays are split into the factors' parts (slices of a
+# gradient-carrying array carry its gradient), each factor's method is called with them (so it
+# takes its own route, or refuses naming the factor's argument), and the parts are joined.
+
+
+def _product_split(xp, M, a):
+    batch = tuple(a.shape[:-1])
+    return [xp.reshape(a[..., lo:hi], batch + f.shape)
+            for f, (lo, hi) in zip(M.factors, M._bounds)]
+
+
+def _batch_shape(shapes):
+    """The broadcast of the (static) batch shapes ``shapes``."""
+    n = max(len(sh) for sh in shapes)
+    out = []
+    for i in range(n):
+        dims = {int(sh[len(sh) - n + i]) for sh in shapes if len(sh) - n + i >= 0} - {1}
+        if len(dims) > 1:
+            raise ValueError(f"batch axes do not broadcast: {[tuple(sh) for sh in shapes]}")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def _product_join(xp, M, parts):
+    batch = _batch_shape([tuple(p.shape[:p.ndim - f.core_ndim])
+                          for f, p in zip(M.factors, parts)])
+    return xp.concat([xp.reshape(xp.broadcast_to(p, batch + f.shape), batch + (-1,))
+                      for f, p in zip(M.factors, parts)], axis=-1)
+
+
+def _product_each(c, M, call, methods=None, **named):
+    """``[call(factor, option, parts...) for each factor]`` of the arrays ``named``."""
+    xp, dt, arrays = _inputs(c, M, **named)
+    split = [_product_split(xp, M, a) for a in arrays]
+    methods = methods if methods is not None else [None] * len(M.factors)
+    return xp, [call(f, m, *(s[i] for s in split))
+                for i, (f, m) in enumerate(zip(M.factors, methods))]
+
+
+def _product_hypot(xp, values):
+    return _sqrt0(xp, sum(v ** 2 for v in values))
+
+
+def _product_inner(c, M, x, u, v):
+    xp, out = _product_each(c, M, lambda f, m, a, b, d: f.inner(a, b, d), x=x, u=u, v=v)
+    return sum(out)
+
+
+def _product_norm(c, M, x, u):
+    xp, out = _product_each(c, M, lambda f, m, a, b: f.norm(a, b), x=x, u=u)
+    return _product_hypot(xp, out)
+
+
+def _product_dist(c, M, x, y):
+    xp, out = _product_each(c, M, lambda f, m, a, b: f.dist(a, b), x=x, y=y)
+    return _product_hypot(xp, out)
+
+
+def _product_proj(c, M, x, u):
+    xp, out = _product_each(c, M, lambda f, m, a, b: f.proj(a, b), x=x, u=u)
+    return _product_join(xp, M, out)
+
+
+def _product_egrad2rgrad(c, M, x, g):
+    xp, out = _product_each(c, M, lambda f, m, a, b: f.egrad2rgrad(a, b),
+                            x=x, g=g)
+    return _product_join(xp, M, out)
+
+
+def _product_retr(c, M, x, u, method=None, *, backend=None):
+    methods = M._methods(method, M.retractions, "retraction")
+    xp, out = _product_each(c, M, lambda f, m, a, b: f.retr(a, b, m), methods,
+                            x=x, u=u)
+    return _product_join(xp, M, out)
+
+
+def _product_inv_retr(c, M, x, y, method=None, *, backend=None):
+    methods = M._methods(method, M.inverse_retractions, "inverse retraction")
+    xp, out = _product_each(c, M, lambda f, m, a, b: f.inv_retr(a, b, m), methods,
+                            x=x, y=y)
+    return _product_join(xp, M, out)
+
+
+def _product_exp(c, M, x, u, *, backend=None):
+    xp, out = _product_each(c, M, lambda f, m, a, b: f.exp(a, b), x=x, u=u)
+    return _product_join(xp, M, out)
+
+
+def _product_log(c, M, x, y, *, backend=None):
+    xp, out = _product_each(c, M, lambda f, m, a, b: f.log(a, b), x=x, y=y)
+    return _product_join(xp, M, out)
+
+
+def _product_transport(c, M, x, y, v, method=None, *, backend=None):
+    methods = M._methods(method, M.transports, "transport")
+    xp, out = _product_each(c, M, lambda f, m, a, b, d: f.transport(a, b, d, m), methods,
+                            x=x, y=y, v=v)
+    return _product_join(xp, M, out)
+
+
 #: Route name -> route ``route(caller, manifold, *args, **options)`` with the arguments of the
 #: manifold method it stands for (``caller``: the :class:`~rfl_fast.kernels.arrays.Caller`).
 ROUTES = {name[1:]: fn for name, fn in list(globals().items())
           if name.startswith(("_manifold_", "_euclidean_", "_sphere_", "_stiefel_", "_spd_",
-                               "_lorentz_", "_grassmann_"))
-          and not name.endswith(("_xp", "_pairs", "_lift")) and callable(fn)}
+                               "_lorentz_", "_grassmann_", "_product_"))
+          and not name.endswith(("_xp", "_pairs", "_lift", "_split", "_join", "_each", "_hypot"))
+          and callable(fn)}
