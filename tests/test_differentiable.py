@@ -44,7 +44,8 @@ COVERED = [
     *[(m, "dist", None) for m in ("Euclidean", "Sphere", "SPD", "Lorentz", "Grassmann")],
     ("Euclidean", "retr", "exp"), ("Sphere", "retr", "exp"), ("Sphere", "retr", "projection"),
     ("Stiefel", "retr", "polar"), ("Stiefel", "retr", "qr"), ("Stiefel", "retr", "cayley"),
-    ("Stiefel", "retr", "exp"), ("Stiefel", "exp", None), ("SPD", "retr", "exp"),
+    ("Stiefel", "retr", "exp"), ("Stiefel", "exp", None), ("Stiefel", "inv_retr", "polar"),
+    ("Stiefel", "inv_retr", "qr"), ("SPD", "retr", "exp"),
     ("SPD", "retr", "second_order"), ("Lorentz", "retr", "exp"),
     ("Euclidean", "inv_retr", "exp"), ("Sphere", "inv_retr", "exp"),
     ("Sphere", "inv_retr", "projection"), ("SPD", "inv_retr", "exp"),
@@ -321,10 +322,10 @@ def test_uncovered_methods_and_options_still_refuse(torch):
     M = rf.Stiefel(5, 2)
     x = torch.from_numpy(M.random_point(rng=14))
     u = torch.zeros(5, 2, dtype=torch.float64, requires_grad=True)
-    y = torch.from_numpy(M.random_point(rng=15)).requires_grad_(True)
-    with pytest.raises(NotImplementedError, match=r"^y: a tensor that requires grad; "
-                       r"Stiefel\.inv_retr has no differentiable route.*y\.detach\(\)"):
-        M.inv_retr(x, y)
+    z = torch.from_numpy(M.random_point(rng=15)).requires_grad_(True)
+    with pytest.raises(NotImplementedError, match=r"^z: a tensor that requires grad; "
+                       r"Stiefel\.project has no differentiable route.*z\.detach\(\)"):
+        M.project(z)
     with pytest.raises(NotImplementedError, match=r"^x: .*Sphere\.tangent_gaussian has no "):
         rf.Sphere(3).tangent_gaussian(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64,
                                                    requires_grad=True), 1.0)
@@ -333,10 +334,12 @@ def test_uncovered_methods_and_options_still_refuse(torch):
                                                   r"method='parallel'"):
         G.transport(x, x, torch.zeros(5, 2, dtype=torch.float64, requires_grad=True),
                     "parallel")
-    P = rf.Product(rf.Stiefel(3, 2), rf.Sphere(3))
+    P = rf.Product(rf.Grassmann(3, 2), rf.Sphere(3))
     p0 = P.random_point(rng=16)
-    with pytest.raises(NotImplementedError, match=r"^y: .*Stiefel\.inv_retr has no differen"):
-        P.inv_retr(p0, torch.tensor(p0, requires_grad=True))  # a factor's refusal
+    with pytest.raises(NotImplementedError, match=r"^v: .*Grassmann\.transport with "
+                                                  r"method='parallel'"):
+        P.transport(p0, p0, torch.zeros(9, dtype=torch.float64, requires_grad=True),
+                    "parallel")  # a factor's refusal
     with pytest.raises(ValueError, match="unknown retraction"):
         rf.Sphere(3).retr(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
                           torch.zeros(3, dtype=torch.float64, requires_grad=True), "nope")
@@ -442,7 +445,7 @@ def test_every_declared_route_exists():
             fn = vars(cls)[method]
             assert fn.__globals__["_route"] is xp_routes.ROUTES[route], (cls, method)
             declared += 1
-    assert declared == len(xp_routes.ROUTES) == 59
+    assert declared == len(xp_routes.ROUTES) == 60
 
 
 @needs_torch

@@ -446,6 +446,52 @@ def _stiefel_retr(c, M, x, u, method=None, *, backend=None):
     return _stiefel_exp_xp(xp, x, u)
 
 
+def _stiefel_inv_polar_xp(xp, x, y):
+    """``Y S - X`` with ``(X'Y) S + S (Y'X) = 2I``: the Lyapunov equation as one p^2 x p^2
+    linear system, ``K[(i,j),(k,l)] = M_ik d_jl + d_ik M_jl`` (``M = X'Y``; p is small)."""
+    m = _t(xp, x) @ y
+    p = m.shape[-1]
+    eye = xp.eye(p, dtype=m.dtype)
+    k = (m[..., :, None, :, None] * eye[None, :, None, :]
+         + eye[:, None, :, None] * m[..., None, :, None, :])
+    batch = tuple(m.shape[:-2])
+    k = xp.reshape(k, batch + (p * p, p * p))
+    rhs = xp.reshape(2.0 * eye, (p * p, 1)) + xp.zeros(batch + (p * p, 1), dtype=m.dtype)
+    s = xp.reshape(xp.linalg.solve(k, rhs), batch + (p, p))
+    return y @ s - x
+
+
+def _stiefel_inv_qr_xp(xp, x, y):
+    """``Y R - X``, R upper triangular with ``(X'Y) R + R'(Y'X) = 2I`` (the column-by-column
+    solves of ``reference.stiefel_inv_retr_qr``); NaN where a diagonal entry of R is not
+    positive (``Stiefel._qr_reaches``: ``Y`` not reached by the QR retraction)."""
+    m = _t(xp, x) @ y
+    p = m.shape[-1]
+    batch = tuple(m.shape[:-2])
+    cols = []
+    for j in range(p):
+        one = xp.ones(batch + (1,), dtype=m.dtype)
+        if j:
+            prev = xp.stack(cols, axis=-1)                                  # (..., p, j)
+            b = xp.concat([-(m[..., j:j + 1, :] @ prev)[..., 0, :], one], axis=-1)
+        else:
+            b = one
+        r = xp.linalg.solve(m[..., :j + 1, :j + 1], b[..., None])[..., 0]
+        cols.append(xp.concat([r, xp.zeros(batch + (p - j - 1,), dtype=m.dtype)], axis=-1))
+    r = xp.stack(cols, axis=-1)
+    bad = xp.any(~(detach(xp.linalg.diagonal(r)) > 0), axis=-1)
+    return xp.where(bad[..., None, None], math.nan, y @ r - x)
+
+
+def _stiefel_inv_retr(c, M, x, y, method=None, *, backend=None):
+    method = M._option(method, M.inverse_retractions, "inverse retraction")
+    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
+    x, y = xp.broadcast_arrays(x, y)
+    if method == "polar":
+        return _stiefel_inv_polar_xp(xp, x, y)
+    return _stiefel_inv_qr_xp(xp, x, y)
+
+
 def _stiefel_transport(c, M, x, y, v, method=None, *, backend=None):
     M._option(method, M.transports, "transport")
     xp, dt, (x, y, v) = _inputs(c, M, x=x, y=y, v=v)

@@ -93,7 +93,8 @@ class Stiefel(Manifold):
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "stiefel_proj", "retr": "stiefel_retr",
                     "transport": "stiefel_transport",
-                    "egrad2rgrad": "stiefel_egrad2rgrad", "exp": "stiefel_exp"}
+                    "egrad2rgrad": "stiefel_egrad2rgrad", "exp": "stiefel_exp",
+                    "inv_retr": "stiefel_inv_retr"}
 
     def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)
