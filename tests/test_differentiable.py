@@ -58,6 +58,7 @@ COVERED = [
     ("Grassmann", "retr", "polar"), ("Grassmann", "retr", "qr"), ("Grassmann", "retr", "exp"),
     ("Grassmann", "inv_retr", "polar"), ("Grassmann", "inv_retr", "qr"),
     ("Grassmann", "inv_retr", "exp"), ("Grassmann", "transport", "projection"),
+    ("Grassmann", "transport", "parallel"),
     ("Product", "exp", None), ("Product", "log", None), ("Product", "dist", None),
     ("Product", "retr", "default"), ("Product", "retr", "exp"),
     ("Product", "inv_retr", "default"), ("Product", "inv_retr", "exp"),
@@ -330,16 +331,21 @@ def test_uncovered_methods_and_options_still_refuse(torch):
         rf.Sphere(3).tangent_gaussian(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64,
                                                    requires_grad=True), 1.0)
     G = rf.Grassmann(5, 2)
-    with pytest.raises(NotImplementedError, match=r"^v: .*Grassmann\.transport with "
-                                                  r"method='parallel'"):
-        G.transport(x, x, torch.zeros(5, 2, dtype=torch.float64, requires_grad=True),
-                    "parallel")
+    with pytest.raises(NotImplementedError, match=r"^y: .*Grassmann\.principal_angles has no"):
+        G.principal_angles(x, torch.zeros(5, 2, dtype=torch.float64, requires_grad=True))
     P = rf.Product(rf.Grassmann(3, 2), rf.Sphere(3))
-    p0 = P.random_point(rng=16)
-    with pytest.raises(NotImplementedError, match=r"^v: .*Grassmann\.transport with "
-                                                  r"method='parallel'"):
-        P.transport(p0, p0, torch.zeros(9, dtype=torch.float64, requires_grad=True),
-                    "parallel")  # a factor's refusal
+    with pytest.raises(NotImplementedError, match=r"^z: .*Product\.project has no differen"):
+        P.project(torch.ones(9, dtype=torch.float64, requires_grad=True))
+
+    class Mine(rf.Sphere):  # overrides exp without declaring a route: refused, not Sphere's
+        def exp(self, x, u, *, backend=None):
+            return super().exp(x, u, backend=backend)
+
+    with pytest.raises(NotImplementedError, match=r"^u: .*Mine\.exp has no differentiable"):
+        Mine(3).exp(np.array([1.0, 0.0, 0.0]),
+                    torch.zeros(3, dtype=torch.float64, requires_grad=True))
+    assert Mine(3).log(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64, requires_grad=True),
+                       np.array([0.0, 1.0, 0.0])).requires_grad  # inherited: Sphere's route
     with pytest.raises(ValueError, match="unknown retraction"):
         rf.Sphere(3).retr(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
                           torch.zeros(3, dtype=torch.float64, requires_grad=True), "nope")

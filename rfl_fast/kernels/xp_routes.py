@@ -724,10 +724,12 @@ def _lorentz_transport(c, M, x, y, v, method=None, *, backend=None):
 _SMALL = 1e-4
 
 
-def _series(xp, f, series):
-    """``f`` on eigenvalues >= _SMALL, ``series`` below (eigenvalues are detached)."""
+def _series(xp, f, series, small=_SMALL):
+    """``f`` on eigenvalues >= ``small``, ``series`` below (eigenvalues are detached)."""
+    lim = small
+
     def g(w):
-        small = w < _SMALL
+        small = w < lim
         return xp.where(small, series(w), f(xp.where(small, 1.0, w)))
     return g
 
@@ -827,12 +829,34 @@ def _grassmann_dist(c, M, x, y):
     return _sqrt0(xp, xp.sum(th2, axis=-1))
 
 
+def _grassmann_parallel_pairs(xp):
+    """``psi(t) = cos(theta)`` and ``phi(t) = (cos(theta) - 1) / t`` of ``t = tan^2(theta)``
+    (``(1 + t)^-1/2`` and ``((1 + t)^-1/2 - 1) / t``) with their derivatives."""
+    psi = (lambda w: 1.0 / xp.sqrt(1.0 + w), lambda w: -0.5 / ((1.0 + w) * xp.sqrt(1.0 + w)))
+    phi = _series(xp, lambda w: (1.0 / xp.sqrt(1.0 + w) - 1.0) / w,
+                  lambda w: -0.5 + 3.0 * w / 8.0 - 5.0 * w ** 2 / 16.0 + 35.0 * w ** 3 / 128.0
+                  - 63.0 * w ** 4 / 256.0)
+    dphi = _series(xp, lambda w: (-0.5 * w / ((1.0 + w) * xp.sqrt(1.0 + w))
+                                  - (1.0 / xp.sqrt(1.0 + w) - 1.0)) / w ** 2,
+                   lambda w: 3.0 / 8.0 - 5.0 * w / 8.0 + 105.0 * w ** 2 / 128.0
+                   - 63.0 * w ** 3 / 64.0, small=1e-3)
+    return psi, (phi, dphi)
+
+
 def _grassmann_transport(c, M, x, y, v, method=None, *, backend=None):
-    """``"projection"``: ``(I - YY') V Q``, ``Q`` the polar factor of ``X'Y``."""
-    _option(M, method, M.transports, "transport", ("projection",))
+    """``"projection"``: ``(I - YY') V Q``; ``"parallel"``: ``Grassmann.transport``'s
+    ``V - X P sin(Theta) A'V + A (cos(Theta) - 1) A'V``, then ``Q``, written with ``Z = A
+    tan(Theta) P'`` as ``V - X psi(Z'Z) Z'V + Z phi(Z'Z) Z'V``; ``Q`` the polar factor of
+    ``X'Y``."""
+    method = M._option(method, M.transports, "transport")
     xp, dt, (x, y, v) = _inputs(c, M, x=x, y=y, v=v)
     q = _stiefel_polar_xp(xp, _t(xp, x) @ y, dt)
-    return (v - y @ (_t(xp, y) @ v)) @ q
+    if method == "projection":
+        return (v - y @ (_t(xp, y) @ v)) @ q
+    z = _grassmann_lift(xp, x, y)
+    (psi, phi), _ = _spectral(xp, _sym(xp, _t(xp, z) @ z), list(_grassmann_parallel_pairs(xp)))
+    ztv = _t(xp, z) @ v
+    return (v - x @ (psi @ ztv) + z @ (phi @ ztv)) @ q
 
 
 # ---------------------------------------------------------------- Product
