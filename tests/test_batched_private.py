@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rfl_fast as rf
-from rfl_fast._validation import ItemStreams
+from rfl_fast.kernels.streams import ItemStreams
 from rfl_fast.federation.context import ClientRandom
 from rfl_fast.problems import KPCA, SPDMean, Brockett, SpherePCA
 from rfl_fast.problems.base import Problem
@@ -116,8 +116,8 @@ def small_chunks(monkeypatch):
     """Every draw of more than 16 normals split over the package's threads (the real floor,
     65 536 normals a thread, leaves the tests' small draws on one thread); the thread setting
     restored afterwards."""
-    from rfl_fast import _validation
-    monkeypatch.setattr(_validation, "_DRAWS_PER_THREAD", 16)
+    from rfl_fast.kernels import streams
+    monkeypatch.setattr(streams, "_DRAWS_PER_THREAD", 16)
     before = rf.get_threads()
     yield
     rf.set_threads(before)
@@ -199,15 +199,15 @@ def test_item_streams_have_no_python_loop_over_the_items(small_chunks, threads):
 def test_item_streams_pool_is_made_again_after_a_fork(small_chunks, monkeypatch):
     """A forked child inherits the pool's object but not its threads: a pool of another
     process id is replaced, and the draw is the same."""
-    from rfl_fast import _validation
+    from rfl_fast.kernels import streams
 
     rf.set_threads(2)
     gens = lambda: [np.random.default_rng(s) for s in range(6)]    # noqa: E731
     want = ItemStreams(gens()).standard_normal((6, 20))
-    pid, workers, pool = _validation._POOL
-    monkeypatch.setattr(_validation, "_POOL", (pid + 1, workers, pool))
+    pid, workers, pool = streams._POOL
+    monkeypatch.setattr(streams, "_POOL", (pid + 1, workers, pool))
     np.testing.assert_array_equal(ItemStreams(gens()).standard_normal((6, 20)), want)
-    assert _validation._POOL[0] == pid and _validation._POOL[2] is not pool
+    assert streams._POOL[0] == pid and streams._POOL[2] is not pool
 
 
 @pytest.mark.parametrize("kw", [dict(sigma=0.05, clip=0.5),

@@ -25,7 +25,7 @@ from itertools import repeat
 
 import numpy as np
 
-from .._validation import ItemStreams
+from ..kernels.streams import ItemStreams
 
 __all__ = ["STREAM_PARTICIPATION", "STREAM_SERVER", "STREAM_INIT", "STREAM_CLIENTS",
            "resolve_seed", "stream", "client_rng", "ClientRandom", "ClientContext",
@@ -192,7 +192,7 @@ class ClientRandom:
 
         Returns
         -------
-        rfl_fast._validation.ItemStreams
+        rfl_fast.kernels.streams.ItemStreams
             Accepted as ``rng=`` by the manifolds' random draws (``tangent_gaussian``).
         """
         return ItemStreams(self.generators(positions))
