@@ -313,7 +313,8 @@ def resolve_checked(kernel, choice=None, shape=None):
 
 def set_threads(threads: int | None) -> None:
     """Use at most ``threads`` threads in the compiled C++ kernels (their batch loops and the
-    fused PCA sums).
+    fused PCA sums) and in the stacked noise draws (:class:`rfl_fast.kernels.streams.ItemStreams`:
+    each item still drawn from its own generator, so the numbers never change).
 
     Small batches use fewer threads (each thread must get ~0.5 MB of input). Results never
     depend on the thread count: the work is split into fixed chunks that threads take in turn,
