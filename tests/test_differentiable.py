@@ -64,6 +64,7 @@ COVERED = [
     ("Product", "inv_retr", "default"), ("Product", "inv_retr", "exp"),
     ("Product", "transport", "default"), ("Product", "transport", "parallel"),
     ("Product", "transport", "projection"),
+    *[(m, "project", None) for m in ("Euclidean", "Sphere", "Stiefel", "Grassmann")],
     *[(m, "inner", None) for m in MANIFOLDS],
     *[(m, "norm", None) for m in MANIFOLDS],
     *[(m, "egrad2rgrad", None) for m in MANIFOLDS],
@@ -84,6 +85,8 @@ def make_args(M, method, option, *, step=0.7, seed=0, degenerate=False):
     v = M.random_tangent(x, rng=rng)
     y = x.copy() if degenerate else M.retr(x, M.random_tangent(x, rng=rng) * step, option
                                             if method == "inv_retr" else None)
+    if method == "project":
+        return (x + 0.3 * rng.standard_normal(x.shape),)
     if method in ("proj", "egrad2rgrad"):
         return (x, rng.standard_normal(x.shape))
     if method == "inner":
@@ -167,7 +170,7 @@ def test_torch_gradcheck(torch, case):
                                     eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
-DEGENERATE = [c for c in COVERED if c[1] not in ("proj", "egrad2rgrad")]
+DEGENERATE = [c for c in COVERED if c[1] not in ("proj", "egrad2rgrad", "project")]
 #: not differentiable at the degenerate point (equal points, a zero vector): gradient 0 there
 KINKED = ("dist", "norm")
 
@@ -324,9 +327,9 @@ def test_uncovered_methods_and_options_still_refuse(torch):
     x = torch.from_numpy(M.random_point(rng=14))
     u = torch.zeros(5, 2, dtype=torch.float64, requires_grad=True)
     z = torch.from_numpy(M.random_point(rng=15)).requires_grad_(True)
-    with pytest.raises(NotImplementedError, match=r"^z: a tensor that requires grad; "
-                       r"Stiefel\.project has no differentiable route.*z\.detach\(\)"):
-        M.project(z)
+    with pytest.raises(NotImplementedError, match=r"^x: a tensor that requires grad; "
+                       r"Stiefel\.tangent_gaussian has no differentiable route.*x\.detach"):
+        M.tangent_gaussian(z, 1.0)
     with pytest.raises(NotImplementedError, match=r"^x: .*Sphere\.tangent_gaussian has no "):
         rf.Sphere(3).tangent_gaussian(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64,
                                                    requires_grad=True), 1.0)
@@ -334,8 +337,8 @@ def test_uncovered_methods_and_options_still_refuse(torch):
     with pytest.raises(NotImplementedError, match=r"^y: .*Grassmann\.principal_angles has no"):
         G.principal_angles(x, torch.zeros(5, 2, dtype=torch.float64, requires_grad=True))
     P = rf.Product(rf.Grassmann(3, 2), rf.Sphere(3))
-    with pytest.raises(NotImplementedError, match=r"^z: .*Product\.project has no differen"):
-        P.project(torch.ones(9, dtype=torch.float64, requires_grad=True))
+    with pytest.raises(NotImplementedError, match=r"^x: .*Product\.split has no differentia"):
+        P.split(torch.ones(9, dtype=torch.float64, requires_grad=True))
 
     class Mine(rf.Sphere):  # overrides exp without declaring a route: refused, not Sphere's
         def exp(self, x, u, *, backend=None):
@@ -434,8 +437,8 @@ def test_jax_jit_and_vmap_trace_through(jax):
 def test_jax_uncovered_methods_still_refuse(jax):
     M = rf.Sphere(3)
     x = np.array([1.0, 0.0, 0.0])
-    with pytest.raises(NotImplementedError, match=r"^z: a JAX tracer.*Sphere\.project has no"):
-        jax.grad(lambda z: M.project(z)[0])(jax.numpy.asarray([0.0, 1.0, 0.0]))
+    with pytest.raises(NotImplementedError, match=r"^x: a JAX tracer.*Sphere\.check_point has"):
+        jax.grad(lambda z: M.check_point(z)[0])(jax.numpy.asarray([0.0, 1.0, 0.0]))
 
 
 def test_every_declared_route_exists():
@@ -451,7 +454,7 @@ def test_every_declared_route_exists():
             fn = vars(cls)[method]
             assert fn.__globals__["_route"] is xp_routes.ROUTES[route], (cls, method)
             declared += 1
-    assert declared == len(xp_routes.ROUTES) == 60
+    assert declared == len(xp_routes.ROUTES) == 65
 
 
 @needs_torch
@@ -468,3 +471,14 @@ def test_torch_zero_vector_and_a_riemannian_gradient_norm(torch):
     np.testing.assert_allclose(float(out.detach()), ref, rtol=1e-13)
     out.backward()
     assert torch.isfinite(x.grad).all() and torch.isfinite(g.grad).all()
+
+
+@needs_torch
+def test_torch_product_project(torch):
+    """``Product.project`` factor by factor (the test product's Lorentz factor has none)."""
+    P = rf.Product(rf.Sphere(3), rf.Stiefel(3, 2))
+    z = P.random_point(2, rng=20) + 0.3 * np.random.default_rng(21).standard_normal((2, 9))
+    tz = torch.tensor(z, requires_grad=True)
+    out = P.project(tz)
+    np.testing.assert_allclose(out.detach().numpy(), P.project(z), atol=1e-14)
+    assert torch.autograd.gradcheck(P.project, (tz,), eps=1e-6, atol=1e-6, rtol=1e-5)

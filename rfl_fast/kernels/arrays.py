@@ -21,7 +21,8 @@ Gradients. An argument that carries a gradient (a tensor with ``requires_grad`` 
 method's differentiable route (:mod:`rfl_fast.kernels.xp_routes`, declared by the manifold in
 ``array_routes``) runs instead, the same formulas in the caller's namespace, so that autograd,
 ``jax.grad``, ``jit`` and ``vmap`` trace through it (proj, retr, exp, log, dist, the transports
-of Euclidean, Sphere, Stiefel, SPD, Lorentz, Grassmann, Product; inner, norm, egrad2rgrad).
+of Euclidean, Sphere, Stiefel, SPD, Lorentz, Grassmann, Product; inner, norm, egrad2rgrad,
+project).
 A call without a gradient keeps the NumPy/compiled route.
 
 What is refused, naming the argument: arrays of two foreign namespaces in one call (a torch

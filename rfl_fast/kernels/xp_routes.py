@@ -960,6 +960,39 @@ def _product_transport(c, M, x, y, v, method=None, *, backend=None):
     return _product_join(xp, M, out)
 
 
+# ---------------------------------------------------------------- nearest points (project)
+
+
+def _sphere_project(c, M, z):
+    """``z / |z|`` (NaN for the zero vector, where NumPy raises)."""
+    xp, dt, (z,) = _inputs(c, M, z=z)
+    n2 = _dot(xp, z, z)
+    pos = n2 > 0
+    return xp.where(pos, z / xp.sqrt(xp.where(pos, n2, 1.0)), math.nan)
+
+
+def _stiefel_project(c, M, z, *, backend=None):
+    """The polar factor of ``Z`` (NaN where rank deficient)."""
+    xp, dt, (z,) = _inputs(c, M, z=z)
+    return _stiefel_polar_xp(xp, z, dt)
+
+
+def _grassmann_project(c, M, z, *, backend=None):
+    return _stiefel_project(c, M, z)
+
+
+def _euclidean_project(c, M, z):
+    xp, dt, (z,) = _inputs(c, M, z=z)
+    return z
+
+
+def _product_project(c, M, z):
+    if not M.has_project:
+        M._missing("project")
+    xp, out = _product_each(c, M, lambda f, m, a: f.project(a), z=z)
+    return _product_join(xp, M, out)
+
+
 #: Route name -> route ``route(caller, manifold, *args, **options)`` with the arguments of the
 #: manifold method it stands for (``caller``: the :class:`~rfl_fast.kernels.arrays.Caller`).
 ROUTES = {name[1:]: fn for name, fn in list(globals().items())

@@ -28,7 +28,8 @@ class Euclidean(Manifold):
     array_routes = {"proj": "euclidean_proj", "retr": "euclidean_retr",
                     "inv_retr": "euclidean_inv_retr", "exp": "euclidean_exp",
                     "log": "euclidean_log", "dist": "euclidean_dist",
-                    "transport": "euclidean_transport"}
+                    "transport": "euclidean_transport",
+                    "project": "euclidean_project"}
 
     def __init__(self, *shape: tuple[int, ...], validate: bool | None = None) -> None:
         if not shape or any(int(s) < 1 for s in shape):

@@ -115,7 +115,8 @@ class Grassmann(Manifold):
     array_routes = {"proj": "grassmann_proj", "retr": "grassmann_retr",
                     "inv_retr": "grassmann_inv_retr", "exp": "grassmann_exp",
                     "log": "grassmann_log", "dist": "grassmann_dist",
-                    "transport": "grassmann_transport"}
+                    "transport": "grassmann_transport",
+                    "project": "grassmann_project"}
     has_project = True
     has_tangent_gaussian = True
 

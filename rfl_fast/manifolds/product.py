@@ -64,7 +64,8 @@ class Product(Manifold):
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call: factor
     #: by factor, each factor's own route
     array_routes = {m: f"product_{m}" for m in ("inner", "norm", "dist", "proj", "egrad2rgrad",
-                                                 "retr", "inv_retr", "exp", "log", "transport")}
+                                                 "retr", "inv_retr", "exp", "log", "transport",
+                                                 "project")}
 
     def __init__(self, *factors: Manifold, validate: bool | None = None) -> None:
         if not factors:

@@ -62,7 +62,8 @@ class Sphere(Manifold):
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "sphere_proj", "retr": "sphere_retr", "inv_retr": "sphere_inv_retr",
                     "exp": "sphere_exp", "log": "sphere_log", "dist": "sphere_dist",
-                    "transport": "sphere_transport"}
+                    "transport": "sphere_transport",
+                    "project": "sphere_project"}
 
     def __init__(self, d: int, *, validate: bool | None = None) -> None:
         if int(d) < 2:

@@ -94,7 +94,8 @@ class Stiefel(Manifold):
     array_routes = {"proj": "stiefel_proj", "retr": "stiefel_retr",
                     "transport": "stiefel_transport",
                     "egrad2rgrad": "stiefel_egrad2rgrad", "exp": "stiefel_exp",
-                    "inv_retr": "stiefel_inv_retr"}
+                    "inv_retr": "stiefel_inv_retr",
+                    "project": "stiefel_project"}
 
     def __init__(self, n: int, p: int, *, validate: bool | None = None) -> None:
         n, p = int(n), int(p)
