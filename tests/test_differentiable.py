@@ -482,3 +482,20 @@ def test_torch_product_project(torch):
     out = P.project(tz)
     np.testing.assert_allclose(out.detach().numpy(), P.project(z), atol=1e-14)
     assert torch.autograd.gradcheck(P.project, (tz,), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+@needs_torch
+def test_a_route_that_cannot_serve_refuses(torch, monkeypatch):
+    """A route that raises ``NoRoute`` (Stiefel's ``exp`` without a differentiable matrix
+    exponential in the namespace) ends in the refusal, with the reason."""
+    from rfl_fast.kernels import xp_routes
+
+    def no_expm(xp, a):
+        raise xp_routes.NoRoute("no differentiable matrix exponential here")
+
+    monkeypatch.setattr(xp_routes, "_expm", no_expm)
+    M = rf.Stiefel(4, 2)
+    x = M.random_point(rng=22)
+    with pytest.raises(NotImplementedError, match=r"^u: a tensor that requires grad; Stiefel\.exp "
+                       r"\(no differentiable matrix exponential here\) has no differentiable"):
+        M.exp(x, torch.zeros(4, 2, dtype=torch.float64, requires_grad=True))

@@ -373,7 +373,7 @@ def _foreign_call(fn, names, route, self, *args, **kwargs):
         try:
             return route(first, self, *args, **kwargs)
         except NoRoute as exc:
-            _refuse_gradient(*grad, f"{_what(fn, self)} with method={exc.args[0]!r}")
+            _refuse_gradient(*grad, f"{_what(fn, self)} ({exc})")
     for i, name, c in found:
         args[i] = _host_view(args[i], c._torch is not None and c._host, name)
     return from_numpy(fn(self, *args, **kwargs), first)

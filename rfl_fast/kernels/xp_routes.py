@@ -35,9 +35,10 @@ Autodiff traps, handled:
   (a Hessian-vector product) misses the eigenvectors' own derivative;
 * no SVD: its derivative divides by the gaps between singular values and, at a zero step, by
   the singular values themselves. Grassmann's maps are functions of the p x p matrices
-  ``U'U`` (``exp``) and ``Z'Z`` (``Z = (I - XX') Y (X'Y)^-1``, ``log``, ``dist``) computed as
-  above, with Taylor series of the eigenvalue functions near 0; polar factors come from the
-  ``eigh`` of the Gram matrix.
+  ``U'U`` (``exp``) and ``Z'Z`` (``Z = (I - XX') Y (X'Y)^-1``: ``log``, ``dist``, the
+  parallel transport) computed as above, with Taylor series of the eigenvalue functions near 0;
+  polar factors come from the ``eigh`` of the Gram matrix. Stiefel's inverse polar retraction
+  solves its Lyapunov equation as one p^2 x p^2 linear system (p is small).
 
 One map uses a namespace's own function beyond the array API: Stiefel's ``exp`` (and its
 ``"exp"`` retraction) takes the exponential of a general 2p x 2p matrix from
@@ -51,8 +52,9 @@ __all__ = ["ROUTES", "NoRoute", "detach"]
 
 
 class NoRoute(Exception):
-    """Raised by a route for an option it does not cover (e.g. Stiefel's ``"cayley"``): the
-    seam then refuses the gradient-carrying argument as for a method without a route."""
+    """Raised by a route that cannot serve this call (an option it does not cover; Stiefel's
+    ``exp`` in a namespace without a differentiable ``expm``): the seam then refuses the
+    gradient-carrying argument as for a method without a route."""
 
 
 def detach(a):
@@ -131,13 +133,6 @@ def _sqrt0(xp, s):
 
 def _sum_core(xp, a, k):
     return xp.sum(a, axis=tuple(range(-k, 0)))
-
-
-def _option(M, method, options, kind, covered):
-    method = M._option(method, options, kind)
-    if method not in covered:
-        raise NoRoute(method)
-    return method
 
 
 # ---------------------------------------------------------------- symmetric matrix functions
@@ -402,7 +397,7 @@ def _expm(xp, a):
         import jax.scipy.linalg
 
         return jax.scipy.linalg.expm(a)
-    raise NoRoute("exp")
+    raise NoRoute(f"no differentiable matrix exponential for {type(a).__name__} arrays")
 
 
 def _stiefel_exp_xp(xp, x, u):
