@@ -370,7 +370,7 @@ def _stiefel_polar_xp(xp, a, dt):
     (isq,), w = _spectral(xp, g, [_invsqrt_pair(xp)])
     n = a.shape[-2]
     bad = ~(w[..., 0] > w[..., -1] * (_eps(xp, dt) * n) ** 2)
-    return xp.where(bad[..., None, None], math.nan, a @ isq)
+    return a @ xp.where(bad[..., None, None], math.nan, isq)  # NaN by the p x p factor
 
 
 def _stiefel_qr_xp(xp, a, dt):
@@ -382,7 +382,7 @@ def _stiefel_qr_xp(xp, a, dt):
     d = xp.where(d == 0, 1.0, d)
     scale = _sqrt0(xp, xp.sum(a * a, axis=(-2, -1)))[..., None]
     bad = xp.any(xp.abs(detach(rd)) <= detach(scale) * (_eps(xp, dt) * a.shape[-2]), axis=-1)
-    return xp.where(bad[..., None, None], math.nan, q * d[..., None, :])
+    return q * xp.where(bad[..., None], math.nan, d)[..., None, :]  # NaN by the signs
 
 
 def _expm(xp, a):
