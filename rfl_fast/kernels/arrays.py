@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["accepts_arrays", "is_foreign", "to_numpy", "from_numpy", "Caller", "caller_of"]
+__all__ = ["accepts_arrays", "is_foreign", "to_numpy", "from_numpy", "Caller", "caller_of", "NoRoute"]
 
 #: DLPack's device type of host memory (``kDLCPU``) and of pinned host memory
 _DLPACK_HOST = (1, 3)
@@ -61,6 +61,13 @@ _FOREIGN: set = set()
 _TORCH: set = set()
 #: ``(type, device) -> Caller``: one namespace lookup per array type and device
 _CALLERS: dict = {}
+
+
+
+class NoRoute(Exception):
+    """Raised by a route that cannot serve this call (an option it does not cover; Stiefel's
+    ``exp`` in a namespace without a differentiable ``expm``): the seam then refuses the
+    gradient-carrying argument as for a method without a route."""
 
 
 def _foreign_type(t):
@@ -366,8 +373,6 @@ def _foreign_call(fn, names, route, self, *args, **kwargs):
     if first is None:
         return fn(self, *args, **kwargs)
     if grad is not None:
-        from .xp_routes import NoRoute
-
         if first.device is None:  # a tracer first: a concrete argument may name the device
             first = next((c for _, _, c in found if c.device is not None), first)
         try:

@@ -48,13 +48,9 @@ One map uses a namespace's own function beyond the array API: Stiefel's ``exp`` 
 import math
 import sys
 
-__all__ = ["ROUTES", "NoRoute", "detach"]
+from .arrays import NoRoute, is_foreign
 
-
-class NoRoute(Exception):
-    """Raised by a route that cannot serve this call (an option it does not cover; Stiefel's
-    ``exp`` in a namespace without a differentiable ``expm``): the seam then refuses the
-    gradient-carrying argument as for a method without a route."""
+__all__ = ["ROUTES", "detach"]
 
 
 def detach(a):
@@ -89,7 +85,6 @@ def _inputs(caller, M, **named):
     import numpy as np  # only to read native (NumPy, list, number) arguments
 
     from .._validation import check_core_shape
-    from .arrays import is_foreign
 
     xp = caller.xp
     arrays = {}
