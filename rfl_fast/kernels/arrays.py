@@ -449,5 +449,13 @@ def accepts_arrays(fn: Callable[..., Any], route: Callable[..., Any] | None = No
            f"    if {' and '.join(checks) or 'True'}:\n"
            f"        return _fn({', '.join(call)})\n"
            f"    return _slow(_fn, _names, _route, {', '.join(call)})\n")
-    exec(compile(src, f"<accepts_arrays {fn.__qualname__}>", "exec"), env)
+    exec(_compiled(src), env)
     return functools.update_wrapper(env["_method"], fn)
+
+
+@functools.cache
+def _compiled(src):
+    """The code of a wrapper's source, compiled once per parameter list (the manifolds' 168
+    wrapped methods share a few dozen; compiling each took about 0.1 s of every process's
+    import, a Flower ClientApp's among them)."""
+    return compile(src, "<accepts_arrays>", "exec")
