@@ -170,41 +170,62 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 // One client's local steps (rfl/pca.hpp: rfl::pca::local_steps) through the very functions the
 // batched route calls (pca_units on each 512-row chunk, the Stiefel loops for the projection
 // and the retraction), so the iterates are the batched route's bit for bit. `offset` (d x r,
-// or nullptr): subtracted from each step's Euclidean gradient before the projection.
-void pca_local_steps_client(const double* pz, std::int64_t lo, std::int64_t hi, std::size_t d,
-                            int r, double* X, double s, double eta, int steps,
-                            const double* offset) {
-    const std::size_t m = static_cast<std::size_t>(hi - lo);
-    const int n = static_cast<int>(d);
+// or nullptr): subtracted from each step's Euclidean gradient before the projection. `anchor`
+// (d x r, or nullptr): RFedProx's proximal term, the direction P_X(G) - mu R_X^{-1}(anchor) with
+// the inverse polar retraction of the batched kernel (stiefel_inv_retr_polar; NaN where it has
+// no solution, which the next retraction carries into X).
+struct LocalSteps {
+    const double* pz;
+    const std::int64_t* po;
+    const std::int64_t* pi;
+    std::size_t d;
+    int r;
+    const double* ps;
+    const double* poff;  // (k, d, r) or nullptr
+    const double* anchor;  // (d, r) or nullptr
+    double mu;
+    double eta;
+    int steps;
+};
+
+void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
+    const std::int64_t lo = a.po[a.pi[j]], hi = a.po[a.pi[j] + 1];
+    const std::size_t m = static_cast<std::size_t>(hi - lo), d = a.d;
+    const int n = static_cast<int>(d), r = a.r;
+    const std::size_t item = static_cast<std::size_t>(r) * d;
     std::vector<double> work(rfl::pca::local_steps_work_size(m, d, r));
+    std::vector<double> pull(a.anchor == nullptr ? 0 : item);
     const rfl::pca::Weight plain{false, INFINITY, 1.0};
     rfl::pca::local_steps(
-        pz + lo * d, m, d, r, X, s, eta, steps, work.data(),
+        a.pz + lo * d, m, d, r, X, a.ps[j], a.eta, a.steps, work.data(),
         [&](const double* rows, std::size_t count, const double* Xt, double* St) {
             PcaUnit unit{0, 0, static_cast<std::int64_t>(count), St, 0.0};
             std::atomic<std::size_t> next{0};
             pca_units(&unit, 1, &next, rows, d, Xt, r, plain);
         },
-        [&](const double* x, const double* g, double* u) { stiefel_proj_loop(x, g, u, 1, n, r); },
+        [&](const double* x, const double* g, double* u) {
+            stiefel_proj_loop(x, g, u, 1, n, r);
+            if (a.anchor == nullptr) return;
+            stiefel_inv_retr_polar_loop(x, a.anchor, pull.data(), 1, n, r);
+            for (std::size_t e = 0; e < item; ++e) u[e] -= a.mu * pull[e];
+        },
         [&](const double* x, const double* u, double* y) {
             stiefel_retr_polar_loop(x, u, y, 1, n, r);
         },
-        offset);
+        a.poff == nullptr ? nullptr : a.poff + j * item);
 }
 
-void pca_local_units(const double* pz, const std::int64_t* po, const std::int64_t* pi,
-                     std::size_t k, std::size_t d, int r, double* px, const double* ps,
-                     const double* poff, double eta, int steps, std::atomic<std::size_t>* next) {
-    const std::size_t item = static_cast<std::size_t>(r) * d;
+void pca_local_units(const LocalSteps& a, std::size_t k, double* px,
+                     std::atomic<std::size_t>* next) {
+    const std::size_t item = static_cast<std::size_t>(a.r) * a.d;
     const rfl::blas::Suspend own_loops;  // clients run on several threads: no BLAS threads
     for (std::size_t j; (j = next->fetch_add(1, std::memory_order_relaxed)) < k;)
-        pca_local_steps_client(pz, po[pi[j]], po[pi[j] + 1], d, r, px + j * item, ps[j], eta,
-                               steps, poff == nullptr ? nullptr : poff + j * item);
+        pca_local_steps_client(a, j, px + j * item);
 }
 
 Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
                     const Arr& scale, double eta, int steps, int threads,
-                    const py::object& offset) {
+                    const py::object& offset, const py::object& anchor, double mu) {
     const char* kernel = "pca_local_steps";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
@@ -239,18 +260,26 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
                              shape_str(x0));
     }
     const double* poff = offset.is_none() ? nullptr : off.data();
+    Arr anc;  // RFedProx's anchor x_t (d, r), with its weight mu
+    if (!anchor.is_none()) {
+        anc = take_array<double>(anchor);
+        check_arg(anc, kernel, "anchor");
+        if (anc.ndim() != 2 || anc.shape(0) != x0.shape(1) || anc.shape(1) != x0.shape(2))
+            fail(kernel, "anchor " + shape_str(anc) + " must have the shape of one point of x0 " +
+                             shape_str(x0));
+        if (!std::isfinite(mu) || mu < 0.0) fail(kernel, "mu must be finite and >= 0");
+    }
     Arr x({k, x0.shape(1), x0.shape(2)});
     std::copy(x0.data(), x0.data() + x0.size(), x.mutable_data());
-    const double* pz = z.data();
-    const double* ps = scale.data();
+    const LocalSteps args{z.data(), po, pi, d, r, scale.data(), poff,
+                          anchor.is_none() ? nullptr : anc.data(), mu, eta, steps};
     double* px = x.mutable_data();
     {
         py::gil_scoped_release release;
         const int T = std::max(1, std::min<int>(threads, static_cast<int>(k)));
         std::atomic<std::size_t> next{0};
         rfl::batch::run_threads(T, [&] {
-            pca_local_units(pz, po, pi, static_cast<std::size_t>(k), d, r, px, ps, poff, eta,
-                            steps, &next);
+            pca_local_units(args, static_cast<std::size_t>(k), px, &next);
         });
     }
     return x;
@@ -261,12 +290,15 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
 void register_pca(py::module_& m) {
     m.def("pca_local_steps",
           [](py::handle z, py::handle offsets, py::handle idx, py::handle x0, py::handle scale,
-             double eta, int steps, int threads, const py::object& offset) {
-              return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset);
+             double eta, int steps, int threads, const py::object& offset,
+             const py::object& anchor, double mu) {
+              return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset,
+                                     anchor, mu);
           },
           py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
           py::arg("threads") = 1, py::arg("offset") = py::none(),
+          py::arg("anchor") = py::none(), py::arg("mu") = 0.0,
           R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
 ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
@@ -274,7 +306,9 @@ same arithmetic as the batched kernels (pca_grad_sum with scale, stiefel_proj,
 stiefel_retr_polar), so the same bits; all steps of one client run while its rows are in
 cache. ``threads`` threads take whole clients. With ``offset`` ((k, d, r) float64) every step
 is ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X) - offset[j]))`` (RFedSVRG's local steps on
-kPCA, whose correction is the projection of a constant vector).)pbdoc");
+kPCA, whose correction is the projection of a constant vector). With ``anchor`` ((d, r)
+float64) and ``mu`` (>= 0) the direction also subtracts ``mu R_X^{-1}(anchor)``, the inverse
+polar retraction (RFedProx's local steps on kPCA); NaN where that inverse has no solution.)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

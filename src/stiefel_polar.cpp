@@ -36,6 +36,11 @@ void stiefel_retr_polar_loop(const double* x, const double* u, double* o, py::ss
     stiefel_loop<StOp::retr_polar>(x, u, o, N, n, p);
 }
 
+void stiefel_inv_retr_polar_loop(const double* x, const double* y, double* o, py::ssize_t N,
+                                 int n, int p) {
+    stiefel_loop<StOp::inv_retr_polar>(x, y, o, N, n, p);
+}
+
 void register_stiefel_polar(py::module_& m) {
     m.def("stiefel_retr_polar", [](py::handle x, py::handle u, const std::string& parallel) {
         return stiefel_binary<StOp::retr_polar>(x, u, "stiefel_retr_polar", "u", parallel); },

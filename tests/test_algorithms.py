@@ -407,6 +407,82 @@ def test_fused_rfedsvrg_local_steps_equal_the_composed_loop(monkeypatch, backend
     assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
 
 
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_fused_rfedprox_local_steps_equal_the_composed_loop(backend):
+    """RFedProx on kPCA (Stiefel, polar) runs its local steps as one fused call per round, the
+    proximal term ``-mu R_x^{-1}(x_t)`` added inside the kernel with the inverse retraction's
+    own kernel (``Manifold.inverse_kernels``); the composed loop (rgrad, inv_retr, retr per
+    step) gives the same iterates to rounding.
+
+    Tolerance: the routes differ only in rounding the direction ``g - mu v`` (one fused
+    multiply-add against two roundings; the reference's inverse retraction against the compiled
+    one, each within ``10 r eps`` of ``|v| <= 1``): at most ``(a (d + 10 r) + 10 r (1 + mu)) eps``
+    per step after the factor ``eta``, with ``a = eta |s| |Z|^2``; a step enlarges an earlier
+    difference at most ``1 + a + 3 eta mu`` times (the inverse retraction is 3-Lipschitz this
+    close to ``x_t``) and the tangent mean does not enlarge it (beta = 1)."""
+    from rfl_fast.algorithms import RFedProx
+    from rfl_fast.federation import Full
+    from rfl_fast.kernels import fused
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(11)
+    sizes, d, r, eta, mu, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 0.5, 5, 3
+    data = [rng.standard_normal((m, d)) for m in sizes]
+    P = KPCA(data, r, gram=False)
+    x0 = P.manifold.random_point(rng=1)
+    alg = RFedProx(eta, tau, mu=mu)
+    assert alg._fused_steps(P, "polar") is not None
+    assert RFedProx(eta, tau, mu=mu, retraction="qr")._fused_steps(P, "polar") is not None
+    assert RFedProx(eta, tau, mu=mu)._fused_steps(P, "qr") is None
+
+    class Composed(RFedProx):
+        def _fused_steps(self, problem, method):
+            return None
+
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    calls = []
+    with rf.backend(backend), pytest.MonkeyPatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(k) or kernel(*a, **k))
+        a = run(P, alg, rounds, **kw)
+        b = run(P, Composed(eta, tau, mu=mu), rounds, **kw)
+    assert len(calls) == rounds                 # one fused call per round, the composed none
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
+    bound = rounds * tau * (1 + a_max + 3 * eta * mu) ** tau * \
+        (a_max * (d + 10 * r) + 10 * r * (1 + mu)) * np.finfo(float).eps
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
+    # mu = 0: RFedAvg's kernel and bits
+    np.testing.assert_array_equal(run(P, RFedProx(eta, tau, mu=0.0), 2, **kw).x,
+                                  run(P, RFedAvg(eta, tau), 2, **kw).x)
+
+
+def test_fused_proximal_steps_refuse_bad_anchors_and_mark_unreachable_ones():
+    """The compiled kernel checks the anchor's shape and ``mu``, naming them; where the anchor
+    has no inverse retraction from a client's iterate (``X'Y`` singular) that client's steps
+    come back NaN, on the compiled route and the reference alike."""
+    from rfl_fast.kernels import fused
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(3)
+    data = [rng.standard_normal((20, 6)) for _ in range(2)]
+    rows = KPCA(data, 2, gram=False).quadratic_rows()
+    idx = np.array([0, 1])
+    x0 = np.ascontiguousarray(np.broadcast_to(np.eye(6)[:, :2], (2, 6, 2)))
+    far = np.ascontiguousarray(np.eye(6)[:, 2:4])          # orthogonal to x0: X'Y = 0
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.0, 1)
+    for backend in ["numpy", "cpp"] if fused.compiled_available("pca_local_steps") else ["numpy"]:
+        out = fused.pca_local_steps(*args, anchor=far, mu=0.5, backend=backend)
+        assert np.isnan(out).all()
+        near = fused.pca_local_steps(*args, anchor=x0[0], mu=0.5, backend=backend)
+        np.testing.assert_allclose(near, x0, atol=1e-14)    # eta = 0: the start, R^{-1} = 0
+    if fused.compiled_available("pca_local_steps"):
+        with pytest.raises(ValueError, match="anchor"):
+            fused.pca_local_steps(*args, anchor=np.zeros((6, 3)), mu=0.5, backend="cpp")
+        with pytest.raises(ValueError, match="mu"):
+            fused.pca_local_steps(*args, anchor=x0[0], mu=-1.0, backend="cpp")
+
+
 def test_fused_rfedsvrg_steps_only_where_they_apply(monkeypatch):
     """The fused RFedSVRG route is decided from the declarations: client option 1, no
     second-order correction (2BB, 2BBS), the rows form, Stiefel's polar step kernels and the

@@ -269,3 +269,41 @@ def test_local_steps_kernel_checks_its_offset():
         _core.pca_local_steps(Z, off, idx, x0, np.ones(1), 0.1, 1, 1, np.zeros((1, 4, 1)))
     with pytest.raises(TypeError, match="argument offset"):
         _core.pca_local_steps(Z, off, idx, x0, np.ones(1), 0.1, 1, 1, np.zeros((1, 4, 2), complex))
+
+
+@pytest.mark.parametrize("sizes,d,r", SHAPES[:5])
+def test_local_steps_with_a_proximal_term_equal_the_reference(sizes, d, r):
+    """The fused local steps with RFedProx's proximal term (``anchor``, ``mu``: the direction
+    ``P_X(s Z'Z X) - mu R_X^{-1}(anchor)``, the inverse polar retraction): the compiled kernel
+    against the NumPy reference, which is the reference's own step with the term subtracted;
+    ``mu = 0`` is no term, bit for bit, on both routes; the thread count changes no bit."""
+    rng = np.random.default_rng(d * 10 + r + 2)
+    Z, offsets = _clients(rng, sizes, d)
+    idx = np.array([len(sizes) - 1, 0], dtype=np.int64)
+    base = _points(rng, 1, d, r)          # the iterates near the anchor (R^{-1} exists there)
+    x0 = reference.stiefel_retr_polar(
+        np.repeat(base, 2, axis=0), 0.2 * reference.stiefel_proj(
+            np.repeat(base, 2, axis=0), rng.standard_normal((2, d, r))))
+    scale = -2.0 / np.diff(offsets)[idx]
+    anchor = np.ascontiguousarray(base[0])
+    eta = 0.2 / max(abs(s) * np.linalg.norm(Z[offsets[i]:offsets[i + 1]], 2) ** 2
+                    for s, i in zip(scale, idx))    # small steps: they stay near the anchor
+    args = (Z, offsets, idx, x0, scale, eta, 3)
+    want = fused.pca_local_steps_reference(*args, None, anchor, 0.7)
+    assert np.isfinite(want).all()
+    x = x0.copy()                    # the reference is the plain step with the term
+    for _ in range(3):
+        g, _ = fused.pca_grad_sum_reference(Z, offsets, idx, _xt(x), scale=scale)
+        v = reference.stiefel_inv_retr_polar(x, np.broadcast_to(anchor, x.shape))
+        x = reference.stiefel_retr_polar(x, -eta * (reference.stiefel_proj(x, g) - 0.7 * v))
+    np.testing.assert_array_equal(want, x)
+    assert not np.allclose(want, fused.pca_local_steps_reference(*args))
+    _close(fused.pca_local_steps(*args, anchor=anchor, mu=0.7), want)
+    for backend in ("numpy", "cpp"):
+        np.testing.assert_array_equal(
+            fused.pca_local_steps(*args, anchor=anchor, mu=0.0, backend=backend),
+            fused.pca_local_steps(*args, backend=backend))
+    if fused.compiled_available("pca_local_steps"):
+        np.testing.assert_array_equal(
+            fused.pca_local_steps(*args, anchor=anchor, mu=0.7, threads=1, backend="cpp"),
+            fused.pca_local_steps(*args, anchor=anchor, mu=0.7, threads=2, backend="cpp"))

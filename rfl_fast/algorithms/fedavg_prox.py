@@ -16,7 +16,9 @@ where they exist, Stiefel's polar pair), as in the paper's experiments.
 RFedAvg's full-gradient steps run as one fused multi-client kernel where the kernels layer has
 one (``kernels.fused.local_stepper``) for what the problem and the manifold declare (kPCA's rows,
 ``problem.quadratic_rows()``; Stiefel's polar step kernels, ``Manifold.step_kernels``): the same
-iterates as stepping through ``rgrad`` and ``retr``.
+iterates as stepping through ``rgrad`` and ``retr``. So do RFedProx's, where the manifold also
+declares its inverse retraction's kernel (``Manifold.inverse_kernels``) and the fused kernel
+adds the proximal term with it: the composed loop's iterates to rounding.
 """
 
 from dataclasses import dataclass, replace
@@ -44,27 +46,31 @@ class PointState:
     x: np.ndarray
 
 
-def fused_local_steps(problem, retraction):
+def fused_local_steps(problem, retraction, proximal=False):
     """The fused kernel of full-gradient local steps for the problem's declared rows
     (:meth:`~rfl_fast.problems.Problem.quadratic_rows`) and the manifold's declared step
-    kernels of ``retraction`` (``Manifold.step_kernels``), where the kernels layer has one:
-    ``steps(idx, x, eta, n)`` (see :func:`rfl_fast.kernels.fused.local_stepper`), else
-    ``None``; decided from the declarations, before any work."""
-    return fused.local_stepper(problem.quadratic_rows(),
-                               problem.manifold.step_kernels.get(retraction))
+    kernels of ``retraction`` (``Manifold.step_kernels``; ``proximal``: also its inverse's,
+    ``Manifold.inverse_kernels``), where the kernels layer has one: ``steps(idx, x, eta, n)``
+    (see :func:`rfl_fast.kernels.fused.local_stepper`), else ``None``; decided from the
+    declarations, before any work."""
+    M = problem.manifold
+    if proximal and retraction not in M.inverse_kernels:
+        return None
+    return fused.local_stepper(problem.quadratic_rows(), M.step_kernels.get(retraction),
+                               M.inverse_kernels[retraction] if proximal else None)
 
 
 def check_fused_steps(name, M, idx, x, eta):
     """``x``, the last iterates of fused local steps of the clients ``idx``, shape
     ``(k, *M.shape)``; raises ``NoSolutionError`` naming the clients whose steps left the
-    manifold ``M`` (NaN items: a step overflowed or lost rank), the algorithm ``name`` and the
-    step ``eta``."""
+    manifold ``M`` (NaN items: a step overflowed, lost rank or had no inverse retraction), the
+    algorithm ``name`` and the step ``eta``."""
     bad = ~np.isfinite(x.reshape(idx.size, -1)).all(axis=1)
     if bad.any():
         raise NoSolutionError(
             f"{name}: the local steps of clients {idx[bad][:5].tolist()} left "
-            f"{M!r} (a step X - eta grad f_i(X) overflowed or lost rank: reduce the step "
-            f"{eta!r} or rescale the data)")
+            f"{M!r} (a step X - eta d(X) overflowed, lost rank or found no inverse "
+            f"retraction to the server point: reduce the step {eta!r} or rescale the data)")
     return x
 
 
@@ -72,8 +78,6 @@ class _LocalRetractionSteps(_RetractionBased):
 
     array_kinds = {"x": "point"}
     uploads = {"update": ("x",)}
-    #: Whether the local direction is the plain local gradient (fused steps may then apply).
-    _gradient_steps = True
     CHECKS = {**_RetractionBased.CHECKS, "batch_size": Optional(COUNT)}
 
     def validate(self, problem):
@@ -89,6 +93,13 @@ class _LocalRetractionSteps(_RetractionBased):
 
     def _direction(self, problem, idx, x, x_t, batch, method):
         return problem.rgrad(idx, x, batch)
+
+    # hooks of RFedProx: the fused kernel of its direction, and that kernel's extra arguments
+    def _fused_steps(self, problem, method):
+        return fused_local_steps(problem, method)
+
+    def _fused_terms(self, x_t):
+        return {}
 
     def client_update(self, problem, idx, msg, cstate, memo, ctx):
         """``local_steps`` retraction steps for all k participants at once.
@@ -119,11 +130,10 @@ class _LocalRetractionSteps(_RetractionBased):
         method = self._retraction(M)
         eta = self.step(ctx.round)
         x_t = msg["x"]
-        steps = (fused_local_steps(problem, method) if self._gradient_steps
-                 and self.batch_size is None else None)
+        steps = self._fused_steps(problem, method) if self.batch_size is None else None
         if steps is not None:
-            x = check_fused_steps(self.name, M, idx, steps(idx, x_t, eta, self.local_steps), eta)
-            return {"x": x}, cstate, memo
+            x = steps(idx, x_t, eta, self.local_steps, **self._fused_terms(x_t))
+            return {"x": check_fused_steps(self.name, M, idx, x, eta)}, cstate, memo
         x = stacked(x_t, idx.size)
         for _ in range(self.local_steps):
             d = self._direction(problem, idx, x, x_t, self._batch(problem, idx, ctx), method)
@@ -194,8 +204,13 @@ class RFedProx(_LocalRetractionSteps):
     beta: float = 1.0
     karcher_tol: float = 1e-6
 
-    _gradient_steps = False
     CHECKS = {**_LocalRetractionSteps.CHECKS, "mu": NONNEGATIVE}
+
+    def _fused_steps(self, problem, method):
+        return fused_local_steps(problem, method, proximal=self.mu != 0.0)
+
+    def _fused_terms(self, x_t):
+        return {} if self.mu == 0.0 else {"anchor": x_t, "mu": self.mu}
 
     def _direction(self, problem, idx, x, x_t, batch, method):
         g = problem.rgrad(idx, x, batch)

@@ -164,12 +164,14 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)
 
 
-def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None):
+def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
+                              anchor=None, mu=0.0):
     """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
     for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
     Stiefel references: the batched NumPy route's arithmetic. With ``offset``, every step is
-    ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X - offset[j]))``.
+    ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X - offset[j]))``; with ``anchor``, the direction
+    also subtracts ``mu R_X^{-1}(anchor)`` (the inverse polar retraction).
 
     Parameters
     ----------
@@ -187,41 +189,64 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         A constant per-client offset subtracted from every step's Euclidean gradient
         (RFedSVRG: ``grad f_i(x_t) - g_t``, whose projection transport to ``X`` is ``P_X`` of
         it); ``None``: none (RFedAvg's steps).
+    anchor : ndarray, shape (d, r), optional
+        RFedProx's server point ``x_t``: the direction is then
+        ``P_X(...) - mu R_X^{-1}(anchor)``; ``None``: no proximal term.
+    mu : float
+        The proximal weight (with ``anchor``).
 
     Returns
     -------
     ndarray, shape (k, d, r)
-        The last iterates (NaN where a polar factor does not exist).
+        The last iterates (NaN where a polar factor or the inverse retraction does not exist).
     """
     x = np.array(x0, dtype=np.float64)
+    if anchor is None:
+        for _ in range(steps):
+            xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+            g, _ = pca_grad_sum_reference(Z, offsets, idx, xt, scale=scale)
+            if offset is not None:
+                g = g - offset
+            x = reference.stiefel_retr_polar(x, -eta * reference.stiefel_proj(x, g))
+        return x
+    live = np.arange(idx.size)         # clients whose inverse retractions all had a solution
     for _ in range(steps):
-        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
-        g, _ = pca_grad_sum_reference(Z, offsets, idx, xt, scale=scale)
+        xl = x[live]
+        xt = np.ascontiguousarray(np.swapaxes(xl, -1, -2))
+        g, _ = pca_grad_sum_reference(Z, offsets, idx[live], xt, scale=scale[live])
         if offset is not None:
-            g = g - offset
-        x = reference.stiefel_retr_polar(x, -eta * reference.stiefel_proj(x, g))
+            g = g - offset[live]
+        v = reference.stiefel_inv_retr_polar(xl, np.broadcast_to(anchor, xl.shape))
+        ok = np.isfinite(v).all(axis=(-2, -1))
+        x[live[~ok]] = np.nan
+        d = reference.stiefel_proj(xl[ok], g[ok]) - mu * v[ok]
+        live = live[ok]
+        x[live] = reference.stiefel_retr_polar(xl[ok], -eta * d)
     return x
 
 
-def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, *, threads=None,
-                    backend=None):
+def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None, mu=0.0,
+                    *, threads=None, backend=None):
     """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
 
     The C++ kernel works client by client (each client's rows stay in cache over its steps)
     through the very functions of the batched C++ route, so its iterates are that route's bit
-    for bit (without ``offset``). ``threads``: as :func:`pca_grad_sum`. Arrays must be
-    C-contiguous float64 (``Z``, ``x0``, ``scale``, ``offset``) and int64 (``offsets``, ``idx``).
+    for bit (without ``offset`` and ``anchor``). ``threads``: as :func:`pca_grad_sum`. Arrays
+    must be C-contiguous float64 (``Z``, ``x0``, ``scale``, ``offset``, ``anchor``) and int64
+    (``offsets``, ``idx``).
     """
     if route("pca_local_steps", backend) == "cpp":
         return _dispatch.load("cpp").pca_local_steps(
             Z, offsets, idx, x0, scale, float(eta), int(steps),
-            get_threads() if threads is None else int(threads), offset)
-    return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset)
+            get_threads() if threads is None else int(threads), offset, anchor, float(mu))
+    return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor,
+                                     mu)
 
 
-def local_stepper(rows, step_kernels):
-    """The fused kernel of ``registry.FUSED`` that fuses ``step_kernels``, bound to the clients'
-    rows, where one does: decided from the declarations alone, before any work.
+def local_stepper(rows, step_kernels, inverse=None):
+    """The fused kernel of ``registry.FUSED`` that fuses ``step_kernels`` (and the proximal
+    term's ``inverse``), bound to the clients' rows, where one does: decided from the
+    declarations alone, before any work.
 
     Parameters
     ----------
@@ -230,32 +255,40 @@ def local_stepper(rows, step_kernels):
     step_kernels : tuple of str or None
         The kernels of one step on the manifold: its Riemannian gradient's and its
         retraction's (``Manifold.step_kernels[method]``).
+    inverse : str, optional
+        The inverse retraction's kernel of a proximal term (``Manifold.inverse_kernels``);
+        ``None``: the steps have none.
 
     Returns
     -------
     callable or None
-        ``steps(idx, x, eta, n, offset=None)``: ``n`` full-gradient steps
+        ``steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0)``: ``n`` full-gradient steps
         ``x <- R_x(-eta grad f_i(x))`` of the clients ``idx`` (k,) from the point ``x``
         ``(*shape)`` (or one point per client, ``(k, *shape)``), the last iterates
         ``(k, *shape)`` (the bits of stepping through the two kernels; NaN items where a step
         has no answer); with ``offset`` ``(k, *shape)`` the steps
         ``x <- R_x(-eta P_x(egrad f_i(x) - offset_j))``, ``P_x`` the gradient's kernel (a
         projection, linear in its vector): RFedSVRG's steps where the transport is that
-        projection. ``None`` where no fused kernel fuses ``step_kernels`` or ``rows`` is
-        ``None``.
+        projection; with ``anchor`` ``(*shape)`` (``inverse`` given) the direction also
+        subtracts ``mu R_x^{-1}(anchor)``: RFedProx's steps. ``None`` where no fused kernel
+        fuses ``step_kernels`` (and ``inverse``) or ``rows`` is ``None``.
     """
-    kernel = next((f.name for f in FUSED.values() if f.steps and f.steps == step_kernels), None)
+    kernel = next((f.name for f in FUSED.values() if f.steps and f.steps == step_kernels
+                   and (inverse is None or f.inverse == inverse)), None)
     if rows is None or kernel is None:
         return None
     fn = globals()[kernel]
 
-    def steps(idx, x, eta, n, offset=None):
+    def steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         shape = np.shape(x)[-2:]                 # the kernels' points are matrices (d, r)
         x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + shape), dtype=np.float64)
         if offset is not None:
             offset = np.ascontiguousarray(offset, dtype=np.float64)
-        return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset)
+        if anchor is not None:
+            anchor = np.ascontiguousarray(anchor, dtype=np.float64)
+        return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset, anchor,
+                  mu)
 
     return steps
 

@@ -211,21 +211,25 @@ class Fused:
     it (the reference last). ``steps``: for a kernel of whole local loops, the kernels of one
     step it fuses after the rows' gradient ``scale_i Z_i' Z_i X`` (the Riemannian gradient's
     kernel, the retraction's kernel), by which :func:`kernels.fused.local_stepper` finds it for a
-    manifold declaring them (``Manifold.step_kernels``)."""
+    manifold declaring them (``Manifold.step_kernels``); ``inverse``: the inverse retraction's
+    kernel of the proximal term ``-mu R_X^{-1}(anchor)`` it can add to the direction
+    (``Manifold.inverse_kernels``; empty: none)."""
 
     name: str
     order: tuple
     summary: str = ""
     steps: tuple = ()
+    inverse: str = ""
 
 
 FUSED = by_name((
     Fused("pca_grad_sum", ("cpp", "numpy"),
           "rows of clients idx at X_j -> (Z_i' Z_i X_j)', |Z_i X_j|^2 (or the clipped sum)"),
     Fused("pca_local_steps", ("cpp", "numpy"),
-          "rows of clients idx from X_j -> `steps` times X <- polar(X - eta P_X(s_j Z_i' Z_i X "
-          "- offset_j)) (offset: none, or RFedSVRG's constant correction)",
-          steps=("stiefel_proj", "stiefel_retr_polar")),
+          "rows of clients idx from X_j -> `steps` times X <- polar(X - eta [P_X(s_j Z_i' Z_i X "
+          "- offset_j) - mu R_X^{-1}(anchor)]) (offset: none, or RFedSVRG's constant "
+          "correction; anchor: none, or RFedProx's server point)",
+          steps=("stiefel_proj", "stiefel_retr_polar"), inverse="stiefel_inv_retr_polar"),
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
 ), lambda f: f.name, "kernels.FUSED")

@@ -103,6 +103,11 @@ class Manifold:
     #: ``grad f_i(y) - T(v)`` is that kernel of ``egrad f_i(y) - v``, and its local steps fuse
     #: as RFedAvg's do; empty here.
     transport_kernels = {}
+    #: Inverse retraction name -> the kernel (``kernels.REGISTRY``) that computes
+    #: ``inv_retr(x, y)`` with it, a declared capability: where a fused kernel of local steps
+    #: has it (``registry.Fused.inverse``), RFedProx's direction
+    #: ``grad f_i(x) - mu R_x^{-1}(x_t)`` fuses as RFedAvg's does; empty here.
+    inverse_kernels = {}
     #: The public methods that take or return arrays: each one a class defines is wrapped once
     #: (``__init_subclass__``) to take arrays of any array-API namespace and give the caller's
     #: array type back (``rfl_fast.kernels.arrays``). A subclass with more such methods extends
