@@ -53,13 +53,15 @@ and upload arrays into ``array_kinds`` and the names of each exchange's upload i
 ``uploads``.
 """
 
+import math
+
 import numpy as np
 
 from .._validation import COUNT, POSITIVE, Checked, Choice
 from ..errors import InvalidParameterError
 from ..problems import Problem
 from ._checks import inverse_pair
-from .consensus import karcher_mean, tangent_mean
+from .consensus import _stack, _tangent_step, karcher_mean, tangent_mean
 from .schedules import as_schedule
 
 __all__ = ["FederatedAlgorithm", "check_problem", "stacked", "participant_weights"]
@@ -466,6 +468,12 @@ class _RetractionBased(FederatedAlgorithm):
         w = participant_weights(problem, idx)
         method = self._retraction(M)
         if self.consensus == "tangent":
-            return tangent_mean(M, x, points, weights=w, beta=self.beta, retraction=method)
+            pts, total = _stack(M, points), w.sum()
+            if pts.shape[:1] != w.shape or not 0.0 < total < math.inf or (w < 0).any():
+                return tangent_mean(M, x, points, weights=w, beta=self.beta,
+                                    retraction=method)          # which raises the error
+            # beta and method were checked when the algorithm was built and specialized; the
+            # weights are normalized again as tangent_mean's normalized_weights does
+            return _tangent_step(M, x, pts, w / total, self.beta, method)
         return karcher_mean(M, points, x, weights=w, tol=self.karcher_tol,
                             retraction=method).x

@@ -67,6 +67,13 @@ def tangent_mean(M, x, points, weights=None, beta=1.0, retraction=None):
     beta = check_positive(beta, "beta")
     pts = _stack(M, points)
     w = normalized_weights(weights, pts.shape[0])
+    return _tangent_step(M, x, pts, w, beta, method)
+
+
+def _tangent_step(M, x, pts, w, beta, method):
+    """:func:`tangent_mean`'s arithmetic on checked arguments: ``pts`` a float64 stack
+    ``(k, *M.shape)``, ``w`` (k,) normalized, ``beta > 0``, ``method`` an inverse pair of
+    ``M``."""
     try:
         u = M.inv_retr(x, pts, method)
     except NoSolutionError as exc:

@@ -244,6 +244,12 @@ def _why(exc):
     return f"client error: {type(exc).__name__}: {exc}"
 
 
+def _same(a, b):
+    """Whether the id arrays ``a`` and ``b`` are equal: ``np.isin(a, b).all()`` for the sorted
+    unique ids of an exchange, ~1 us instead of isin's ~25 us on a few ids."""
+    return a.shape == b.shape and bool((a == b).all())
+
+
 def _rows(d, have, want):
     """Rows ``want`` of ``d`` (dict of arrays, leading axis over the sorted ids ``have``)."""
     if d is None or np.array_equal(have, want):
@@ -295,6 +301,9 @@ class InProcess(Link):
             return self._run("finalize", t, ids, fmsg)
         for group in {id(g): g for g in map(self._held.get, ids.tolist())}.values():
             have, rows, _ = group
+            if _same(have, ids):             # every client of the batch accepted
+                self._commit(have, rows)
+                continue
             keep = np.isin(have, ids)
             self._commit(have[keep], rows if keep.all() else
                          {name: arr[keep] for name, arr in rows.items()})
@@ -533,7 +542,7 @@ class RoundDriver:
                 return
             self.state, msg = tally.server(alg.server_prepare, P, self.state, got, upload,
                                            sctx)
-            ids = idx[np.isin(idx, got)]
+            ids = idx if _same(idx, got) else idx[np.isin(idx, got)]
             tally.down(msg, ids.size)
             if ids.size == 0:
                 return

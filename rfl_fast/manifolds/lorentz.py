@@ -151,7 +151,15 @@ class Lorentz(Manifold):
         """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see
         :meth:`dist`)."""
         x, y = self._point(x), self._point(y, "y")
-        out = call("lorentz_log", x, y, backend=backend)
+        if x.ndim == 1 and y.ndim > 1:   # one point against a batch (the server's): a copy
+            # of it per item costs less than the kernel glue's general broadcasting
+            out = call("lorentz_log", np.ascontiguousarray(np.broadcast_to(x, y.shape)), y,
+                       backend=backend)
+        elif y.ndim == 1 and x.ndim > 1:
+            out = call("lorentz_log", x, np.ascontiguousarray(np.broadcast_to(y, x.shape)),
+                       backend=backend)
+        else:
+            out = call("lorentz_log", x, y, backend=backend)
         near = self._near(x, y)
         if near.any():
             out = np.array(out)

@@ -116,6 +116,12 @@ class Problem:
     # ---------------------------------------------------------------- argument checks
 
     def _clients(self, idx):
+        if type(idx) is np.ndarray and idx.dtype == np.int64 and idx.ndim == 1:
+            # the common case (an engine's ids): one test for both bounds, a negative id being
+            # >= 2^63 as uint64
+            if (idx.view(np.uint64) >= self.sizes.size).any():
+                raise ValueError(f"idx: expected client ids in [0, {self.n_clients}), got {idx}")
+            return idx
         idx = np.atleast_1d(np.asarray(idx))
         if idx.dtype.kind not in "iu":
             raise TypeError(f"idx: expected integer client ids, got dtype {idx.dtype}")

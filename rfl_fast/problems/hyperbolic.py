@@ -178,6 +178,19 @@ class HyperbolicPrediction(Problem):
     def egrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
               ) -> FloatArray:
         """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) J y_ij`` -> (k, d+1)."""
+        s = self._weighted_sum(idx, x, batch)
+        s[:, 0] *= -1.0                                        # J y = (-y0, y_1:)
+        return s
+
+    def rgrad(self, idx: ArrayLike, x: ArrayLike, batch: ArrayLike | None = None
+              ) -> FloatArray:
+        """``proj_x(J egrad)`` (``Lorentz.egrad2rgrad``), with ``J egrad`` the sum
+        ``-(2/N_i) sum_j alpha_ij (theta/sinh theta) y_ij`` itself: the time coordinate is not
+        flipped twice (the same numbers; C order, as egrad2rgrad's copy has it)."""
+        return self.manifold.proj(x, np.ascontiguousarray(self._weighted_sum(idx, x, batch)))
+
+    def _weighted_sum(self, idx, x, batch):
+        """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) y_ij`` -> (k, d+1), a new array."""
         idx = self._clients(idx)
         x = self._points(idx, x)
         blocks = self._blocks(idx, batch)
@@ -200,7 +213,6 @@ class HyperbolicPrediction(Problem):
             c = self.alpha[rows] * ratio
             s = np.add.reduceat(c[:, None] * self._y[rows], starts, axis=0)
             s *= (-2.0 / counts)[:, None]
-        s[:, 0] *= -1.0                                        # J y = (-y0, y_1:)
         return s
 
     # ------------------------------------------------------------------ per sample
