@@ -11,7 +11,11 @@
 // explicitly and the row adds min(c |res_j| |y_j|, tau) (res_j/|res_j|)(y_j/|y_j|)' to S
 // (scaled norms), so one row's contribution is at most tau in floating point (the former
 // w z_j y_j' with |res|^2 = |z|^2 - |y|^2 cancelled for z almost in span(X)); S is then the
-// clipped sum of -sign(c) g_j, already tangent. A non-finite row makes St NaN.
+// clipped sum of -sign(c) g_j, already tangent. A non-finite row makes St NaN. For a
+// compile-time r (rows_clipped_blocked) a row with |res|^2 >= |z|^2 / 4 takes |res|^2 = |z|^2 -
+// |y|^2 (no cancellation there) and joins the plain pass's blocks as a y z' - a y y' X' (the
+// second term summed as C = sum a y y', subtracted once as C X'), still at most tau per row up
+// to O((d + r) eps) tau; the other rows take the explicit residual one at a time.
 //
 // So Z is read from memory once; Xt and St (r d doubles each) stay in L1/L2. The caller
 // finishes with -c (S - X (X'S)) or the Euclidean scaling (plain), -sign(c) S (clipped).
@@ -211,7 +215,8 @@ RFL_INLINE double scaled_norm(const double* v, std::size_t n) {
 // |z|^2 - |y|^2, which cancels for z almost in span(X)), scaled norms |res| and |y|, and the
 // contribution s (res/|res|)(y/|y|)' with s = min(c |res| |y|, tau) accumulated into St, so a
 // row adds at most tau (1 + O((d + r) eps)) in floating point whatever its size (finite rows
-// up to ~1e300). Rows one at a time: the bound matters more than the blocking.
+// up to ~1e300). Rows one at a time: rows_clipped_blocked sends it the rows whose residual
+// norm |z|^2 - |y|^2 would not give.
 template <int R>
 RFL_INLINE double rows_clipped(const double* Z, std::size_t m, std::size_t d, const double* Xt,
                                int r_, const Weight& wt, double* St, double* coef) {
@@ -257,12 +262,89 @@ RFL_INLINE double rows_clipped(const double* Z, std::size_t m, std::size_t d, co
     return q;
 }
 
+// |res|^2 = |z|^2 - |y|^2 is trusted (relative error O(d eps)) where |res|^2 >= |z|^2 / 4;
+// there the row's contribution a y res' (a = s / (|res| |y|)) is formed as a y z' - a y y' X'
+// with |a y| |z| <= 2 s, so its rounding is O((d + r) eps) s, as the explicit residual's.
+constexpr double kClipTrust = 0.25;
+constexpr double kClipLo = 1e-280, kClipHi = 1e280;  // squares in range: no scaled norms needed
+
+// B clipped rows sharing each load of Xt (R > 0): dots and |z|^2 in one pass; a row whose
+// |res|^2 = |z|^2 - |y|^2 is trusted (kClipTrust, squares in range) adds coef = a y to the
+// block's axpys and a y y' to C (R x R; the caller subtracts C X' from St once); any other row
+// (almost in span(X), |y| = 0, tiny or huge norms, non-finite) goes rows_clipped alone.
+template <int R, int B>
+RFL_INLINE void clipped_block(const double* Z, std::size_t d, const double* Xt, const Weight& wt,
+                              double* St, double* coef, double* C, double& q) {
+    double z2[B];
+    dots<R, B, true>(Z, Xt, d, R, coef, z2);
+    bool slow[B];
+    bool any_slow = false;
+    for (int b = 0; b < B; ++b) {
+        double* y = coef + b * R;
+        double a2 = 0.0;
+        for (int l = 0; l < R; ++l) a2 += y[l] * y[l];
+        const double res2 = z2[b] - a2;
+        slow[b] = !(z2[b] < kClipHi && a2 > kClipLo && res2 >= kClipTrust * z2[b]);
+        if (slow[b]) {
+            any_slow = true;
+            for (int l = 0; l < R; ++l) y[l] = 0.0;
+            continue;
+        }
+        q += a2;
+        const double nr = std::sqrt(res2), ny = std::sqrt(a2);
+        const double g = wt.c * nr * ny;
+        const double s = g > wt.tau ? wt.tau : g;
+        const double a = (s / ny) / nr;
+        for (int l = 0; l < R; ++l) {
+            const double ay = a * y[l];
+            for (int n = 0; n < R; ++n) C[l * R + n] += ay * y[n];
+        }
+        for (int l = 0; l < R; ++l) y[l] *= a;
+    }
+    axpys<R, B>(Z, coef, d, R, St);
+    if (any_slow) {
+        double one[R];
+        for (int b = 0; b < B; ++b)
+            if (slow[b]) q += rows_clipped<R>(Z + b * d, 1, d, Xt, R, wt, St, one);
+    }
+}
+
+// Clipped rows [0, m) for a compile-time r (R > 0): blocks of kRows(R) rows (clipped_block),
+// then St -= C X'. Each row adds at most tau (1 + O((d + r) eps)) as in rows_clipped.
+template <int R>
+RFL_INLINE double rows_clipped_blocked(const double* Z, std::size_t m, std::size_t d,
+                                       const double* Xt, const Weight& wt, double* St,
+                                       double* coef) {
+    constexpr int B = kRows(R);
+    double C[R * R] = {};
+    double q = 0.0;
+    std::size_t j = 0;
+    for (; j + B <= m; j += B) clipped_block<R, B>(Z + j * d, d, Xt, wt, St, coef, C, q);
+    for (; j < m; ++j) clipped_block<R, 1>(Z + j * d, d, Xt, wt, St, coef, C, q);
+    for (int l = 0; l < R; ++l) {
+        double* acc = St + l * d;
+        for (int n = 0; n < R; ++n) {
+            const double cn = C[l * R + n];
+            if (cn == 0.0) continue;
+            const double* x = Xt + n * d;
+            for (std::size_t k = 0; k < d; ++k) acc[k] -= cn * x[k];
+        }
+    }
+    return q;
+}
+
 //! Rows [0, m) of one client into St (r x d, accumulated into, caller zeroes it); returns
-//! q = sum_j |X'z_j|^2. coef: scratch of kRowsMax * r doubles. Clipped: rows_clipped.
+//! q = sum_j |X'z_j|^2. coef: scratch of kRowsMax * r doubles. Clipped: rows_clipped_blocked
+//! (compile-time r), rows_clipped (runtime r).
 template <int R, bool CLIP>
 RFL_INLINE double rows(const double* Z, std::size_t m, std::size_t d, const double* Xt, int r_,
                        const Weight& wt, double* St, double* coef) {
     if constexpr (CLIP) {
+        // the blocked pass's C X' costs r^2 d once: fewer than r rows (DP-RSVRG's one-sample
+        // sums) take the explicit residual
+        if constexpr (R > 0)
+            if (m >= static_cast<std::size_t>(R))
+                return rows_clipped_blocked<R>(Z, m, d, Xt, wt, St, coef);
         return rows_clipped<R>(Z, m, d, Xt, r_, wt, St, coef);
     } else {
         constexpr int B = kRows(R);
