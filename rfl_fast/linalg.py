@@ -1,7 +1,10 @@
 """Matrix functions on stacks of small matrices: thin checked wrappers over the kernels.
 
 Each takes ``(..., n, n)`` (or ``(..., n, p)`` for ``polar``) and an optional ``backend``
-("auto", "cpp", "numba", "numpy"); float32 input gives float32 output.
+("auto", "cpp", "numba", "numpy"); float32 input gives float32 output. Each takes arrays of
+any array-API namespace (PyTorch, JAX, CuPy, array-api-strict) and answers in the caller's
+array type on the caller's device, through the manifolds' seam
+(:func:`rfl_fast.kernels.arrays.accepts_arrays`; a NumPy call goes straight through).
 """
 
 import numpy as np
@@ -10,6 +13,7 @@ from ._typing import ArrayLike, FloatArray
 from ._validation import as_array, check_core_shape
 from .errors import NoSolutionError
 from .kernels import call
+from .kernels.arrays import accepts_arrays
 
 __all__ = ["sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm", "polar"]
 
@@ -165,3 +169,8 @@ def polar(a: ArrayLike, *, backend: str | None = None) -> FloatArray:
     if not np.isfinite(out).all():
         raise NoSolutionError("a: rank deficient; the polar factor is not unique")
     return out
+
+
+# arrays of any array-API namespace in, the caller's type out (one seam: kernels.arrays)
+sym_expm, sym_logm, sym_sqrtm, sym_invsqrtm, polar = (
+    accepts_arrays(f, method=False) for f in (sym_expm, sym_logm, sym_sqrtm, sym_invsqrtm, polar))

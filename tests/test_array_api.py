@@ -300,3 +300,111 @@ def test_numpy_calls_never_import_array_api_compat():
                           timeout=120, **same_package())
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------- linalg through the seam
+
+
+def _spd_stack(rng, *batch, n=4, dtype=np.float64):
+    a = rng.standard_normal((*batch, n, n))
+    return (a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_linalg_takes_every_namespace(ns, dtype):
+    """Every public function of ``rf.linalg`` takes the caller's arrays and answers in its type,
+    device and dtype, equal to the NumPy answer to rounding."""
+    rng = np.random.default_rng(0)
+    s = _spd_stack(rng, 3, dtype=dtype)
+    small = (0.1 * s).astype(dtype)   # expm of it stays far from overflow
+    a = rng.standard_normal((2, 6, 3)).astype(dtype)
+    for fn, arg in [(rf.linalg.sym_expm, small), (rf.linalg.sym_logm, s),
+                    (rf.linalg.sym_sqrtm, s), (rf.linalg.sym_invsqrtm, s), (rf.linalg.polar, a)]:
+        agree(ns, fn(ns.put(arg)), fn(arg), f"linalg.{fn.__name__} on {ns}", 16)
+    # one matrix (no batch axis), and a backend option passed through
+    agree(ns, rf.linalg.sym_sqrtm(ns.put(s[0]), backend="numpy"), rf.linalg.sym_sqrtm(s[0]),
+          f"linalg.sym_sqrtm on one matrix in {ns}", 16)
+
+
+def test_linalg_errors_are_numpys_naming_the_argument(ns):
+    s = np.array([[1.0, 2.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="^s: expected symmetric matrices"):
+        rf.linalg.sym_expm(ns.put(s))
+    with pytest.raises(rf.errors.NoSolutionError, match="^s: expected symmetric positive"):
+        rf.linalg.sym_logm(ns.put(-np.eye(2)))
+    with pytest.raises(rf.errors.NoSolutionError, match="^a: rank deficient"):
+        rf.linalg.polar(ns.put(np.zeros((3, 2))))
+    with pytest.raises(ValueError, match="^a: expected shape"):
+        rf.linalg.polar(ns.put(np.ones((2, 3))))
+
+
+def test_linalg_refuses_a_gradient_naming_the_function():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("array_api_compat")
+    s = torch.eye(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match=r"^s: a tensor that requires grad; "
+                                                  r"linalg\.sym_sqrtm has no differentiable"):
+        rf.linalg.sym_sqrtm(s)
+    out = rf.linalg.sym_sqrtm(s.detach())
+    assert isinstance(out, torch.Tensor) and torch.equal(out, torch.eye(3, dtype=torch.float64))
+
+
+def test_linalg_numpy_calls_stay_numpy():
+    s = np.eye(3)
+    assert type(rf.linalg.sym_sqrtm(s)) is np.ndarray
+    assert type(rf.linalg.polar([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]])) is np.ndarray
+    assert rf.linalg.sym_expm.__wrapped__.__name__ == "sym_expm"
+
+
+# ------------------------------------------------------------------- PyTorch CPU's short route
+
+
+def test_torch_cpu_answers_are_the_numpy_answers_bit_for_bit():
+    """The short route of PyTorch CPU tensors (``arrays._torch_cpu_call``) runs the NumPy code on
+    views: the answers are the NumPy answers exactly, for any strides, a tensor subclass, and
+    NumPy arrays mixed in."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("array_api_compat")
+    M = rf.Stiefel(6, 2)
+    x = M.random_point(4, rng=0)
+    u = 0.2 * M.random_tangent(x, rng=2)
+    y = M.retr(x, 0.3 * M.random_tangent(x, rng=1))
+    for name, args in [("retr", (x, u)), ("inv_retr", (x, y)), ("exp", (x, u)),
+                       ("proj", (x, u)), ("transport", (x, y, u)), ("inner", (x, u, u)),
+                       ("norm", (x, u))]:
+        ref = getattr(M, name)(*args)
+        got = getattr(M, name)(*(torch.from_numpy(np.array(a)) for a in args))
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.float64, name
+        np.testing.assert_array_equal(got.numpy(), ref, err_msg=name)
+    # a transposed view (not contiguous), NumPy mixed in, a Parameter without a gradient
+    S = rf.Sphere(5)
+    z = S.random_point(3, rng=3)
+    zt = torch.from_numpy(np.ascontiguousarray(z.T)).T
+    assert not zt.is_contiguous()
+    w = S.random_tangent(z, rng=4)
+    np.testing.assert_array_equal(S.proj(zt, w).numpy(), S.proj(z, w))
+    p = torch.nn.Parameter(torch.from_numpy(z.copy()), requires_grad=False)
+    out = S.exp(p, torch.from_numpy(w))
+    assert type(out) is torch.Tensor
+    np.testing.assert_array_equal(out.numpy(), S.exp(z, w))
+    # a scalar answer: a 0-d tensor
+    d = S.dist(torch.from_numpy(z[0]), torch.from_numpy(z[1]))
+    assert isinstance(d, torch.Tensor) and d.shape == () and d.item() == S.dist(z[0], z[1])
+
+
+def test_torch_cpu_refusals_keep_their_words():
+    """What ``Tensor.numpy`` cannot view (a lazily conjugated tensor, bfloat16) or must not (a
+    gradient) takes the general route, which words the error as before."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("array_api_compat")
+    S = rf.Sphere(3)
+    x = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    with pytest.raises(TypeError, match="^u: "):
+        S.proj(x, torch.ones(3, dtype=torch.complex128).conj())
+    with pytest.raises(TypeError, match="^u: .*bfloat16"):
+        S.proj(x, torch.ones(3, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="^u: expected a float64 or float32"):
+        S.proj(x, torch.ones(3, dtype=torch.float16))
+    with pytest.raises(NotImplementedError, match=r"^x: a tensor that requires grad; "
+                                                  r"Sphere\.random_tangent"):
+        S.random_tangent(x.clone().requires_grad_(True), rng=0)
