@@ -173,7 +173,10 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 // or nullptr): subtracted from each step's Euclidean gradient before the projection. `anchor`
 // (d x r, or nullptr): RFedProx's proximal term, the direction P_X(G) - mu R_X^{-1}(anchor) with
 // the inverse polar retraction of the batched kernel (stiefel_inv_retr_polar; NaN where it has
-// no solution, which the next retraction carries into X).
+// no solution, which the next retraction carries into X). `sum` (d x r, or nullptr): the client's
+// step directions (before the factor -eta) summed over its steps, RFedAGS's gradient stream;
+// the last step's retraction is then skipped (X is left at the last point whose gradient was
+// taken).
 struct LocalSteps {
     const double* pz;
     const std::int64_t* po;
@@ -186,6 +189,8 @@ struct LocalSteps {
     double mu;
     double eta;
     int steps;
+    double* sum;  // (k, d, r) or nullptr: each client's directions summed (its last step's
+                  // retraction then skipped)
 };
 
 void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
@@ -195,6 +200,8 @@ void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
     std::vector<double> work(rfl::pca::local_steps_work_size(m, d, r));
     std::vector<double> pull(a.anchor == nullptr ? 0 : item);
+    double* sum = a.sum == nullptr ? nullptr : a.sum + j * item;
+    int retractions = 0;
     const rfl::pca::Weight plain{false, INFINITY, 1.0};
     rfl::pca::local_steps(
         a.pz + lo * d, m, d, r, X, a.ps[j], a.eta, a.steps, work.data(),
@@ -205,11 +212,18 @@ void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
         },
         [&](const double* x, const double* g, double* u) {
             stiefel_proj_loop(x, g, u, 1, n, r);
-            if (a.anchor == nullptr) return;
-            stiefel_inv_retr_polar_loop(x, a.anchor, pull.data(), 1, n, r);
-            for (std::size_t e = 0; e < item; ++e) u[e] -= a.mu * pull[e];
+            if (a.anchor != nullptr) {
+                stiefel_inv_retr_polar_loop(x, a.anchor, pull.data(), 1, n, r);
+                for (std::size_t e = 0; e < item; ++e) u[e] -= a.mu * pull[e];
+            }
+            if (sum != nullptr)
+                for (std::size_t e = 0; e < item; ++e) sum[e] += u[e];
         },
         [&](const double* x, const double* u, double* y) {
+            if (sum != nullptr && ++retractions == a.steps) {
+                std::copy(x, x + item, y);  // the last step's retraction: not needed
+                return;
+            }
             stiefel_retr_polar_loop(x, u, y, 1, n, r);
         },
         a.poff == nullptr ? nullptr : a.poff + j * item);
@@ -223,9 +237,10 @@ void pca_local_units(const LocalSteps& a, std::size_t k, double* px,
         pca_local_steps_client(a, j, px + j * item);
 }
 
-Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
+py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
                     const Arr& scale, double eta, int steps, int threads,
-                    const py::object& offset, const py::object& anchor, double mu) {
+                    const py::object& offset, const py::object& anchor, double mu,
+                    bool accumulate) {
     const char* kernel = "pca_local_steps";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
@@ -271,8 +286,14 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
     }
     Arr x({k, x0.shape(1), x0.shape(2)});
     std::copy(x0.data(), x0.data() + x0.size(), x.mutable_data());
+    Arr sum;  // RFedAGS's stream: the directions summed
+    if (accumulate) {
+        sum = Arr({k, x0.shape(1), x0.shape(2)});
+        std::fill(sum.mutable_data(), sum.mutable_data() + sum.size(), 0.0);
+    }
     const LocalSteps args{z.data(), po, pi, d, r, scale.data(), poff,
-                          anchor.is_none() ? nullptr : anc.data(), mu, eta, steps};
+                          anchor.is_none() ? nullptr : anc.data(), mu, eta, steps,
+                          accumulate ? sum.mutable_data() : nullptr};
     double* px = x.mutable_data();
     {
         py::gil_scoped_release release;
@@ -282,7 +303,8 @@ Arr pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr&
             pca_local_units(args, static_cast<std::size_t>(k), px, &next);
         });
     }
-    return x;
+    if (accumulate) return py::make_tuple(x, sum);
+    return std::move(x);
 }
 
 }  // namespace
@@ -291,14 +313,14 @@ void register_pca(py::module_& m) {
     m.def("pca_local_steps",
           [](py::handle z, py::handle offsets, py::handle idx, py::handle x0, py::handle scale,
              double eta, int steps, int threads, const py::object& offset,
-             const py::object& anchor, double mu) {
+             const py::object& anchor, double mu, bool accumulate) -> py::object {
               return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset,
-                                     anchor, mu);
+                                     anchor, mu, accumulate);
           },
           py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
           py::arg("threads") = 1, py::arg("offset") = py::none(),
-          py::arg("anchor") = py::none(), py::arg("mu") = 0.0,
+          py::arg("anchor") = py::none(), py::arg("mu") = 0.0, py::arg("accumulate") = false,
           R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
 ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
@@ -308,7 +330,10 @@ cache. ``threads`` threads take whole clients. With ``offset`` ((k, d, r) float6
 is ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X) - offset[j]))`` (RFedSVRG's local steps on
 kPCA, whose correction is the projection of a constant vector). With ``anchor`` ((d, r)
 float64) and ``mu`` (>= 0) the direction also subtracts ``mu R_X^{-1}(anchor)``, the inverse
-polar retraction (RFedProx's local steps on kPCA); NaN where that inverse has no solution.)pbdoc");
+polar retraction (RFedProx's local steps on kPCA); NaN where that inverse has no solution.
+With ``accumulate``: ``(x, sum)``, ``sum[j]`` the client's step directions (before ``-eta``)
+summed over its steps, the last step's retraction skipped (``x[j]`` is the last point whose
+gradient was taken): RFedAGS's gradient stream on kPCA.)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

@@ -457,6 +457,86 @@ def test_fused_rfedprox_local_steps_equal_the_composed_loop(backend):
                                   run(P, RFedAvg(eta, tau), 2, **kw).x)
 
 
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_fused_rfedags_local_steps_equal_the_composed_loop(backend):
+    """RFedAGS on kPCA (Stiefel, polar, projection transport) runs its K local steps as one
+    fused call per round that also sums the directions; the stream ``sum_k T(a eta_k)`` is one
+    projection transport of ``a sum_k eta_k`` (linear, forgetting the start): the composed
+    loop's iterates to rounding.
+
+    Tolerance: the steps are the same arithmetic; the streams differ by projecting a sum
+    against summing projections, ``(d + 10 r) eps`` of ``|a eta_k| <= a |s| |Z|^2`` per term,
+    and the server's retraction of the mean does not enlarge it by more than the local steps'
+    factor: at most ``rounds K (1 + a)^K (3 a (d + 10 r) + 10 r) eps``."""
+    from rfl_fast.algorithms import RFedAGS
+    from rfl_fast.federation import Full
+    from rfl_fast.kernels import fused
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(5)
+    sizes, d, r, eta, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 5, 3
+    data = [rng.standard_normal((m, d)) for m in sizes]
+    P = KPCA(data, r, gram=False)
+    x0 = P.manifold.random_point(rng=1)
+    alg = RFedAGS(eta, tau)
+    assert alg._fused_steps(P, "polar", "projection") is not None
+    assert RFedAGS(eta, tau, batch_size=5)._fused_steps(P, "polar", "projection") is None
+    assert alg._fused_steps(P, "qr", "projection") is None
+    assert alg._fused_steps(KPCA(data, r, gram=True), "polar", "projection") is None
+
+    class Composed(RFedAGS):
+        def _fused_steps(self, *args):
+            return None
+
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    calls = []
+    with rf.backend(backend), pytest.MonkeyPatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+        a = run(P, alg, rounds, **kw)
+        b = run(P, Composed(eta, tau), rounds, **kw)
+    assert len(calls) == rounds
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
+    bound = rounds * tau * (1 + a_max) ** tau * (3 * a_max * (d + 10 * r) + 10 * r) * \
+        np.finfo(float).eps
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
+
+
+def test_fused_steps_sum_their_directions_on_both_routes():
+    """``accumulate``: the kernel also returns each client's directions summed over its steps
+    and skips the last retraction; the compiled kernel against the reference, and the reference
+    against its own steps written out."""
+    from rfl_fast.kernels import fused, reference
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(8)
+    data = [rng.standard_normal((m, 9)) for m in (12, 40, 7)]
+    rows = KPCA(data, 3, gram=False).quadratic_rows()
+    idx = np.array([2, 0], dtype=np.int64)
+    x0 = np.ascontiguousarray(np.broadcast_to(np.linalg.qr(rng.standard_normal((9, 3)))[0],
+                                              (2, 9, 3)))
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.02, 4)
+    x, total = fused.pca_local_steps(*args, accumulate=True, backend="numpy")
+    want_x, want_total = x0.copy(), np.zeros_like(x0)
+    for step in range(4):
+        g, _ = fused.pca_grad_sum_reference(rows.rows, rows.offsets, idx,
+                                            np.ascontiguousarray(np.swapaxes(want_x, 1, 2)),
+                                            scale=rows.scale[idx])
+        dvec = reference.stiefel_proj(want_x, g)
+        want_total += dvec
+        if step < 3:
+            want_x = reference.stiefel_retr_polar(want_x, -0.02 * dvec)
+    np.testing.assert_array_equal(x, want_x)
+    np.testing.assert_array_equal(total, want_total)
+    np.testing.assert_array_equal(x, fused.pca_local_steps(*args[:-1], 3, backend="numpy"))
+    if fused.compiled_available("pca_local_steps"):
+        cx, ctotal = fused.pca_local_steps(*args, accumulate=True, backend="cpp")
+        np.testing.assert_allclose(cx, x, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(ctotal, total, rtol=0, atol=1e-13 * np.abs(total).max())
+        np.testing.assert_array_equal(cx, fused.pca_local_steps(*args[:-1], 3, backend="cpp"))
+
+
 def test_fused_proximal_steps_refuse_bad_anchors_and_mark_unreachable_ones():
     """The compiled kernel checks the anchor's shape and ``mu``, naming them; where the anchor
     has no inverse retraction from a client's iterate (``X'Y`` singular) that client's steps

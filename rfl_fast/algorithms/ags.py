@@ -45,6 +45,7 @@ from ._checks import transport_name
 from .participation import Bernoulli, Full, Uniform
 from .schedules import as_schedule
 from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
+from .fedavg_prox import check_fused_steps, fused_local_steps
 
 __all__ = ["RFedAGS", "AGSState", "reweighted_weights"]
 
@@ -257,6 +258,11 @@ class RFedAGS(FederatedAlgorithm):
         a = self.step(ctx.round)
         x_t = msg["x"]
         k = idx.size
+        steps = self._fused_steps(problem, method, transport)
+        if steps is not None:      # one fused call; the stream transported once, by linearity
+            x, total = steps(idx, x_t, a, self.local_steps, accumulate=True)
+            check_fused_steps(self.name, M, idx, x, a)
+            return {"zeta": M.transport(x, x_t, a * total, transport)}, cstate, memo
         x = stacked(x_t, k)
         zeta = np.zeros((k,) + M.shape)
         for step in range(self.local_steps):
@@ -265,6 +271,21 @@ class RFedAGS(FederatedAlgorithm):
             if step + 1 < self.local_steps:
                 x = M.retr(x, -v, method)
         return {"zeta": zeta}, cstate, memo
+
+    def _fused_steps(self, problem, method, transport):
+        """The fused kernel of the ``K`` local steps with their directions summed
+        (``steps(..., accumulate=True)``, :func:`rfl_fast.kernels.fused.local_stepper`) where the
+        declarations allow it, else ``None``; decided before any work. Full local gradients, the
+        manifold's step kernels of ``method`` and ``transport`` declared as the gradient's own
+        kernel (``Manifold.transport_kernels``, a projection: linear in its vector and
+        forgetting where the vector came from), so the stream
+        ``sum_k T_{x_k -> x_t}(a eta_k)`` is ``T(a sum_k eta_k)``: one transport of the sum (the
+        composed loop's stream to rounding; the ``k = 0`` term is tangent at ``x_t`` already)."""
+        kernels = problem.manifold.step_kernels.get(method)
+        if (self.batch_size is not None or kernels is None
+                or problem.manifold.transport_kernels.get(transport) != kernels[0]):
+            return None
+        return fused_local_steps(problem, method)
 
     def _weights(self, problem, state, idx, ctx):
         """Coefficients of the respondents' streams in the server direction."""

@@ -165,13 +165,14 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
 
 
 def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
-                              anchor=None, mu=0.0):
+                              anchor=None, mu=0.0, accumulate=False):
     """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
     for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
     Stiefel references: the batched NumPy route's arithmetic. With ``offset``, every step is
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X - offset[j]))``; with ``anchor``, the direction
-    also subtracts ``mu R_X^{-1}(anchor)`` (the inverse polar retraction).
+    also subtracts ``mu R_X^{-1}(anchor)`` (the inverse polar retraction); with ``accumulate``,
+    the directions are summed as well (RFedAGS's gradient stream).
 
     Parameters
     ----------
@@ -194,23 +195,34 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         ``P_X(...) - mu R_X^{-1}(anchor)``; ``None``: no proximal term.
     mu : float
         The proximal weight (with ``anchor``).
+    accumulate : bool
+        Also return the sum of each client's step directions (before ``-eta``); the last
+        step's retraction is then not taken.
 
     Returns
     -------
     ndarray, shape (k, d, r)
-        The last iterates (NaN where a polar factor or the inverse retraction does not exist).
+        The last iterates (NaN where a polar factor or the inverse retraction does not exist);
+        with ``accumulate``, ``(x, sum)``, ``x`` the last point whose gradient was taken.
     """
     x = np.array(x0, dtype=np.float64)
     if anchor is None:
-        for _ in range(steps):
+        total = np.zeros_like(x)
+        for step in range(steps):
             xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
             g, _ = pca_grad_sum_reference(Z, offsets, idx, xt, scale=scale)
             if offset is not None:
                 g = g - offset
-            x = reference.stiefel_retr_polar(x, -eta * reference.stiefel_proj(x, g))
-        return x
+            d = reference.stiefel_proj(x, g)
+            if accumulate:
+                total += d
+                if step + 1 == steps:
+                    break
+            x = reference.stiefel_retr_polar(x, -eta * d)
+        return (x, total) if accumulate else x
+    total = np.zeros_like(x)
     live = np.arange(idx.size)         # clients whose inverse retractions all had a solution
-    for _ in range(steps):
+    for step in range(steps):
         xl = x[live]
         xt = np.ascontiguousarray(np.swapaxes(xl, -1, -2))
         g, _ = pca_grad_sum_reference(Z, offsets, idx[live], xt, scale=scale[live])
@@ -219,14 +231,19 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         v = reference.stiefel_inv_retr_polar(xl, np.broadcast_to(anchor, xl.shape))
         ok = np.isfinite(v).all(axis=(-2, -1))
         x[live[~ok]] = np.nan
+        total[live[~ok]] = np.nan
         d = reference.stiefel_proj(xl[ok], g[ok]) - mu * v[ok]
         live = live[ok]
+        if accumulate:
+            total[live] += d
+            if step + 1 == steps:
+                break
         x[live] = reference.stiefel_retr_polar(xl[ok], -eta * d)
-    return x
+    return (x, total) if accumulate else x
 
 
 def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None, mu=0.0,
-                    *, threads=None, backend=None):
+                    accumulate=False, *, threads=None, backend=None):
     """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
 
     The C++ kernel works client by client (each client's rows stay in cache over its steps)
@@ -238,9 +255,10 @@ def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=
     if route("pca_local_steps", backend) == "cpp":
         return _dispatch.load("cpp").pca_local_steps(
             Z, offsets, idx, x0, scale, float(eta), int(steps),
-            get_threads() if threads is None else int(threads), offset, anchor, float(mu))
+            get_threads() if threads is None else int(threads), offset, anchor, float(mu),
+            bool(accumulate))
     return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor,
-                                     mu)
+                                     mu, accumulate)
 
 
 def local_stepper(rows, step_kernels, inverse=None):
@@ -262,7 +280,8 @@ def local_stepper(rows, step_kernels, inverse=None):
     Returns
     -------
     callable or None
-        ``steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0)``: ``n`` full-gradient steps
+        ``steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False)``: ``n``
+        full-gradient steps
         ``x <- R_x(-eta grad f_i(x))`` of the clients ``idx`` (k,) from the point ``x``
         ``(*shape)`` (or one point per client, ``(k, *shape)``), the last iterates
         ``(k, *shape)`` (the bits of stepping through the two kernels; NaN items where a step
@@ -270,8 +289,10 @@ def local_stepper(rows, step_kernels, inverse=None):
         ``x <- R_x(-eta P_x(egrad f_i(x) - offset_j))``, ``P_x`` the gradient's kernel (a
         projection, linear in its vector): RFedSVRG's steps where the transport is that
         projection; with ``anchor`` ``(*shape)`` (``inverse`` given) the direction also
-        subtracts ``mu R_x^{-1}(anchor)``: RFedProx's steps. ``None`` where no fused kernel
-        fuses ``step_kernels`` (and ``inverse``) or ``rows`` is ``None``.
+        subtracts ``mu R_x^{-1}(anchor)``: RFedProx's steps; with ``accumulate``, ``(x, sum)``,
+        ``sum`` each client's directions summed over its steps (the last retraction not taken):
+        RFedAGS's gradient stream before its transport. ``None`` where no fused kernel fuses
+        ``step_kernels`` (and ``inverse``) or ``rows`` is ``None``.
     """
     kernel = next((f.name for f in FUSED.values() if f.steps and f.steps == step_kernels
                    and (inverse is None or f.inverse == inverse)), None)
@@ -279,7 +300,7 @@ def local_stepper(rows, step_kernels, inverse=None):
         return None
     fn = globals()[kernel]
 
-    def steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0):
+    def steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         shape = np.shape(x)[-2:]                 # the kernels' points are matrices (d, r)
         x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + shape), dtype=np.float64)
@@ -288,7 +309,7 @@ def local_stepper(rows, step_kernels, inverse=None):
         if anchor is not None:
             anchor = np.ascontiguousarray(anchor, dtype=np.float64)
         return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset, anchor,
-                  mu)
+                  mu, accumulate)
 
     return steps
 

@@ -228,7 +228,8 @@ FUSED = by_name((
     Fused("pca_local_steps", ("cpp", "numpy"),
           "rows of clients idx from X_j -> `steps` times X <- polar(X - eta [P_X(s_j Z_i' Z_i X "
           "- offset_j) - mu R_X^{-1}(anchor)]) (offset: none, or RFedSVRG's constant "
-          "correction; anchor: none, or RFedProx's server point)",
+          "correction; anchor: none, or RFedProx's server point; accumulate: the directions "
+          "summed too, RFedAGS's stream)",
           steps=("stiefel_proj", "stiefel_retr_polar"), inverse="stiefel_inv_retr_polar"),
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
