@@ -16,10 +16,14 @@ For each selected client ``i = idx[j]`` with rows ``Z_i`` (m_i, d) and point ``X
     St_j = (sum_rows s (res/|res|) (y/|y|)')'         (r, d)   clipped
     q_j  = sum |y|^2                                  (= m_i tr(X' A_i X))
 
-with, when clipped, the residual ``res = z - X y`` formed explicitly (not from
-``|z|^2 - |y|^2``, which cancels for ``z`` almost in ``span(X)``), scaled (overflow-free) norms
-and ``s = min(|c| |res| |y|, tau)``, so one row adds at most ``tau`` to ``S`` in floating
-point, for finite rows of any size. The kPCA / sphere-PCA gradient is ``-2c/m_i St_j'``
+with, when clipped, ``s = min(|c| |res| |y|, tau)`` and ``|res|`` of the residual
+``res = z - X y`` formed explicitly, with scaled (overflow-free) norms: ``|z|^2 - |y|^2`` cancels
+for ``z`` almost in ``span(X)``. The compiled pass (compile-time ``r``, clients of at least
+``r`` rows) takes ``|res|^2 = |z|^2 - |y|^2`` only where it keeps a quarter of ``|z|^2`` and the
+squares are in range, and adds those rows in the plain pass's blocks as ``a y z' - a y y' X'``
+(``a = s / (|res| |y|)``, ``|a y| |z| <= 2 s``); the other rows take the explicit residual. Either
+way one row adds at most ``tau`` to ``S`` up to ``O((d + r) eps) tau`` in floating point, for
+finite rows of any size. The kPCA / sphere-PCA gradient is ``-2c/m_i St_j'``
 (Euclidean) and the DP clipped sum of ``g = -c res y'`` is ``-sign(c) S`` with ``S = St_j'``
 (already tangent). A non-finite row gives a non-finite ``St_j``.
 """

@@ -286,9 +286,10 @@ class QuadraticProblem(Problem):
                           batch: ArrayLike | None = None) -> FloatArray:
         """One fused pass over the clients' rows (``kernels.fused.pca_grad_sum``, clipped),
         all clients at once: each sample adds ``min(2c |p| |y|, tau) (p/|p|)(y/|y|)'``, the
-        term of :meth:`weighted_rgrad` with the factor of :meth:`sample_rgrad_norms` (the
-        residual ``p`` formed explicitly, norms scaled against overflow), so one sample moves
-        the sum by at most ``tau`` in floating point. Covariances form, per-client batch sizes
+        term of :meth:`weighted_rgrad` with the factor of :meth:`sample_rgrad_norms` (``|p|``
+        of the residual formed explicitly wherever ``|z|^2 - |y|^2`` could cancel, norms
+        scaled against overflow; see :mod:`rfl_fast.kernels.fused`), so one sample moves the
+        sum by at most ``tau`` up to rounding. Covariances form, per-client batch sizes
         (a list) and a sample whose norm is not finite go the default way (which names it)."""
         if self._form == "covariances" or not (batch is None or isinstance(batch, np.ndarray)):
             return super().clipped_rgrad_sum(idx, x, tau, batch)
