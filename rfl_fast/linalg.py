@@ -12,7 +12,7 @@ import numpy as np
 from ._typing import ArrayLike, FloatArray
 from ._validation import as_array, check_core_shape
 from .errors import NoSolutionError
-from .kernels import call
+from .kernels import call, xp_routes
 from .kernels.arrays import accepts_arrays
 
 __all__ = ["sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm", "polar"]
@@ -171,6 +171,8 @@ def polar(a: ArrayLike, *, backend: str | None = None) -> FloatArray:
     return out
 
 
-# arrays of any array-API namespace in, the caller's type out (one seam: kernels.arrays)
+# arrays of any array-API namespace in, the caller's type out (one seam: kernels.arrays); a
+# gradient-carrying argument takes the function's differentiable route (kernels.xp_routes)
 sym_expm, sym_logm, sym_sqrtm, sym_invsqrtm, polar = (
-    accepts_arrays(f, method=False) for f in (sym_expm, sym_logm, sym_sqrtm, sym_invsqrtm, polar))
+    accepts_arrays(f, xp_routes.ROUTES[f"linalg_{f.__name__}"], method=False)
+    for f in (sym_expm, sym_logm, sym_sqrtm, sym_invsqrtm, polar))

@@ -338,15 +338,18 @@ def test_linalg_errors_are_numpys_naming_the_argument(ns):
         rf.linalg.polar(ns.put(np.ones((2, 3))))
 
 
-def test_linalg_refuses_a_gradient_naming_the_function():
+def test_linalg_takes_a_gradient_through_its_route():
+    """A tensor that requires grad takes the function's differentiable route
+    (``xp_routes.linalg_*``; values and gradients: tests/test_differentiable.py), one without
+    a gradient the compiled route."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("array_api_compat")
-    s = torch.eye(3, dtype=torch.float64, requires_grad=True)
-    with pytest.raises(NotImplementedError, match=r"^s: a tensor that requires grad; "
-                                                  r"linalg\.sym_sqrtm has no differentiable"):
-        rf.linalg.sym_sqrtm(s)
+    s = (4.0 * torch.eye(3, dtype=torch.float64)).requires_grad_(True)
+    out = rf.linalg.sym_sqrtm(s)
+    assert out.requires_grad and torch.allclose(out, 2.0 * torch.eye(3, dtype=torch.float64))
     out = rf.linalg.sym_sqrtm(s.detach())
-    assert isinstance(out, torch.Tensor) and torch.equal(out, torch.eye(3, dtype=torch.float64))
+    assert isinstance(out, torch.Tensor) and not out.requires_grad
+    assert torch.equal(out, 2.0 * torch.eye(3, dtype=torch.float64))
 
 
 def test_linalg_numpy_calls_stay_numpy():

@@ -454,7 +454,11 @@ def test_every_declared_route_exists():
             fn = vars(cls)[method]
             assert fn.__globals__["_route"] is xp_routes.ROUTES[route], (cls, method)
             declared += 1
-    assert declared == len(xp_routes.ROUTES) == 65
+    for name in rf.linalg.__all__:  # the functions of rfl_fast.linalg: linalg_<name>
+        fn = getattr(rf.linalg, name)
+        assert fn.__globals__["_route"] is xp_routes.ROUTES[f"linalg_{name}"], name
+        declared += 1
+    assert declared == len(xp_routes.ROUTES) == 70
 
 
 @needs_torch
@@ -499,3 +503,69 @@ def test_a_route_that_cannot_serve_refuses(torch, monkeypatch):
     with pytest.raises(NotImplementedError, match=r"^u: a tensor that requires grad; Stiefel\.exp "
                        r"\(no differentiable matrix exponential here\) has no differentiable"):
         M.exp(x, torch.zeros(4, 2, dtype=torch.float64, requires_grad=True))
+
+
+# ---------------------------------------------------------------- rfl_fast.linalg
+
+
+def linalg_cases():
+    """``(function, argument)`` of each ``rfl_fast.linalg`` function: a small stack of SPD
+    matrices (well inside ``expm``'s range) or of full-rank 5 x 3 matrices for ``polar``."""
+    rng = np.random.default_rng(30)
+    a = rng.standard_normal((2, 3, 3))
+    s = a @ np.swapaxes(a, -1, -2) + 3 * np.eye(3)
+    return [("sym_expm", 0.2 * s), ("sym_logm", s), ("sym_sqrtm", s), ("sym_invsqrtm", s),
+            ("polar", rng.standard_normal((2, 5, 3)))]
+
+
+def _symmetrized(name, z):
+    """The function of the symmetric part of ``z`` (gradcheck moves one entry at a time, which
+    leaves the symmetric matrices; the route's derivative is the symmetric part's)."""
+    fn = getattr(rf.linalg, name)
+    return fn(z) if name == "polar" else fn(0.5 * (z + z.transpose(-1, -2)))
+
+
+@needs_torch
+@pytest.mark.parametrize("name,arg", linalg_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_torch_linalg_values_and_gradcheck(torch, name, arg):
+    ref = getattr(rf.linalg, name)(arg)
+    t = torch.tensor(arg, requires_grad=True)
+    out = getattr(rf.linalg, name)(t)
+    assert isinstance(out, torch.Tensor) and out.requires_grad and out.dtype == torch.float64
+    np.testing.assert_allclose(out.detach().numpy(), ref, rtol=0,
+                               atol=100 * 9 * np.finfo(np.float64).eps * np.max(np.abs(ref)))
+    assert torch.autograd.gradcheck(lambda z: _symmetrized(name, z), (t,), eps=1e-6, atol=1e-6,
+                                    rtol=1e-5)
+
+
+@needs_jax
+@pytest.mark.parametrize("name,arg", linalg_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_jax_linalg_grad_matches_finite_differences(jax, name, arg):
+    """``jax.grad`` of ``sum(W * f(a))`` along a random symmetric (for ``polar``: any)
+    direction against the central difference of the NumPy path."""
+    fn = getattr(rf.linalg, name)
+    jnp = jax.numpy
+    rng = np.random.default_rng(31)
+    weights = rng.standard_normal(np.shape(fn(arg)))
+    d = rng.standard_normal(np.shape(arg))
+    if name != "polar":
+        d = d + np.swapaxes(d, -1, -2)
+    grad = jax.jit(jax.grad(lambda a: jnp.sum(jnp.asarray(weights) * fn(a))))(jnp.asarray(arg))
+    h = 1e-6
+    fd = (np.sum(weights * fn(arg + h * d)) - np.sum(weights * fn(arg - h * d))) / (2 * h)
+    np.testing.assert_allclose(float(np.sum(np.asarray(grad) * d)), fd, rtol=1e-6, atol=1e-7)
+
+
+@needs_torch
+def test_torch_linalg_routes_check_shapes_and_give_nan_without_an_answer(torch):
+    """A gradient-carrying argument is checked for shape and dtype as NumPy's path checks it;
+    values cannot be inspected on a traced array, so a matrix that is not positive definite
+    gives NaN (not ``NoSolutionError``), as the manifolds' routes do."""
+    with pytest.raises(ValueError, match=r"^s: expected shape \(\.\.\., 3, 3\)"):
+        rf.linalg.sym_sqrtm(torch.ones(2, 3, dtype=torch.float64, requires_grad=True))
+    with pytest.raises(ValueError, match="^a: expected shape .* n >= p"):
+        rf.linalg.polar(torch.ones(2, 3, dtype=torch.float64, requires_grad=True))
+    with pytest.raises(ValueError, match="^s: expected at least 2 dimensions"):
+        rf.linalg.sym_expm(torch.ones(3, dtype=torch.float64, requires_grad=True))
+    out = rf.linalg.sym_logm(-torch.eye(2, dtype=torch.float64).requires_grad_(True))
+    assert torch.isnan(out).all()

@@ -22,7 +22,7 @@ method's differentiable route (:mod:`rfl_fast.kernels.xp_routes`, declared by th
 ``array_routes``) runs instead, the same formulas in the caller's namespace, so that autograd,
 ``jax.grad``, ``jit`` and ``vmap`` trace through it (proj, retr, exp, log, dist, the transports
 of Euclidean, Sphere, Stiefel, SPD, Lorentz, Grassmann, Product; inner, norm, egrad2rgrad,
-project).
+project; the functions of ``rfl_fast.linalg``).
 A call without a gradient keeps the NumPy/compiled route.
 
 What is refused, naming the argument: arrays of two foreign namespaces in one call (a torch

@@ -8,7 +8,8 @@ formulas, written once against the caller's array-API namespace (``xp.matmul``,
 ``xp.linalg.eigh``, ``xp.linalg.qr``, ``xp.sqrt``, ...; no NumPy), so that torch autograd and
 JAX ``grad``/``jit``/``vmap`` trace through them. A manifold declares its routes in
 ``array_routes`` (method name -> a key of :data:`ROUTES`); a method without one refuses
-gradient-carrying arrays, naming the argument.
+gradient-carrying arrays, naming the argument. The functions of ``rfl_fast.linalg`` have theirs
+(``linalg_<name>``: the matrix functions of a symmetric matrix, the polar factor).
 
 The routes mirror the NumPy code of ``rfl_fast.manifolds`` and ``rfl_fast.kernels.reference``:
 the same metric, retraction and transport names, sign fixes, shapes and broadcasting over
@@ -983,10 +984,72 @@ def _product_project(c, M, z):
     return _product_join(xp, M, out)
 
 
+# ---------------------------------------------------------------- rfl_fast.linalg
+# The functions of ``rfl_fast.linalg`` (``route(caller, None, a, *, backend)``): the matrix
+# functions from one ``eigh`` with the Daleckii-Krein derivative (``_spectral``), the polar
+# factor as Stiefel's polar retraction computes it. Symmetry is not checked (a traced array
+# cannot be inspected; the symmetric part's derivative is the one of a symmetric input) and an
+# item without an answer (an eigenvalue <= 0, a rank-deficient ``a``) comes back as NaN.
+
+
+def _linalg_input(c, a, name, square=True):
+    """``a`` in the caller's namespace and its floating dtype, checked as ``rfl_fast.linalg``
+    checks it: at least 2 axes, square (``square``) or ``n >= p``."""
+    from .._validation import check_core_shape
+
+    xp = c.xp
+    if not is_foreign(a):
+        import numpy as np
+
+        a = np.asarray(a)
+        if a.dtype.kind not in "fiu":
+            raise TypeError(f"{name}: expected a float or integer array, got dtype {a.dtype}")
+        a = xp.asarray(a, device=c.device)
+    elif not (xp.isdtype(a.dtype, "real floating") or xp.isdtype(a.dtype, "integral")):
+        raise TypeError(f"{name}: expected a float or integer array, got dtype {a.dtype}")
+    if a.ndim < 2:
+        raise ValueError(f"{name}: expected at least 2 dimensions, got shape {a.shape}")
+    if square:
+        check_core_shape(a, name, (a.shape[-1], a.shape[-1]))
+    elif a.shape[-2] < a.shape[-1]:
+        raise ValueError(f"{name}: expected shape (..., n, p) with n >= p, got {a.shape}")
+    dt = a.dtype if xp.isdtype(a.dtype, "real floating") else xp.float64
+    return xp, dt, a if a.dtype == dt else xp.astype(a, dt)
+
+
+def _linalg_spectral(c, s, pair):
+    xp, dt, s = _linalg_input(c, s, "s")
+    (out,), _ = _spectral(xp, _sym(xp, s), [pair(xp)])
+    return out
+
+
+def _linalg_sym_expm(c, _, s, *, backend=None):
+    return _linalg_spectral(c, s, lambda xp: (xp.exp, xp.exp))
+
+
+def _linalg_sym_logm(c, _, s, *, backend=None):
+    return _linalg_spectral(c, s, lambda xp: (_pos(xp, xp.log), _pos(xp, lambda w: 1.0 / w)))
+
+
+def _linalg_sym_sqrtm(c, _, s, *, backend=None):
+    return _linalg_spectral(c, s, _sqrt_pair)
+
+
+def _linalg_sym_invsqrtm(c, _, s, *, backend=None):
+    return _linalg_spectral(c, s, _invsqrt_pair)
+
+
+def _linalg_polar(c, _, a, *, backend=None):
+    xp, dt, a = _linalg_input(c, a, "a", square=False)
+    return _stiefel_polar_xp(xp, a, dt)
+
+
 #: Route name -> route ``route(caller, manifold, *args, **options)`` with the arguments of the
-#: manifold method it stands for (``caller``: the :class:`~rfl_fast.kernels.arrays.Caller`).
+#: manifold method it stands for (``caller``: the :class:`~rfl_fast.kernels.arrays.Caller`);
+#: the ``linalg_`` routes take ``None`` for the manifold (functions of ``rfl_fast.linalg``).
 ROUTES = {name[1:]: fn for name, fn in list(globals().items())
           if name.startswith(("_manifold_", "_euclidean_", "_sphere_", "_stiefel_", "_spd_",
-                               "_lorentz_", "_grassmann_", "_product_"))
-          and not name.endswith(("_xp", "_pairs", "_lift", "_split", "_join", "_each", "_hypot"))
+                               "_lorentz_", "_grassmann_", "_product_", "_linalg_"))
+          and not name.endswith(("_xp", "_pairs", "_lift", "_split", "_join", "_each", "_hypot",
+                                 "_input", "_spectral"))
           and callable(fn)}
