@@ -198,11 +198,12 @@ class HyperbolicPrediction(Problem):
             sel, m = blocks
             k = idx.size
             s = np.empty_like(x)
+            jx = np.array(x)[:, :, None]                      # J x_j, (k, d+1, 1)
+            jx[:, 0] *= -1.0
             for a, b in spans(k, 8 * m * (x.shape[1] + 1)):
                 rows = slice(a * m, b * m) if isinstance(sel, slice) else sel[a * m:b * m]
                 y = self._y[rows].reshape(b - a, m, -1)
-                xa = x[a:b]
-                ip = _ldot(y, xa[:, None, :])
+                ip = np.matmul(y, jx[a:b])[..., 0]           # <y_ij, x_j>_L = y_ij . J x_j
                 _, ratio = _theta_ratio(-ip)
                 c = self.alpha[rows].reshape(b - a, m) * ratio
                 s[a:b] = np.matmul(c[:, None, :], y)[:, 0]
