@@ -131,6 +131,41 @@ def _sum_core(xp, a, k):
     return xp.sum(a, axis=tuple(range(-k, 0)))
 
 
+# ---------------------------------------------------------------- routes of one shape
+# The seam calls a route with every positional parameter of the method (an option too) and the
+# keyword-only options by keyword; these make the routes that only read their arrays and apply
+# one formula, or check an option and defer to another route.
+
+
+def _plain(core, arrays, with_dtype=False):
+    """The route ``core(xp, *arrays)`` (``core(xp, *arrays, dtype)``) of the checked arrays named
+    ``arrays``."""
+    k = len(arrays)
+
+    def route(c, M, *args, backend=None):
+        xp, dt, a = _inputs(c, M, **dict(zip(arrays, args[:k])))
+        return core(xp, *a, dt) if with_dtype else core(xp, *a)
+
+    return route
+
+
+def _one_option(route, options):
+    """``route`` of a method whose option (the positional parameter after its two arrays) has
+    one value: the option checked (``Manifold._option``), then ``route`` of the arrays."""
+    kind = _KINDS[options]
+
+    def checked(c, M, x, a, method=None, *, backend=None):
+        M._option(method, getattr(M, options), kind)
+        return route(c, M, x, a)
+
+    return checked
+
+
+#: The options' kinds, for ``Manifold._option``'s and ``Product._methods``' messages
+_KINDS = {"retractions": "retraction", "inverse_retractions": "inverse retraction",
+          "transports": "transport"}
+
+
 # ---------------------------------------------------------------- symmetric matrix functions
 
 
@@ -223,9 +258,7 @@ def _euclidean_exp(c, M, x, u, *, backend=None):
     return x + u
 
 
-def _euclidean_retr(c, M, x, u, method=None, *, backend=None):
-    M._option(method, M.retractions, "retraction")
-    return _euclidean_exp(c, M, x, u)
+_euclidean_retr = _one_option(_euclidean_exp, "retractions")
 
 
 def _euclidean_log(c, M, x, y, *, backend=None):
@@ -233,9 +266,7 @@ def _euclidean_log(c, M, x, y, *, backend=None):
     return y - x
 
 
-def _euclidean_inv_retr(c, M, x, y, method=None, *, backend=None):
-    M._option(method, M.inverse_retractions, "inverse retraction")
-    return _euclidean_log(c, M, x, y)
+_euclidean_inv_retr = _one_option(_euclidean_log, "inverse_retractions")
 
 
 def _euclidean_dist(c, M, x, y):
@@ -282,14 +313,8 @@ def _sphere_project_xp(xp, z):
     return z / _sqrt0(xp, _dot(xp, z, z))
 
 
-def _sphere_proj(c, M, x, u):
-    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
-    return _sphere_proj_xp(xp, x, u)
-
-
-def _sphere_exp(c, M, x, u, *, backend=None):
-    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
-    return _sphere_exp_xp(xp, x, u)
+_sphere_proj = _plain(_sphere_proj_xp, "xu")
+_sphere_exp = _plain(_sphere_exp_xp, "xu")
 
 
 def _sphere_retr(c, M, x, u, method=None, *, backend=None):
@@ -300,9 +325,7 @@ def _sphere_retr(c, M, x, u, method=None, *, backend=None):
     return _sphere_project_xp(xp, x + u)
 
 
-def _sphere_log(c, M, x, y, *, backend=None):
-    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
-    return _sphere_log_xp(xp, x, y, dt)
+_sphere_log = _plain(_sphere_log_xp, "xy", with_dtype=True)
 
 
 def _sphere_inv_retr(c, M, x, y, method=None, *, backend=None):
@@ -348,14 +371,8 @@ def _stiefel_proj_xp(xp, x, u):
     return u - x @ _sym(xp, _t(xp, x) @ u)
 
 
-def _stiefel_proj(c, M, x, u, *, backend=None):
-    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
-    return _stiefel_proj_xp(xp, x, u)
-
-
-def _stiefel_egrad2rgrad(c, M, x, g, *, backend=None):
-    xp, dt, (x, g) = _inputs(c, M, x=x, g=g)
-    return _stiefel_proj_xp(xp, x, g)
+_stiefel_proj = _plain(_stiefel_proj_xp, "xu")
+_stiefel_egrad2rgrad = _plain(_stiefel_proj_xp, "xg")
 
 
 def _stiefel_polar_xp(xp, a, dt):
@@ -420,9 +437,7 @@ def _stiefel_cayley_xp(xp, x, u):
     return x + a @ xp.linalg.solve(inner, _t(xp, b) @ x)
 
 
-def _stiefel_exp(c, M, x, u, *, backend=None):
-    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
-    return _stiefel_exp_xp(xp, x, u)
+_stiefel_exp = _plain(_stiefel_exp_xp, "xu")
 
 
 def _stiefel_retr(c, M, x, u, method=None, *, backend=None):
@@ -530,9 +545,7 @@ def _spd_egrad2rgrad(c, M, x, g):
     return x @ _sym(xp, g) @ x
 
 
-def _spd_exp(c, M, x, u, *, backend=None):
-    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
-    return _spd_exp_xp(xp, x, u)
+_spd_exp = _plain(_spd_exp_xp, "xu")
 
 
 def _spd_retr(c, M, x, u, method=None, *, backend=None):
@@ -544,14 +557,8 @@ def _spd_retr(c, M, x, u, method=None, *, backend=None):
     return _sym(xp, x + u + 0.5 * u @ xp.linalg.solve(x, u))
 
 
-def _spd_log(c, M, x, y, *, backend=None):
-    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
-    return _spd_log_xp(xp, x, y)
-
-
-def _spd_inv_retr(c, M, x, y, method=None, *, backend=None):
-    M._option(method, M.inverse_retractions, "inverse retraction")
-    return _spd_log(c, M, x, y)
+_spd_log = _plain(_spd_log_xp, "xy")
+_spd_inv_retr = _one_option(_spd_log, "inverse_retractions")
 
 
 def _spd_dist(c, M, x, y, *, backend=None):
@@ -636,9 +643,7 @@ def _lorentz_log_xp(xp, x, y):
     return xp.where(near, scale * (d - h * x), far)
 
 
-def _lorentz_proj(c, M, x, u):
-    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
-    return _lorentz_proj_xp(xp, x, u)
+_lorentz_proj = _plain(_lorentz_proj_xp, "xu")
 
 
 def _lorentz_inner(c, M, x, u, v):
@@ -666,24 +671,10 @@ def _lorentz_egrad2rgrad(c, M, x, g):
     return _lorentz_proj_xp(xp, x, g)
 
 
-def _lorentz_exp(c, M, x, u, *, backend=None):
-    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
-    return _lorentz_exp_xp(xp, x, u)
-
-
-def _lorentz_retr(c, M, x, u, method=None, *, backend=None):
-    M._option(method, M.retractions, "retraction")
-    return _lorentz_exp(c, M, x, u)
-
-
-def _lorentz_log(c, M, x, y, *, backend=None):
-    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
-    return _lorentz_log_xp(xp, x, y)
-
-
-def _lorentz_inv_retr(c, M, x, y, method=None, *, backend=None):
-    M._option(method, M.inverse_retractions, "inverse retraction")
-    return _lorentz_log(c, M, x, y)
+_lorentz_exp = _plain(_lorentz_exp_xp, "xu")
+_lorentz_retr = _one_option(_lorentz_exp, "retractions")
+_lorentz_log = _plain(_lorentz_log_xp, "xy")
+_lorentz_inv_retr = _one_option(_lorentz_log, "inverse_retractions")
 
 
 def _lorentz_dist(c, M, x, y, *, backend=None):
@@ -772,9 +763,7 @@ def _grassmann_exp_xp(xp, x, u):
     return 1.5 * y - 0.5 * y @ (_t(xp, y) @ y)
 
 
-def _grassmann_exp(c, M, x, u, *, backend=None):
-    xp, dt, (x, u) = _inputs(c, M, x=x, u=u)
-    return _grassmann_exp_xp(xp, x, u)
+_grassmann_exp = _plain(_grassmann_exp_xp, "xu")
 
 
 def _grassmann_retr(c, M, x, u, method=None, *, backend=None):
@@ -794,9 +783,7 @@ def _grassmann_log_xp(xp, x, y):
     return z @ g
 
 
-def _grassmann_log(c, M, x, y, *, backend=None):
-    xp, dt, (x, y) = _inputs(c, M, x=x, y=y)
-    return _grassmann_log_xp(xp, x, y)
+_grassmann_log = _plain(_grassmann_log_xp, "xy")
 
 
 def _grassmann_inv_retr(c, M, x, y, method=None, *, backend=None):
@@ -890,65 +877,43 @@ def _product_each(c, M, call, methods=None, **named):
                 for i, (f, m) in enumerate(zip(M.factors, methods))]
 
 
-def _product_hypot(xp, values):
+def _product_hypot(xp, M, values):
     return _sqrt0(xp, sum(v ** 2 for v in values))
 
 
-def _product_inner(c, M, x, u, v):
-    xp, out = _product_each(c, M, lambda f, m, a, b, d: f.inner(a, b, d), x=x, u=u, v=v)
-    return sum(out)
+def _product_route(method, arrays, combine, options=None):
+    """Product's route of ``method``: the factors' own ``method`` (each with its option of
+    ``Product._methods`` where the method takes one from ``M.<options>``) on the parts of the
+    array arguments named ``arrays``, their answers combined by ``combine(xp, M, answers)``.
+    The seam passes every positional parameter (an option too), options by keyword."""
+    k = len(arrays)
+    kind = _KINDS.get(options)
+
+    def route(c, M, *args, backend=None):
+        methods = None if options is None else M._methods(args[k], getattr(M, options), kind)
+        xp, out = _product_each(
+            c, M, lambda f, m, *a: getattr(f, method)(*a, *(() if m is None else (m,))),
+            methods, **dict(zip(arrays, args)))
+        return combine(xp, M, out)
+
+    route.__name__ = route.__qualname__ = f"_product_{method}"
+    return route
 
 
-def _product_norm(c, M, x, u):
-    xp, out = _product_each(c, M, lambda f, m, a, b: f.norm(a, b), x=x, u=u)
-    return _product_hypot(xp, out)
+def _product_sum(xp, M, values):
+    return sum(values)
 
 
-def _product_dist(c, M, x, y):
-    xp, out = _product_each(c, M, lambda f, m, a, b: f.dist(a, b), x=x, y=y)
-    return _product_hypot(xp, out)
-
-
-def _product_proj(c, M, x, u):
-    xp, out = _product_each(c, M, lambda f, m, a, b: f.proj(a, b), x=x, u=u)
-    return _product_join(xp, M, out)
-
-
-def _product_egrad2rgrad(c, M, x, g):
-    xp, out = _product_each(c, M, lambda f, m, a, b: f.egrad2rgrad(a, b),
-                            x=x, g=g)
-    return _product_join(xp, M, out)
-
-
-def _product_retr(c, M, x, u, method=None, *, backend=None):
-    methods = M._methods(method, M.retractions, "retraction")
-    xp, out = _product_each(c, M, lambda f, m, a, b: f.retr(a, b, m), methods,
-                            x=x, u=u)
-    return _product_join(xp, M, out)
-
-
-def _product_inv_retr(c, M, x, y, method=None, *, backend=None):
-    methods = M._methods(method, M.inverse_retractions, "inverse retraction")
-    xp, out = _product_each(c, M, lambda f, m, a, b: f.inv_retr(a, b, m), methods,
-                            x=x, y=y)
-    return _product_join(xp, M, out)
-
-
-def _product_exp(c, M, x, u, *, backend=None):
-    xp, out = _product_each(c, M, lambda f, m, a, b: f.exp(a, b), x=x, u=u)
-    return _product_join(xp, M, out)
-
-
-def _product_log(c, M, x, y, *, backend=None):
-    xp, out = _product_each(c, M, lambda f, m, a, b: f.log(a, b), x=x, y=y)
-    return _product_join(xp, M, out)
-
-
-def _product_transport(c, M, x, y, v, method=None, *, backend=None):
-    methods = M._methods(method, M.transports, "transport")
-    xp, out = _product_each(c, M, lambda f, m, a, b, d: f.transport(a, b, d, m), methods,
-                            x=x, y=y, v=v)
-    return _product_join(xp, M, out)
+_product_inner = _product_route("inner", "xuv", _product_sum)
+_product_norm = _product_route("norm", "xu", _product_hypot)
+_product_dist = _product_route("dist", "xy", _product_hypot)
+_product_proj = _product_route("proj", "xu", _product_join)
+_product_egrad2rgrad = _product_route("egrad2rgrad", "xg", _product_join)
+_product_retr = _product_route("retr", "xu", _product_join, "retractions")
+_product_inv_retr = _product_route("inv_retr", "xy", _product_join, "inverse_retractions")
+_product_exp = _product_route("exp", "xu", _product_join)
+_product_log = _product_route("log", "xy", _product_join)
+_product_transport = _product_route("transport", "xyv", _product_join, "transports")
 
 
 # ---------------------------------------------------------------- nearest points (project)
@@ -1051,5 +1016,5 @@ ROUTES = {name[1:]: fn for name, fn in list(globals().items())
           if name.startswith(("_manifold_", "_euclidean_", "_sphere_", "_stiefel_", "_spd_",
                                "_lorentz_", "_grassmann_", "_product_", "_linalg_"))
           and not name.endswith(("_xp", "_pairs", "_lift", "_split", "_join", "_each", "_hypot",
-                                 "_input", "_spectral"))
+                                 "_input", "_spectral", "_route", "_sum"))
           and callable(fn)}
