@@ -5,7 +5,7 @@ import numpy as np
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from .._validation import as_rng
 from ..kernels import call
-from .base import Manifold
+from .base import Manifold, _all_finite
 
 __all__ = ["Lorentz"]
 
@@ -145,7 +145,9 @@ class Lorentz(Manifold):
         u = self._vector(x, u)
         with np.errstate(over="ignore", invalid="ignore"):
             out = call("lorentz_exp", x, u, backend=backend)
-        return self._solved(out, "exp", _EXP_UNSOLVED.format(out.dtype))
+        if not _all_finite(out):       # _solved's test; the message is formatted only here
+            self._no_solution(out, "exp", _EXP_UNSOLVED.format(out.dtype))
+        return out
 
     def log(self, x: ArrayLike, y: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see
