@@ -200,7 +200,10 @@ class HyperbolicPrediction(Problem):
             s = np.empty_like(x)
             jx = np.array(x)[:, :, None]                      # J x_j, (k, d+1, 1)
             jx[:, 0] *= -1.0
-            for a, b in spans(k, 8 * m * (x.shape[1] + 1)):
+            # a span's temporaries: (b - a, m) products and weights, plus its samples' copy
+            # when the rows are gathered (a slice of the data is a view)
+            per = 8 * m * (1 if isinstance(sel, slice) else x.shape[1] + 2)
+            for a, b in spans(k, per):
                 rows = slice(a * m, b * m) if isinstance(sel, slice) else sel[a * m:b * m]
                 y = self._y[rows].reshape(b - a, m, -1)
                 ip = np.matmul(y, jx[a:b])[..., 0]           # <y_ij, x_j>_L = y_ij . J x_j
