@@ -217,9 +217,11 @@ void register_vectors(py::module_& m);
 void register_pca(py::module_& m);
 
 // The Stiefel batch loops pca_local_steps reuses (stiefel_polar.cpp, stiefel_qr.cpp): N items
-// (n, p) of x and u (y) into o, as in stiefel_proj, stiefel_retr_polar and stiefel_inv_retr_polar.
+// (n, p) of x and u (y) into o, as in stiefel_proj, stiefel_retr_polar, stiefel_inv_retr_polar
+// and polar (of a alone).
 void stiefel_proj_loop(const double* x, const double* u, double* o, py::ssize_t N, int n, int p);
 void stiefel_retr_polar_loop(const double* x, const double* u, double* o, py::ssize_t N, int n,
                              int p);
 void stiefel_inv_retr_polar_loop(const double* x, const double* y, double* o, py::ssize_t N,
                                  int n, int p);
+void stiefel_polar_loop(const double* a, double* o, py::ssize_t N, int n, int p);

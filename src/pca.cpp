@@ -176,7 +176,8 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 // no solution, which the next retraction carries into X). `sum` (d x r, or nullptr): the client's
 // step directions (before the factor -eta) summed over its steps, RFedAGS's gradient stream;
 // the last step's retraction is then skipped (X is left at the last point whose gradient was
-// taken).
+// taken). `ambient` (d x r, or nullptr; it starts at X): RFedProj's steps instead, in the
+// ambient space and projected back, zhat <- zhat - eta (P_X(G) + drift), X <- polar(zhat).
 struct LocalSteps {
     const double* pz;
     const std::int64_t* po;
@@ -191,6 +192,8 @@ struct LocalSteps {
     int steps;
     double* sum;  // (k, d, r) or nullptr: each client's directions summed (its last step's
                   // retraction then skipped)
+    double* ambient;  // (k, d, r) or nullptr: RFedProj's ambient iterates (from x0)
+    const double* drift;  // (k, d, r) or nullptr: RFedProj's drift corrections (with ambient)
 };
 
 void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
@@ -201,6 +204,8 @@ void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
     std::vector<double> work(rfl::pca::local_steps_work_size(m, d, r));
     std::vector<double> pull(a.anchor == nullptr ? 0 : item);
     double* sum = a.sum == nullptr ? nullptr : a.sum + j * item;
+    double* zhat = a.ambient == nullptr ? nullptr : a.ambient + j * item;
+    const double* drift = a.drift == nullptr ? nullptr : a.drift + j * item;
     int retractions = 0;
     const rfl::pca::Weight plain{false, INFINITY, 1.0};
     rfl::pca::local_steps(
@@ -220,10 +225,15 @@ void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
                 for (std::size_t e = 0; e < item; ++e) sum[e] += u[e];
         },
         [&](const double* x, const double* u, double* y) {
-            if (sum != nullptr && ++retractions == a.steps) {
-                std::copy(x, x + item, y);  // the last step's retraction: not needed
-                return;
+            const bool skip = sum != nullptr && ++retractions == a.steps;  // not needed
+            if (zhat != nullptr) {  // u = -eta P_X(G)
+                if (drift == nullptr)
+                    for (std::size_t e = 0; e < item; ++e) zhat[e] += u[e];
+                else
+                    for (std::size_t e = 0; e < item; ++e) zhat[e] += u[e] - a.eta * drift[e];
             }
+            if (skip) return static_cast<void>(std::copy(x, x + item, y));
+            if (zhat != nullptr) return stiefel_polar_loop(zhat, y, 1, n, r);
             stiefel_retr_polar_loop(x, u, y, 1, n, r);
         },
         a.poff == nullptr ? nullptr : a.poff + j * item);
@@ -240,7 +250,7 @@ void pca_local_units(const LocalSteps& a, std::size_t k, double* px,
 py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
                     const Arr& scale, double eta, int steps, int threads,
                     const py::object& offset, const py::object& anchor, double mu,
-                    bool accumulate) {
+                    bool accumulate, bool ambient, const py::object& drift) {
     const char* kernel = "pca_local_steps";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
@@ -283,9 +293,25 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
             fail(kernel, "anchor " + shape_str(anc) + " must have the shape of one point of x0 " +
                              shape_str(x0));
         if (!std::isfinite(mu) || mu < 0.0) fail(kernel, "mu must be finite and >= 0");
+        if (ambient) fail(kernel, "ambient steps (RFedProj's) take no anchor");
     }
     Arr x({k, x0.shape(1), x0.shape(2)});
     std::copy(x0.data(), x0.data() + x0.size(), x.mutable_data());
+    Arr dr;  // RFedProj's drift corrections, the shape of x0
+    if (!drift.is_none()) {
+        if (!ambient) fail(kernel, "drift needs ambient=True (RFedProj's steps)");
+        dr = take_array<double>(drift);
+        check_arg(dr, kernel, "drift");
+        if (dr.ndim() != 3 || dr.shape(0) != k || dr.shape(1) != x0.shape(1) ||
+            dr.shape(2) != x0.shape(2))
+            fail(kernel, "drift " + shape_str(dr) + " must have the shape of x0 " +
+                             shape_str(x0));
+    }
+    Arr zh;  // RFedProj's ambient iterates, from x0
+    if (ambient) {
+        zh = Arr({k, x0.shape(1), x0.shape(2)});
+        std::copy(x0.data(), x0.data() + x0.size(), zh.mutable_data());
+    }
     Arr sum;  // RFedAGS's stream: the directions summed
     if (accumulate) {
         sum = Arr({k, x0.shape(1), x0.shape(2)});
@@ -293,7 +319,9 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
     }
     const LocalSteps args{z.data(), po, pi, d, r, scale.data(), poff,
                           anchor.is_none() ? nullptr : anc.data(), mu, eta, steps,
-                          accumulate ? sum.mutable_data() : nullptr};
+                          accumulate ? sum.mutable_data() : nullptr,
+                          ambient ? zh.mutable_data() : nullptr,
+                          drift.is_none() ? nullptr : dr.data()};
     double* px = x.mutable_data();
     {
         py::gil_scoped_release release;
@@ -303,6 +331,7 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
             pca_local_units(args, static_cast<std::size_t>(k), px, &next);
         });
     }
+    if (ambient) x = zh;
     if (accumulate) return py::make_tuple(x, sum);
     return std::move(x);
 }
@@ -313,14 +342,16 @@ void register_pca(py::module_& m) {
     m.def("pca_local_steps",
           [](py::handle z, py::handle offsets, py::handle idx, py::handle x0, py::handle scale,
              double eta, int steps, int threads, const py::object& offset,
-             const py::object& anchor, double mu, bool accumulate) -> py::object {
+             const py::object& anchor, double mu, bool accumulate, bool ambient,
+             const py::object& drift) -> py::object {
               return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset,
-                                     anchor, mu, accumulate);
+                                     anchor, mu, accumulate, ambient, drift);
           },
           py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
           py::arg("threads") = 1, py::arg("offset") = py::none(),
           py::arg("anchor") = py::none(), py::arg("mu") = 0.0, py::arg("accumulate") = false,
+          py::arg("ambient") = false, py::arg("drift") = py::none(),
           R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
 ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
@@ -333,7 +364,9 @@ float64) and ``mu`` (>= 0) the direction also subtracts ``mu R_X^{-1}(anchor)``,
 polar retraction (RFedProx's local steps on kPCA); NaN where that inverse has no solution.
 With ``accumulate``: ``(x, sum)``, ``sum[j]`` the client's step directions (before ``-eta``)
 summed over its steps, the last step's retraction skipped (``x[j]`` is the last point whose
-gradient was taken): RFedAGS's gradient stream on kPCA.)pbdoc");
+gradient was taken): RFedAGS's gradient stream on kPCA. With ``ambient``: RFedProj's steps,
+``zhat <- zhat - eta (P_X(G) + drift[j])``, ``X <- polar(zhat)`` from ``zhat = X = x0[j]``
+(``drift``: (k, d, r) or none), returning ``zhat`` in place of ``x``.)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

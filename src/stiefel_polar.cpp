@@ -36,6 +36,10 @@ void stiefel_retr_polar_loop(const double* x, const double* u, double* o, py::ss
     stiefel_loop<StOp::retr_polar>(x, u, o, N, n, p);
 }
 
+void stiefel_polar_loop(const double* a, double* o, py::ssize_t N, int n, int p) {
+    stiefel_loop<StOp::polar>(a, a, o, N, n, p);
+}
+
 void stiefel_inv_retr_polar_loop(const double* x, const double* y, double* o, py::ssize_t N,
                                  int n, int p) {
     stiefel_loop<StOp::inv_retr_polar>(x, y, o, N, n, p);

@@ -503,6 +503,95 @@ def test_fused_rfedags_local_steps_equal_the_composed_loop(backend):
     assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
 
 
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_fused_rfedproj_local_steps_equal_the_composed_loop(monkeypatch, backend):
+    """RFedProj on kPCA (Stiefel: the projection is the polar factor, ``project_kernel``) runs
+    its ambient local steps as one fused call per round, with the drift corrections and the
+    gradient sum: the composed loop's iterates to rounding, over rounds where the corrections
+    are non-zero.
+
+    Tolerance: the routes differ in rounding ``zhat - eta (g + c)`` against
+    ``zhat - eta g - eta c`` and the sum of the gradients (``eps`` of ``eta (|g| + |c|)``, with
+    ``|c| <= 2 max |g|`` from the server's mean), and the polar factor enlarges a perturbation
+    of ``zhat`` at most ``1 / sigma_min(zhat)`` (~1 here) times; the drift correction divides
+    by ``eta tau`` and multiplies back: at most ``rounds tau (1 + a)^tau (3 a (d + 10 r) +
+    10 r) eps`` with ``a = eta |s| |Z|^2`` as for the other fused algorithms, times 10 for the
+    correction's round trip."""
+    from rfl_fast.algorithms import RFedProj, proj
+    from rfl_fast.federation import Full
+    from rfl_fast.kernels import fused
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(9)
+    sizes, d, r, eta, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 5, 4
+    data = [rng.standard_normal((m, d)) for m in sizes]
+    P = KPCA(data, r, gram=False)
+    x0 = P.manifold.random_point(rng=1)
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    calls = []
+    with rf.backend(backend), monkeypatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+        a = run(P, RFedProj(eta, tau), rounds, **kw)
+        assert len(calls) == rounds
+        mp.setattr(proj, "fused_local_steps", lambda *args, **k: None)
+        b = run(P, RFedProj(eta, tau), rounds, **kw)
+    assert len(calls) == rounds                 # the composed loop took no fused call
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
+    bound = 10 * rounds * tau * (1 + a_max) ** tau * (3 * a_max * (d + 10 * r) + 10 * r) * \
+        np.finfo(float).eps
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
+    from rfl_fast.algorithms.fedavg_prox import fused_local_steps
+    assert fused_local_steps(P, None, ambient=True) is not None
+    assert fused_local_steps(KPCA(data, r, gram=True), None, ambient=True) is None
+    with monkeypatch.context() as mp:
+        mp.setattr(rf.Stiefel, "project_kernel", None)
+        assert fused_local_steps(P, None, ambient=True) is None
+
+
+def test_fused_ambient_steps_equal_their_reference_and_check_arguments():
+    """``ambient``: RFedProj's steps ``zhat <- zhat - eta (P_X(G) + drift)``,
+    ``X <- polar(zhat)``; the reference against its steps written out, the compiled kernel
+    against the reference, and the compiled kernel's refusals naming the argument."""
+    from rfl_fast.kernels import fused, reference
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(4)
+    data = [rng.standard_normal((m, 9)) for m in (12, 40, 7)]
+    rows = KPCA(data, 3, gram=False).quadratic_rows()
+    idx = np.array([2, 0], dtype=np.int64)
+    x0 = np.ascontiguousarray(np.broadcast_to(np.linalg.qr(rng.standard_normal((9, 3)))[0],
+                                              (2, 9, 3)))
+    drift = 0.1 * rng.standard_normal((2, 9, 3))
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.02, 4)
+    zhat, gsum = fused.pca_local_steps(*args, accumulate=True, ambient=True, drift=drift,
+                                       backend="numpy")
+    x, want_z, want_g = x0.copy(), x0.copy(), np.zeros_like(x0)
+    for step in range(4):
+        g, _ = fused.pca_grad_sum_reference(rows.rows, rows.offsets, idx,
+                                            np.ascontiguousarray(np.swapaxes(x, 1, 2)),
+                                            scale=rows.scale[idx])
+        dvec = reference.stiefel_proj(x, g)
+        want_g += dvec
+        want_z += -0.02 * dvec - 0.02 * drift
+        x = reference.polar(want_z)
+    np.testing.assert_array_equal(zhat, want_z)
+    np.testing.assert_array_equal(gsum, want_g)
+    if not fused.compiled_available("pca_local_steps"):
+        return
+    cz, cg = fused.pca_local_steps(*args, accumulate=True, ambient=True, drift=drift,
+                                   backend="cpp")
+    np.testing.assert_allclose(cz, zhat, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(cg, gsum, rtol=0, atol=1e-13 * np.abs(gsum).max())
+    with pytest.raises(ValueError, match="drift needs ambient"):
+        fused.pca_local_steps(*args, drift=drift, backend="cpp")
+    with pytest.raises(ValueError, match=r"drift \(2, 9, 2\) must have the shape"):
+        fused.pca_local_steps(*args, ambient=True, drift=drift[:, :, :2].copy(), backend="cpp")
+    with pytest.raises(ValueError, match="take no anchor"):
+        fused.pca_local_steps(*args, anchor=x0[0], mu=1.0, ambient=True, backend="cpp")
+
+
 def test_fused_steps_sum_their_directions_on_both_routes():
     """``accumulate``: the kernel also returns each client's directions summed over its steps
     and skips the last retraction; the compiled kernel against the reference, and the reference

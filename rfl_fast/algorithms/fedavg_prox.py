@@ -46,18 +46,23 @@ class PointState:
     x: np.ndarray
 
 
-def fused_local_steps(problem, retraction, proximal=False):
+def fused_local_steps(problem, retraction, proximal=False, ambient=False):
     """The fused kernel of full-gradient local steps for the problem's declared rows
     (:meth:`~rfl_fast.problems.Problem.quadratic_rows`) and the manifold's declared step
     kernels of ``retraction`` (``Manifold.step_kernels``; ``proximal``: also its inverse's,
-    ``Manifold.inverse_kernels``), where the kernels layer has one: ``steps(idx, x, eta, n)``
-    (see :func:`rfl_fast.kernels.fused.local_stepper`), else ``None``; decided from the
+    ``Manifold.inverse_kernels``; ``ambient``: RFedProj's steps, projected back by
+    ``Manifold.project_kernel``, ``retraction`` ``None``: the gradient's kernel of any declared
+    step), where the kernels layer has one: ``steps(idx, x, eta, n)`` (see
+    :func:`rfl_fast.kernels.fused.local_stepper`), else ``None``; decided from the
     declarations, before any work."""
     M = problem.manifold
-    if proximal and retraction not in M.inverse_kernels:
+    if (proximal and retraction not in M.inverse_kernels) or (ambient and not M.project_kernel):
         return None
-    return fused.local_stepper(problem.quadratic_rows(), M.step_kernels.get(retraction),
-                               M.inverse_kernels[retraction] if proximal else None)
+    kernels = (next(iter(M.step_kernels.values()), None) if ambient
+               else M.step_kernels.get(retraction))
+    return fused.local_stepper(problem.quadratic_rows(), kernels,
+                               M.inverse_kernels[retraction] if proximal else None,
+                               M.project_kernel if ambient else None)
 
 
 def check_fused_steps(name, M, idx, x, eta):

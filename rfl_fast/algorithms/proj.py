@@ -18,6 +18,11 @@ over the participants (``1/k`` for uniform weighting). With ``tau = 1``, full ba
 participation the corrections make the iteration exactly projected gradient descent
 ``y <- P_M(y - eta eta_g grad f(y))`` on ``y = P_M(xhat)`` (the poster's remark).
 ``grad f_i(z; B)`` is the Riemannian gradient (the tangent projection of the Euclidean one).
+
+With full local gradients, where the kernels layer has a fused kernel of ambient steps for the
+problem's rows and the manifold's projection (``Manifold.project_kernel``; kPCA's rows on
+Stiefel), a round's local steps run as one fused call (the composed loop's iterates to
+rounding; the last projection, which no one reads, is not taken).
 """
 
 from dataclasses import dataclass, replace
@@ -27,6 +32,7 @@ import numpy as np
 from .._validation import COUNT, POSITIVE, Optional
 from .schedules import as_schedule
 from .base import FederatedAlgorithm, check_problem, participant_weights, stacked
+from .fedavg_prox import check_fused_steps, fused_local_steps
 
 __all__ = ["RFedProj", "ProjState"]
 
@@ -121,6 +127,13 @@ class RFedProj(FederatedAlgorithm):
         eta = self.step(ctx.round)
         p = M.project(msg["xhat"])
         c = cstate["c"]
+        steps = (fused_local_steps(problem, None, ambient=True) if self.batch_size is None
+                 else None)                     # decided from the declarations
+        if steps is not None:
+            zhat, gsum = steps(idx, p, eta, self.local_steps, accumulate=True, ambient=True,
+                               drift=c)
+            check_fused_steps(self.name, M, idx, zhat, eta)
+            return {"zhat": zhat}, cstate, {"p": p, "gsum": gsum, "eta": eta}
         zhat = stacked(p, idx.size)
         z = zhat
         gsum = 0.0

@@ -169,14 +169,16 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
 
 
 def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
-                              anchor=None, mu=0.0, accumulate=False):
+                              anchor=None, mu=0.0, accumulate=False, ambient=False, drift=None):
     """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
     for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
     Stiefel references: the batched NumPy route's arithmetic. With ``offset``, every step is
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X - offset[j]))``; with ``anchor``, the direction
     also subtracts ``mu R_X^{-1}(anchor)`` (the inverse polar retraction); with ``accumulate``,
-    the directions are summed as well (RFedAGS's gradient stream).
+    the directions are summed as well (RFedAGS's gradient stream); with ``ambient``, RFedProj's
+    steps ``zhat <- zhat - eta (P_X(...) + drift[j])``, ``X <- polar(zhat)`` from
+    ``zhat = X = x0[j]``.
 
     Parameters
     ----------
@@ -201,7 +203,12 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         The proximal weight (with ``anchor``).
     accumulate : bool
         Also return the sum of each client's step directions (before ``-eta``); the last
-        step's retraction is then not taken.
+        step's retraction (or projection) is then not taken.
+    ambient : bool
+        RFedProj's steps in the ambient space (no ``anchor``); the ambient iterates ``zhat``
+        are returned in place of ``x``.
+    drift : ndarray, shape (k, d, r), optional
+        RFedProj's drift corrections (with ``ambient``).
 
     Returns
     -------
@@ -212,18 +219,28 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
     x = np.array(x0, dtype=np.float64)
     if anchor is None:
         total = np.zeros_like(x)
+        zhat = x.copy() if ambient else None
         for step in range(steps):
             xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
             g, _ = pca_grad_sum_reference(Z, offsets, idx, xt, scale=scale)
             if offset is not None:
                 g = g - offset
             d = reference.stiefel_proj(x, g)
+            last = step + 1 == steps
             if accumulate:
                 total += d
-                if step + 1 == steps:
-                    break
+            if ambient:
+                zhat += -eta * d if drift is None else -eta * d - eta * drift
+                if not (accumulate and last):
+                    x = reference.polar(zhat)
+                continue
+            if accumulate and last:
+                break
             x = reference.stiefel_retr_polar(x, -eta * d)
-        return (x, total) if accumulate else x
+        out = zhat if ambient else x
+        return (out, total) if accumulate else out
+    if ambient:
+        raise ValueError("pca_local_steps: ambient steps (RFedProj's) take no anchor")
     total = np.zeros_like(x)
     live = np.arange(idx.size)         # clients whose inverse retractions all had a solution
     for step in range(steps):
@@ -247,7 +264,8 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
 
 
 def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None, mu=0.0,
-                    accumulate=False, *, threads=None, backend=None):
+                    accumulate=False, ambient=False, drift=None, *, threads=None,
+                    backend=None):
     """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
 
     The C++ kernel works client by client (each client's rows stay in cache over its steps)
@@ -260,12 +278,12 @@ def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=
         return _dispatch.load("cpp").pca_local_steps(
             Z, offsets, idx, x0, scale, float(eta), int(steps),
             get_threads() if threads is None else int(threads), offset, anchor, float(mu),
-            bool(accumulate))
+            bool(accumulate), bool(ambient), drift)
     return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor,
-                                     mu, accumulate)
+                                     mu, accumulate, ambient, drift)
 
 
-def local_stepper(rows, step_kernels, inverse=None):
+def local_stepper(rows, step_kernels, inverse=None, projection=None):
     """The fused kernel of ``registry.FUSED`` that fuses ``step_kernels`` (and the proximal
     term's ``inverse``), bound to the clients' rows, where one does: decided from the
     declarations alone, before any work.
@@ -280,12 +298,15 @@ def local_stepper(rows, step_kernels, inverse=None):
     inverse : str, optional
         The inverse retraction's kernel of a proximal term (``Manifold.inverse_kernels``);
         ``None``: the steps have none.
+    projection : str, optional
+        The nearest-point projection's kernel of ambient steps (``Manifold.project_kernel``);
+        ``None``: the steps retract.
 
     Returns
     -------
     callable or None
-        ``steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False)``: ``n``
-        full-gradient steps
+        ``steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False,
+        ambient=False, drift=None)``: ``n`` full-gradient steps
         ``x <- R_x(-eta grad f_i(x))`` of the clients ``idx`` (k,) from the point ``x``
         ``(*shape)`` (or one point per client, ``(k, *shape)``), the last iterates
         ``(k, *shape)`` (the bits of stepping through the two kernels; NaN items where a step
@@ -295,16 +316,20 @@ def local_stepper(rows, step_kernels, inverse=None):
         projection; with ``anchor`` ``(*shape)`` (``inverse`` given) the direction also
         subtracts ``mu R_x^{-1}(anchor)``: RFedProx's steps; with ``accumulate``, ``(x, sum)``,
         ``sum`` each client's directions summed over its steps (the last retraction not taken):
-        RFedAGS's gradient stream before its transport. ``None`` where no fused kernel fuses
-        ``step_kernels`` (and ``inverse``) or ``rows`` is ``None``.
+        RFedAGS's gradient stream before its transport; with ``ambient`` (``projection``
+        given), RFedProj's steps ``zhat <- zhat - eta (grad f_i(x) + drift_j)``,
+        ``x <- P_M(zhat)``, returning ``zhat``. ``None`` where no fused kernel fuses
+        ``step_kernels`` (and ``inverse``, ``projection``) or ``rows`` is ``None``.
     """
     kernel = next((f.name for f in FUSED.values() if f.steps and f.steps == step_kernels
-                   and (inverse is None or f.inverse == inverse)), None)
+                   and (inverse is None or f.inverse == inverse)
+                   and (projection is None or f.projection == projection)), None)
     if rows is None or kernel is None:
         return None
     fn = globals()[kernel]
 
-    def steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False):
+    def steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False,
+              ambient=False, drift=None):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         shape = np.shape(x)[-2:]                 # the kernels' points are matrices (d, r)
         x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + shape), dtype=np.float64)
@@ -312,8 +337,10 @@ def local_stepper(rows, step_kernels, inverse=None):
             offset = np.ascontiguousarray(offset, dtype=np.float64)
         if anchor is not None:
             anchor = np.ascontiguousarray(anchor, dtype=np.float64)
+        if drift is not None:
+            drift = np.ascontiguousarray(drift, dtype=np.float64)
         return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset, anchor,
-                  mu, accumulate)
+                  mu, accumulate, ambient, drift)
 
     return steps
 

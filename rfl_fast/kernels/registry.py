@@ -213,13 +213,16 @@ class Fused:
     kernel, the retraction's kernel), by which :func:`kernels.fused.local_stepper` finds it for a
     manifold declaring them (``Manifold.step_kernels``); ``inverse``: the inverse retraction's
     kernel of the proximal term ``-mu R_X^{-1}(anchor)`` it can add to the direction
-    (``Manifold.inverse_kernels``; empty: none)."""
+    (``Manifold.inverse_kernels``; empty: none); ``projection``: the nearest-point projection's
+    kernel of the ambient steps it can take instead of retractions (``Manifold.project_kernel``;
+    empty: none)."""
 
     name: str
     order: tuple
     summary: str = ""
     steps: tuple = ()
     inverse: str = ""
+    projection: str = ""
 
 
 FUSED = by_name((
@@ -229,8 +232,10 @@ FUSED = by_name((
           "rows of clients idx from X_j -> `steps` times X <- polar(X - eta [P_X(s_j Z_i' Z_i X "
           "- offset_j) - mu R_X^{-1}(anchor)]) (offset: none, or RFedSVRG's constant "
           "correction; anchor: none, or RFedProx's server point; accumulate: the directions "
-          "summed too, RFedAGS's stream)",
-          steps=("stiefel_proj", "stiefel_retr_polar"), inverse="stiefel_inv_retr_polar"),
+          "summed too, RFedAGS's stream; ambient: RFedProj's steps zhat <- zhat - eta (P_X(..) "
+          "+ drift_j), X <- polar(zhat))",
+          steps=("stiefel_proj", "stiefel_retr_polar"), inverse="stiefel_inv_retr_polar",
+          projection="polar"),
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
 ), lambda f: f.name, "kernels.FUSED")

@@ -108,6 +108,10 @@ class Manifold:
     #: has it (``registry.Fused.inverse``), RFedProx's direction
     #: ``grad f_i(x) - mu R_x^{-1}(x_t)`` fuses as RFedAvg's does; empty here.
     inverse_kernels = {}
+    #: The kernel (``kernels.REGISTRY``) that computes ``project(z)``, the nearest point, a
+    #: declared capability: where a fused kernel of local steps has it
+    #: (``registry.Fused.projection``), RFedProj's ambient steps fuse; ``None`` here.
+    project_kernel = None
     #: The public methods that take or return arrays: each one a class defines is wrapped once
     #: (``__init_subclass__``) to take arrays of any array-API namespace and give the caller's
     #: array type back (``rfl_fast.kernels.arrays``). A subclass with more such methods extends

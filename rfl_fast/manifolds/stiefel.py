@@ -90,6 +90,7 @@ class Stiefel(Manifold):
     step_kernels = {"polar": ("stiefel_proj", "stiefel_retr_polar")}
     transport_kernels = {"projection": "stiefel_proj"}
     inverse_kernels = {"polar": "stiefel_inv_retr_polar"}
+    project_kernel = "polar"
     array_methods = Manifold.array_methods + ("principal_angles", "dist_subspace")
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "stiefel_proj", "retr": "stiefel_retr",
