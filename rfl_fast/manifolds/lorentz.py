@@ -26,6 +26,19 @@ def _half_gap(x, y):
     return d, h
 
 
+def _one_batch(*arrays):
+    """``arrays`` (points and vectors, each ``(d+1,)`` or ``(..., d+1)``), with every single one
+    (1-d) copied to the shape of the batch of the others when those all have that one shape
+    (the server's point against the clients' batch): a copy per item costs less than the
+    kernel glue's general broadcasting, and the kernels compute item by item, so the numbers
+    are the same."""
+    big = max(arrays, key=np.ndim)
+    if big.ndim == 1 or any(a.ndim != 1 and a.shape != big.shape for a in arrays):
+        return arrays
+    return tuple(a if a.shape == big.shape else
+                 np.ascontiguousarray(np.broadcast_to(a, big.shape)) for a in arrays)
+
+
 def _ldot(a, b):
     """Minkowski product ``-a0 b0 + sum_k ak bk``, keeping the last axis."""
     return np.sum(a * b, axis=-1, keepdims=True) - 2.0 * a[..., :1] * b[..., :1]
@@ -153,15 +166,7 @@ class Lorentz(Manifold):
         """``Log_x(y)``; exactly 0 at ``y = x`` and accurate for nearby points (see
         :meth:`dist`)."""
         x, y = self._point(x), self._point(y, "y")
-        if x.ndim == 1 and y.ndim > 1:   # one point against a batch (the server's): a copy
-            # of it per item costs less than the kernel glue's general broadcasting
-            out = call("lorentz_log", np.ascontiguousarray(np.broadcast_to(x, y.shape)), y,
-                       backend=backend)
-        elif y.ndim == 1 and x.ndim > 1:
-            out = call("lorentz_log", x, np.ascontiguousarray(np.broadcast_to(y, x.shape)),
-                       backend=backend)
-        else:
-            out = call("lorentz_log", x, y, backend=backend)
+        out = call("lorentz_log", *_one_batch(x, y), backend=backend)
         near = self._near(x, y)
         if near.any():
             out = np.array(out)
@@ -216,7 +221,8 @@ class Lorentz(Manifold):
             self._point(x)
             return self.proj(y, v)
         x, y = self._point(x), self._point(y, "y")
-        return call("lorentz_transport", x, y, self._vector(x, v, "v"), backend=backend)
+        return call("lorentz_transport", *_one_batch(x, y, self._vector(x, v, "v")),
+                    backend=backend)
 
     def random_point(self, *batch: int, rng: RNGLike = None) -> FloatArray:
         """``Exp_o(v)`` at the origin with v standard Gaussian in T_o: ``(*batch, d+1)``."""
