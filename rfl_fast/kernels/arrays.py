@@ -368,10 +368,10 @@ def _foreign_call(fn, names, route, self, *args, **kwargs):
     (``route(caller, self, *args, **kwargs)``, the method's namespace route of
     :mod:`rfl_fast.kernels.xp_routes`) computes in the caller's namespace instead; without one
     (or for an option it does not cover) the argument is refused."""
-    args = list(args)
     out = _torch_cpu_call(fn, self, args, kwargs)
     if out is not _GENERAL:
         return out
+    args = list(args)
     first = first_name = grad = None
     found = []
     for i, a in enumerate(args):
@@ -424,10 +424,10 @@ def _torch_cpu_call(fn, self, args, kwargs):
             continue
         if t not in _TORCH and not (t not in _FOREIGN and _foreign_type(t) and t in _TORCH):
             return _GENERAL
-        if not a.is_cpu or a.requires_grad or _functorch_wrapped(a):
+        if _functorch_wrapped(a):
             return _GENERAL
-        try:
-            v = a.numpy()
+        try:  # refuses (TypeError, RuntimeError) a tensor on another device, one that
+            v = a.numpy()  # requires grad, a conjugate or negative bit, bfloat16, sparse
         except (TypeError, RuntimeError):
             return _GENERAL
         if views is None:
