@@ -178,6 +178,8 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 // the last step's retraction is then skipped (X is left at the last point whose gradient was
 // taken). `ambient` (d x r, or nullptr; it starts at X): RFedProj's steps instead, in the
 // ambient space and projected back, zhat <- zhat - eta (P_X(G) + drift), X <- polar(zhat).
+// `coef` (with `anchor`, in place of mu's term): RFedSVRG-2BB's second-order correction, the
+// direction P_X(G + coef R_anchor^{-1}(X)) (G with the offset subtracted).
 struct LocalSteps {
     const double* pz;
     const std::int64_t* po;
@@ -194,6 +196,7 @@ struct LocalSteps {
                   // retraction then skipped)
     double* ambient;  // (k, d, r) or nullptr: RFedProj's ambient iterates (from x0)
     const double* drift;  // (k, d, r) or nullptr: RFedProj's drift corrections (with ambient)
+    const double* coef;  // (k,) or nullptr: RFedSVRG-2BB's correction weights (with anchor)
 };
 
 void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
@@ -203,6 +206,7 @@ void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
     std::vector<double> work(rfl::pca::local_steps_work_size(m, d, r));
     std::vector<double> pull(a.anchor == nullptr ? 0 : item);
+    std::vector<double> corrected(a.coef == nullptr ? 0 : item);
     double* sum = a.sum == nullptr ? nullptr : a.sum + j * item;
     double* zhat = a.ambient == nullptr ? nullptr : a.ambient + j * item;
     const double* drift = a.drift == nullptr ? nullptr : a.drift + j * item;
@@ -216,8 +220,15 @@ void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
             pca_units(&unit, 1, &next, rows, d, Xt, r, plain);
         },
         [&](const double* x, const double* g, double* u) {
-            stiefel_proj_loop(x, g, u, 1, n, r);
-            if (a.anchor != nullptr) {
+            if (a.coef != nullptr) {  // 2BB: P_X(G + c R_anchor^{-1}(X)), one projection
+                stiefel_inv_retr_polar_loop(a.anchor, x, pull.data(), 1, n, r);
+                const double c = a.coef[j];
+                for (std::size_t e = 0; e < item; ++e) corrected[e] = g[e] + c * pull[e];
+                stiefel_proj_loop(x, corrected.data(), u, 1, n, r);
+            } else {
+                stiefel_proj_loop(x, g, u, 1, n, r);
+            }
+            if (a.anchor != nullptr && a.coef == nullptr) {
                 stiefel_inv_retr_polar_loop(x, a.anchor, pull.data(), 1, n, r);
                 for (std::size_t e = 0; e < item; ++e) u[e] -= a.mu * pull[e];
             }
@@ -250,7 +261,8 @@ void pca_local_units(const LocalSteps& a, std::size_t k, double* px,
 py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
                     const Arr& scale, double eta, int steps, int threads,
                     const py::object& offset, const py::object& anchor, double mu,
-                    bool accumulate, bool ambient, const py::object& drift) {
+                    bool accumulate, bool ambient, const py::object& drift,
+                    const py::object& coef) {
     const char* kernel = "pca_local_steps";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
@@ -295,6 +307,17 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
         if (!std::isfinite(mu) || mu < 0.0) fail(kernel, "mu must be finite and >= 0");
         if (ambient) fail(kernel, "ambient steps (RFedProj's) take no anchor");
     }
+    Arr cf;  // RFedSVRG-2BB's per-client correction weights
+    if (!coef.is_none()) {
+        if (anchor.is_none() || mu != 0.0)
+            fail(kernel, "coef needs an anchor and mu = 0 (RFedSVRG-2BB's correction)");
+        cf = take_array<double>(coef);
+        check_arg(cf, kernel, "coef");
+        if (cf.ndim() != 1 || cf.shape(0) != k)
+            fail(kernel, "coef must have shape (k,) with k = " + std::to_string(k));
+        for (py::ssize_t j = 0; j < k; ++j)
+            if (!std::isfinite(cf.data()[j])) fail(kernel, "coef must be finite");
+    }
     Arr x({k, x0.shape(1), x0.shape(2)});
     std::copy(x0.data(), x0.data() + x0.size(), x.mutable_data());
     Arr dr;  // RFedProj's drift corrections, the shape of x0
@@ -321,7 +344,8 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
                           anchor.is_none() ? nullptr : anc.data(), mu, eta, steps,
                           accumulate ? sum.mutable_data() : nullptr,
                           ambient ? zh.mutable_data() : nullptr,
-                          drift.is_none() ? nullptr : dr.data()};
+                          drift.is_none() ? nullptr : dr.data(),
+                          coef.is_none() ? nullptr : cf.data()};
     double* px = x.mutable_data();
     {
         py::gil_scoped_release release;
@@ -343,15 +367,16 @@ void register_pca(py::module_& m) {
           [](py::handle z, py::handle offsets, py::handle idx, py::handle x0, py::handle scale,
              double eta, int steps, int threads, const py::object& offset,
              const py::object& anchor, double mu, bool accumulate, bool ambient,
-             const py::object& drift) -> py::object {
+             const py::object& drift, const py::object& coef) -> py::object {
               return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset,
-                                     anchor, mu, accumulate, ambient, drift);
+                                     anchor, mu, accumulate, ambient, drift, coef);
           },
           py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
           py::arg("threads") = 1, py::arg("offset") = py::none(),
           py::arg("anchor") = py::none(), py::arg("mu") = 0.0, py::arg("accumulate") = false,
           py::arg("ambient") = false, py::arg("drift") = py::none(),
+          py::arg("coef") = py::none(),
           R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
 ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
@@ -366,7 +391,9 @@ With ``accumulate``: ``(x, sum)``, ``sum[j]`` the client's step directions (befo
 summed over its steps, the last step's retraction skipped (``x[j]`` is the last point whose
 gradient was taken): RFedAGS's gradient stream on kPCA. With ``ambient``: RFedProj's steps,
 ``zhat <- zhat - eta (P_X(G) + drift[j])``, ``X <- polar(zhat)`` from ``zhat = X = x0[j]``
-(``drift``: (k, d, r) or none), returning ``zhat`` in place of ``x``.)pbdoc");
+(``drift``: (k, d, r) or none), returning ``zhat`` in place of ``x``. With ``anchor`` and
+``coef`` ((k,) float64; ``mu = 0``): RFedSVRG-2BB's steps, the direction
+``P_X(scale[j] Z_i'(Z_i X) - offset[j] + coef[j] R_anchor^{-1}(X))``.)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

@@ -652,10 +652,54 @@ def test_fused_proximal_steps_refuse_bad_anchors_and_mark_unreachable_ones():
             fused.pca_local_steps(*args, anchor=x0[0], mu=-1.0, backend="cpp")
 
 
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+@pytest.mark.parametrize("variant", ["2BB", "2BBS"])
+def test_fused_rfedsvrg_2bb_local_steps_equal_the_composed_loop(monkeypatch, backend, variant):
+    """RFedSVRG-2BB and -2BBS on kPCA run local steps 1..tau-1 as one fused call per round,
+    the second-order term inside: ``P_x(egrad f_i(x) - diff + c_i R_{x_t}^{-1}(x))`` with the
+    inverse retraction's kernel, against the composed ``rgrad - P_x(diff - c_i xi)``: the same
+    iterates to rounding, over rounds where the correction is active.
+
+    Tolerance: as RFedSVRG's (one projection of a sum against the difference of two), with
+    the term ``c_i xi`` (``|c_i| <= 2 max B``, ``|xi| <= 2``) adding ``10 r eps`` of
+    ``eta |c| |xi|`` per step: ``rounds tau (1 + a + eta |c|)^tau (3 a (d + 10 r) + 10 r (1 +
+    eta |c| |xi|)) eps``, taken with ``|c| |xi| <= 8``."""
+    from rfl_fast.algorithms import RFedSVRG2BB, RFedSVRG2BBS, svrg, svrg_bb
+    from rfl_fast.federation import Full
+    from rfl_fast.kernels import fused
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(12)
+    sizes, d, r, eta, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 5, 5
+    data = [rng.standard_normal((m, d)) for m in sizes]
+    P = KPCA(data, r, gram=False)
+    x0 = P.manifold.random_point(rng=1)
+    alg = (RFedSVRG2BB(eta, tau) if variant == "2BB"
+           else RFedSVRG2BBS(eta, tau, eta_min=0.01, eta_max=0.2))
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    calls, active = [], []
+    correction = svrg_bb.RFedSVRG2BB._correction
+    with rf.backend(backend), monkeypatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps",
+                   lambda *a, **k: calls.append(k.get("coef") is not None) or kernel(*a, **k))
+        mp.setattr(svrg_bb.RFedSVRG2BB, "_correction",
+                   lambda self, *a: active.append(1) or correction(self, *a))
+        a = run(P, alg, rounds, **kw)
+        mp.setattr(svrg, "fused_local_steps", lambda *args, **k: None)
+        b = run(P, alg, rounds, **kw)
+    assert len(calls) == rounds and sum(calls) >= 1    # the term was active in fused rounds
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
+    bound = rounds * tau * (1 + a_max + 8 * eta) ** tau * \
+        (3 * a_max * (d + 10 * r) + 10 * r * (1 + 8 * eta)) * np.finfo(float).eps
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
+
+
 def test_fused_rfedsvrg_steps_only_where_they_apply(monkeypatch):
-    """The fused RFedSVRG route is decided from the declarations: client option 1, no
-    second-order correction (2BB, 2BBS), the rows form, Stiefel's polar step kernels and the
-    transport declared as the gradient's kernel."""
+    """The fused RFedSVRG route is decided from the declarations: client option 1, the rows
+    form, Stiefel's polar step kernels, the transport declared as the gradient's kernel and,
+    for the second-order variants (2BB, 2BBS), the inverse retraction's kernel."""
     from rfl_fast.algorithms import RFedSVRG2BB, RFedSVRG2BBS
     from rfl_fast.problems import KPCA
 
@@ -664,9 +708,13 @@ def test_fused_rfedsvrg_steps_only_where_they_apply(monkeypatch):
     P = KPCA(data, 2, gram=False)
     assert RFedSVRG(0.1, 3)._fused_steps(P, "polar", "projection") is not None
     assert RFedSVRG(0.1, 3, client_option=2)._fused_steps(P, "polar", "projection") is None
-    assert RFedSVRG2BB(0.1, 3)._fused_steps(P, "polar", "projection") is None
+    assert RFedSVRG2BB(0.1, 3)._fused_steps(P, "polar", "projection") is not None
     assert RFedSVRG2BBS(0.1, 3, eta_min=0.1, eta_max=1.0)._fused_steps(
-        P, "polar", "projection") is None
+        P, "polar", "projection") is not None
+    with monkeypatch.context() as mp:       # the second-order term needs the inverse's kernel
+        mp.setattr(rf.Stiefel, "inverse_kernels", {})
+        assert RFedSVRG2BB(0.1, 3)._fused_steps(P, "polar", "projection") is None
+        assert RFedSVRG(0.1, 3)._fused_steps(P, "polar", "projection") is not None
     assert RFedSVRG(0.1, 3)._fused_steps(P, "qr", "projection") is None
     assert RFedSVRG(0.1, 3)._fused_steps(KPCA(data, 2, gram=True), "polar", "projection") is None
     G = KPCA(data, 2, gram=False, manifold="grassmann")

@@ -307,3 +307,43 @@ def test_local_steps_with_a_proximal_term_equal_the_reference(sizes, d, r):
         np.testing.assert_array_equal(
             fused.pca_local_steps(*args, anchor=anchor, mu=0.7, threads=1, backend="cpp"),
             fused.pca_local_steps(*args, anchor=anchor, mu=0.7, threads=2, backend="cpp"))
+
+
+@pytest.mark.parametrize("sizes,d,r", SHAPES[:5])
+def test_local_steps_with_a_second_order_term_equal_the_reference(sizes, d, r):
+    """RFedSVRG-2BB's fused steps (``anchor``, ``coef``: the direction
+    ``P_X(scale[j] Z_i'Z_i X - offset[j] + coef[j] R_anchor^{-1}(X))``): the reference against
+    its steps written out, the compiled kernel against the reference, its refusals."""
+    rng = np.random.default_rng(d * 10 + r + 3)
+    Z, offsets = _clients(rng, sizes, d)
+    idx = np.array([len(sizes) - 1, 0], dtype=np.int64)
+    base = _points(rng, 1, d, r)
+    x0 = reference.stiefel_retr_polar(
+        np.repeat(base, 2, axis=0), 0.2 * reference.stiefel_proj(
+            np.repeat(base, 2, axis=0), rng.standard_normal((2, d, r))))
+    scale = -2.0 / np.diff(offsets)[idx]
+    eta = 0.2 / max(abs(s) * np.linalg.norm(Z[offsets[i]:offsets[i + 1]], 2) ** 2
+                    for s, i in zip(scale, idx))
+    anchor = np.ascontiguousarray(base[0])
+    off = 0.1 * reference.stiefel_proj(np.repeat(base, 2, axis=0), rng.standard_normal((2, d, r)))
+    coef = np.array([0.7, -0.3])
+    args = (Z, offsets, idx, x0, scale, eta, 3, off)
+    want = fused.pca_local_steps_reference(*args, anchor=anchor, coef=coef)
+    assert np.isfinite(want).all()
+    x = x0.copy()
+    for _ in range(3):
+        g, _ = fused.pca_grad_sum_reference(Z, offsets, idx, _xt(x), scale=scale)
+        xi = reference.stiefel_inv_retr_polar(np.broadcast_to(anchor, x.shape), x)
+        x = reference.stiefel_retr_polar(
+            x, -eta * reference.stiefel_proj(x, g - off + coef[:, None, None] * xi))
+    np.testing.assert_array_equal(want, x)
+    if not fused.compiled_available("pca_local_steps"):
+        return
+    _close(fused.pca_local_steps(*args, anchor=anchor, coef=coef, backend="cpp"), want)
+    with pytest.raises(ValueError, match="coef needs an anchor"):
+        fused.pca_local_steps(*args, coef=coef, backend="cpp")
+    with pytest.raises(ValueError, match=r"coef must have shape \(k,\)"):
+        fused.pca_local_steps(*args, anchor=anchor, coef=coef[:1].copy(), backend="cpp")
+    with pytest.raises(ValueError, match="coef must be finite"):
+        fused.pca_local_steps(*args, anchor=anchor, coef=np.array([np.nan, 1.0]),
+                              backend="cpp")

@@ -46,22 +46,22 @@ class PointState:
     x: np.ndarray
 
 
-def fused_local_steps(problem, retraction, proximal=False, ambient=False):
+def fused_local_steps(problem, retraction, inverse=False, ambient=False):
     """The fused kernel of full-gradient local steps for the problem's declared rows
     (:meth:`~rfl_fast.problems.Problem.quadratic_rows`) and the manifold's declared step
-    kernels of ``retraction`` (``Manifold.step_kernels``; ``proximal``: also its inverse's,
-    ``Manifold.inverse_kernels``; ``ambient``: RFedProj's steps, projected back by
+    kernels of ``retraction`` (``Manifold.step_kernels``; ``inverse``: also its inverse's,
+    ``Manifold.inverse_kernels``, for RFedProx's and RFedSVRG-2BB's terms; ``ambient``: RFedProj's steps, projected back by
     ``Manifold.project_kernel``, ``retraction`` ``None``: the gradient's kernel of any declared
     step), where the kernels layer has one: ``steps(idx, x, eta, n)`` (see
     :func:`rfl_fast.kernels.fused.local_stepper`), else ``None``; decided from the
     declarations, before any work."""
     M = problem.manifold
-    if (proximal and retraction not in M.inverse_kernels) or (ambient and not M.project_kernel):
+    if (inverse and retraction not in M.inverse_kernels) or (ambient and not M.project_kernel):
         return None
     kernels = (next(iter(M.step_kernels.values()), None) if ambient
                else M.step_kernels.get(retraction))
     return fused.local_stepper(problem.quadratic_rows(), kernels,
-                               M.inverse_kernels[retraction] if proximal else None,
+                               M.inverse_kernels[retraction] if inverse else None,
                                M.project_kernel if ambient else None)
 
 
@@ -212,7 +212,7 @@ class RFedProx(_LocalRetractionSteps):
     CHECKS = {**_LocalRetractionSteps.CHECKS, "mu": NONNEGATIVE}
 
     def _fused_steps(self, problem, method):
-        return fused_local_steps(problem, method, proximal=self.mu != 0.0)
+        return fused_local_steps(problem, method, inverse=self.mu != 0.0)
 
     def _fused_terms(self, x_t):
         return {} if self.mu == 0.0 else {"anchor": x_t, "mu": self.mu}

@@ -38,9 +38,11 @@ kernel, as RFedAvg's do (``fedavg_prox.fused_local_steps``): with the transport 
 Riemannian gradient's own kernel (``Manifold.transport_kernels``: Stiefel's projection
 ``T_{x_t -> x} v = P_x(v)``, and ``grad f_i(x) = P_x(egrad f_i(x))``), the direction is
 ``P_x(egrad f_i(x) - diff)``, the fused kPCA step with the constant per-client offset
-``diff = grad f_i(x_t) - g_t``: the composed loop's iterates to rounding. Decided from the
-declarations before the round (the problem's ``quadratic_rows()``, the manifold's step and
-transport kernels, client option 1, no second-order correction); the composed loop otherwise.
+``diff = grad f_i(x_t) - g_t``: the composed loop's iterates to rounding; the second-order
+variants' corrected vector ``diff - c_i R_{x_t}^{-1}(x)`` (``svrg_bb``) adds the inverse
+retraction's kernel (``Manifold.inverse_kernels``) to the fused step. Decided from the
+declarations before the round (the problem's ``quadratic_rows()``, the manifold's step,
+transport and inverse retraction kernels, client option 1); the composed loop otherwise.
 
 Global output option 1: ``x_T``; option 2: ``x_s`` with ``s`` uniform in ``{1, .., T}``, drawn
 from the server stream when the run starts. The paper writes Exp, Log and parallel transport;
@@ -126,8 +128,8 @@ class RFedSVRG(_RetractionBased):
     uploads = {"prepare": ("grad",), "update": ("x",)}
     #: Whether the simulated all-``n`` exchange may be pooled (module docstring).
     _pooled_prepare = True
-    #: Whether :meth:`_correction` changes the transported vector (the second-order variants):
-    #: then the fused local steps do not apply (module docstring).
+    #: Whether :meth:`_correction` may give weights of a second-order term (the 2BB variants):
+    #: then the fused local steps need the inverse retraction's kernel too (module docstring).
     _corrected = False
 
     CHECKS = {**_RetractionBased.CHECKS, "client_option": Choice(1, 2),
@@ -256,7 +258,7 @@ class RFedSVRG(_RetractionBased):
         if "grad" not in memo:                       # pooled exchange: own grad f_i(x_t) now
             memo = {**memo, "grad": problem.rgrad(idx, memo["x"])}
         diff = memo["grad"] - g                      # grad f_i(x_t) - g_t, tangent at x_t
-        correction = self._correction(problem, idx, x_t, msg, memo)
+        coef = self._correction(problem, idx, x_t, msg, memo)
         eta = self._local_step(msg, ctx)
         k = idx.size
         if self.client_option == 2:
@@ -265,8 +267,10 @@ class RFedSVRG(_RetractionBased):
         # l = 0: the direction is g_t, the same for every client: one retraction for all
         x1 = M.retr(x_t, -eta * g, method)
         if steps is not None and self.local_steps > 1:      # l = 1 .. tau-1 in one fused call
-            x = steps(idx, x1, eta, self.local_steps - 1, offset=diff)
+            terms = {} if coef is None else {"anchor": x_t, "coef": coef}
+            x = steps(idx, x1, eta, self.local_steps - 1, offset=diff, **terms)
             return {"x": check_fused_steps(self.name, M, idx, x, eta)}, cstate, memo
+        expand = (slice(None),) + (None,) * len(M.shape)
         x = np.array(stacked(x1, k))
         for step in range(1, self.local_steps + 1):
             if self.client_option == 2:
@@ -274,7 +278,7 @@ class RFedSVRG(_RetractionBased):
                 out[hit] = x[hit]
             if step == self.local_steps:
                 break
-            v = diff if correction is None else correction(x, diff)
+            v = diff if coef is None else diff - coef[expand] * M.inv_retr(x_t, x, method)
             d = problem.rgrad(idx, x) - M.transport(x_t, x, v, transport)
             x = M.retr(x, -eta * d, method)
         return {"x": out if self.client_option == 2 else x}, cstate, memo
@@ -298,15 +302,15 @@ class RFedSVRG(_RetractionBased):
         M = problem.manifold
         kernels = M.step_kernels.get(method)
         if (self.client_option != 1 or kernels is None
-                or self._corrected
                 or M.transport_kernels.get(transport) != kernels[0]):
             return None
-        return fused_local_steps(problem, method)
+        return fused_local_steps(problem, method, inverse=self._corrected)
 
     # hooks of the second-order variants (svrg_bb.py)
     def _correction(self, problem, idx, x_t, msg, memo):
-        """``None``, or ``f(x, diff)`` giving the vector at ``x_t`` whose transport to ``x`` is
-        subtracted from ``grad f_i(x)`` (RFedSVRG: ``diff = grad f_i(x_t) - g_t`` itself)."""
+        """``None``, or the weights ``c`` (k,) of the second-order term: the vector at ``x_t``
+        whose transport to ``x`` is subtracted from ``grad f_i(x)`` is then
+        ``diff - c_i R_{x_t}^{-1}(x)`` (RFedSVRG: ``diff = grad f_i(x_t) - g_t`` itself)."""
         return None
 
     def _local_step(self, msg, ctx):

@@ -195,15 +195,7 @@ class RFedSVRG2BB(RFedSVRG):
         ss = float(M.inner(x_t, s, s))
         sy_i = np.asarray(M.inner(xs, np.broadcast_to(s, xs.shape), memo["y"]))
         coef = np.where(sy_i > 0, B - sy_i / ss, 0.0)    # B - B_i, or 0 (first order)
-        if not coef.any():
-            return None
-        method = self._retraction(M)
-        expand = (slice(None),) + (None,) * len(M.shape)
-
-        def correction(x, diff):
-            xi = M.inv_retr(x_t, x, method)              # R^-1_{x_t}(x), tangent at x_t
-            return diff - coef[expand] * xi
-        return correction
+        return coef if coef.any() else None             # of xi = R^-1_{x_t}(x)
 
 
 @dataclass(frozen=True)

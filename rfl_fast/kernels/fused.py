@@ -169,7 +169,8 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
 
 
 def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
-                              anchor=None, mu=0.0, accumulate=False, ambient=False, drift=None):
+                              anchor=None, mu=0.0, accumulate=False, ambient=False, drift=None,
+                              coef=None):
     """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
     for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
@@ -178,7 +179,8 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
     also subtracts ``mu R_X^{-1}(anchor)`` (the inverse polar retraction); with ``accumulate``,
     the directions are summed as well (RFedAGS's gradient stream); with ``ambient``, RFedProj's
     steps ``zhat <- zhat - eta (P_X(...) + drift[j])``, ``X <- polar(zhat)`` from
-    ``zhat = X = x0[j]``.
+    ``zhat = X = x0[j]``; with ``anchor`` and ``coef`` (``mu = 0``), RFedSVRG-2BB's direction
+    ``P_X(scale[j] Z_i' Z_i X - offset[j] + coef[j] R_anchor^{-1}(X))``.
 
     Parameters
     ----------
@@ -209,6 +211,9 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         are returned in place of ``x``.
     drift : ndarray, shape (k, d, r), optional
         RFedProj's drift corrections (with ``ambient``).
+    coef : ndarray, shape (k,), optional
+        RFedSVRG-2BB's correction weights ``B - B_i`` (with ``anchor``, the round's server
+        point, in place of ``mu``'s term).
 
     Returns
     -------
@@ -249,11 +254,16 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         g, _ = pca_grad_sum_reference(Z, offsets, idx[live], xt, scale=scale[live])
         if offset is not None:
             g = g - offset[live]
-        v = reference.stiefel_inv_retr_polar(xl, np.broadcast_to(anchor, xl.shape))
+        at = np.broadcast_to(anchor, xl.shape)
+        v = (reference.stiefel_inv_retr_polar(xl, at) if coef is None
+             else reference.stiefel_inv_retr_polar(at, xl))
         ok = np.isfinite(v).all(axis=(-2, -1))
         x[live[~ok]] = np.nan
         total[live[~ok]] = np.nan
-        d = reference.stiefel_proj(xl[ok], g[ok]) - mu * v[ok]
+        if coef is None:
+            d = reference.stiefel_proj(xl[ok], g[ok]) - mu * v[ok]
+        else:
+            d = reference.stiefel_proj(xl[ok], g[ok] + coef[live[ok], None, None] * v[ok])
         live = live[ok]
         if accumulate:
             total[live] += d
@@ -264,7 +274,7 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
 
 
 def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None, mu=0.0,
-                    accumulate=False, ambient=False, drift=None, *, threads=None,
+                    accumulate=False, ambient=False, drift=None, coef=None, *, threads=None,
                     backend=None):
     """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
 
@@ -278,9 +288,9 @@ def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=
         return _dispatch.load("cpp").pca_local_steps(
             Z, offsets, idx, x0, scale, float(eta), int(steps),
             get_threads() if threads is None else int(threads), offset, anchor, float(mu),
-            bool(accumulate), bool(ambient), drift)
+            bool(accumulate), bool(ambient), drift, coef)
     return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor,
-                                     mu, accumulate, ambient, drift)
+                                     mu, accumulate, ambient, drift, coef)
 
 
 def local_stepper(rows, step_kernels, inverse=None, projection=None):
@@ -306,7 +316,7 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
     -------
     callable or None
         ``steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False,
-        ambient=False, drift=None)``: ``n`` full-gradient steps
+        ambient=False, drift=None, coef=None)``: ``n`` full-gradient steps
         ``x <- R_x(-eta grad f_i(x))`` of the clients ``idx`` (k,) from the point ``x``
         ``(*shape)`` (or one point per client, ``(k, *shape)``), the last iterates
         ``(k, *shape)`` (the bits of stepping through the two kernels; NaN items where a step
@@ -314,7 +324,9 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
         ``x <- R_x(-eta P_x(egrad f_i(x) - offset_j))``, ``P_x`` the gradient's kernel (a
         projection, linear in its vector): RFedSVRG's steps where the transport is that
         projection; with ``anchor`` ``(*shape)`` (``inverse`` given) the direction also
-        subtracts ``mu R_x^{-1}(anchor)``: RFedProx's steps; with ``accumulate``, ``(x, sum)``,
+        subtracts ``mu R_x^{-1}(anchor)``: RFedProx's steps (with ``coef`` (k,) instead, the
+        direction is ``P_x(egrad f_i(x) - offset_j + coef_j R_anchor^{-1}(x))``: RFedSVRG-2BB's
+        corrected steps); with ``accumulate``, ``(x, sum)``,
         ``sum`` each client's directions summed over its steps (the last retraction not taken):
         RFedAGS's gradient stream before its transport; with ``ambient`` (``projection``
         given), RFedProj's steps ``zhat <- zhat - eta (grad f_i(x) + drift_j)``,
@@ -329,7 +341,7 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
     fn = globals()[kernel]
 
     def steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False,
-              ambient=False, drift=None):
+              ambient=False, drift=None, coef=None):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         shape = np.shape(x)[-2:]                 # the kernels' points are matrices (d, r)
         x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + shape), dtype=np.float64)
@@ -339,8 +351,11 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
             anchor = np.ascontiguousarray(anchor, dtype=np.float64)
         if drift is not None:
             drift = np.ascontiguousarray(drift, dtype=np.float64)
-        return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset, anchor,
-                  mu, accumulate, ambient, drift)
+        if coef is not None:
+            coef = np.ascontiguousarray(coef, dtype=np.float64)
+        return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset=offset,
+                  anchor=anchor, mu=mu, accumulate=accumulate, ambient=ambient, drift=drift,
+                  coef=coef)
 
     return steps
 
