@@ -34,8 +34,9 @@ gradient.
 A plain NumPy call pays one type test per argument and never imports ``array_api_compat``
 (imported on the first foreign array, an optional dependency: the ``torch``, ``jax`` and
 ``array-api`` extras install it). The commonest foreign call, PyTorch CPU tensors without a
-gradient, takes a short route (:func:`_torch_cpu_call`): a ``Tensor.numpy`` view per tensor and
-``torch.from_numpy`` of the answer, about 0.7 us each, and no namespace lookup.
+gradient, takes a short route in the wrapper itself (:func:`_torch_views`,
+:func:`_torch_back`): a ``Tensor.numpy`` view per tensor and ``torch.from_numpy`` of the
+answer, about 0.7 us each, and no namespace lookup.
 
 Functions take the seam too (``accepts_arrays(fn, method=False)``): the public functions of
 :mod:`rfl_fast.linalg`.
@@ -368,9 +369,6 @@ def _foreign_call(fn, names, route, self, *args, **kwargs):
     (``route(caller, self, *args, **kwargs)``, the method's namespace route of
     :mod:`rfl_fast.kernels.xp_routes`) computes in the caller's namespace instead; without one
     (or for an option it does not cover) the argument is refused."""
-    out = _torch_cpu_call(fn, self, args, kwargs)
-    if out is not _GENERAL:
-        return out
     args = list(args)
     first = first_name = grad = None
     found = []
@@ -403,44 +401,47 @@ def _foreign_call(fn, names, route, self, *args, **kwargs):
     return from_numpy(fn(self, *args, **kwargs), first)
 
 
-#: :func:`_torch_cpu_call`'s answer when the call is not its case
-_GENERAL = object()
 #: The one Caller of PyTorch CPU tensors (every tensor type: one namespace, one device)
 _torch_cpu = None
 
 
-def _torch_cpu_call(fn, self, args, kwargs):
-    """The common foreign call at the least cost: every foreign positional argument a PyTorch
-    CPU tensor without a gradient that NumPy can view (``Tensor.numpy``: the same memory). ``fn``
-    runs on the views and its results go back as tensors (:func:`from_numpy`): the general
-    route's answer without its namespace lookups and per-argument bookkeeping (~2 us of ~6 on
-    one point). Anything else (another namespace, a device, a gradient, a dtype or layout
-    ``Tensor.numpy`` refuses: the general route words the error) answers ``_GENERAL``."""
+def _torch_views(args):
+    """The short route of the commonest foreign call, in the wrapper itself (no namespace
+    lookup, no per-argument bookkeeping): ``args`` (the positional arguments) with each
+    PyTorch CPU tensor as its ``Tensor.numpy`` view (the same memory), or ``None`` when an
+    argument is anything else foreign (another namespace, a type not yet classified, a tensor
+    inside ``torch.func``, or one ``Tensor.numpy`` refuses: on another device, requiring grad,
+    with a conjugate or negative bit, bfloat16, sparse), which the general route takes and
+    words."""
     global _torch_cpu
     views = None
     for i, a in enumerate(args):
         t = type(a)
         if t in _NATIVE:
             continue
-        if t not in _TORCH and not (t not in _FOREIGN and _foreign_type(t) and t in _TORCH):
-            return _GENERAL
-        if _functorch_wrapped(a):
-            return _GENERAL
-        try:  # refuses (TypeError, RuntimeError) a tensor on another device, one that
-            v = a.numpy()  # requires grad, a conjugate or negative bit, bfloat16, sparse
+        if t not in _TORCH or _functorch_wrapped(a):
+            return None
+        try:
+            v = a.numpy()
         except (TypeError, RuntimeError):
-            return _GENERAL
+            return None
         if views is None:
             views = list(args)
+            if _torch_cpu is None:
+                try:
+                    _torch_cpu = _caller(a, "x")
+                except TypeError:  # no array_api_compat: the general route says so
+                    return None
         views[i] = v
-    if views is None:
-        return _GENERAL
-    if _torch_cpu is None:
-        _torch_cpu = _caller(next(a for a in args if type(a) in _TORCH), "x")
-    out = fn(self, *views, **kwargs)
+    return views
+
+
+def _torch_back(out):
+    """The NumPy answer ``out`` of :func:`_torch_views`' call as PyTorch CPU tensors (an array
+    shared, not copied)."""
     if type(out) is np.ndarray and out.dtype.kind in "fiu" and out.flags.writeable:
         try:
-            return _torch_cpu._torch.from_numpy(out)  # the one result: no copy
+            return _torch_cpu._torch.from_numpy(out)
         except (ValueError, TypeError, RuntimeError):
             pass  # negative strides, misaligned: wrap copies
     return from_numpy(out, _torch_cpu)
@@ -495,9 +496,10 @@ def accepts_arrays(fn: Callable[..., Any], route: Callable[..., Any] | None = No
     """
     params = list(inspect.signature(fn).parameters.values())
     env = {"_fn": fn, "_native": _NATIVE, "_slow": _foreign_call, "_route": route,
-           "_call": fn if method else _unbound(fn)}
+           "_call": fn if method else _unbound(fn), "_views": _torch_views, "_back": _torch_back}
     first = 1 if method else 0  # the first parameter that may be an array (after self)
     head, call, checks, names, star = [], [], [], [], None
+    arrays, options = [], []  # the call's positional arguments after self; its keywords
     for i, p in enumerate(params):
         default = ""
         if p.default is not p.empty:
@@ -509,25 +511,33 @@ def accepts_arrays(fn: Callable[..., Any], route: Callable[..., Any] | None = No
             if i >= first:
                 checks.append(f"type({p.name}) in _native")
                 names.append(p.name)
+                arrays.append(p.name)
         elif p.kind is p.VAR_POSITIONAL:
             head.append("*" + p.name)
             call.append("*" + p.name)
+            arrays.append("*" + p.name)
             star = p.name
         elif p.kind is p.KEYWORD_ONLY:
             if star is None and "*" not in head:
                 head.append("*")
             head.append(p.name + default)
             call.append(f"{p.name}={p.name}")
+            options.append(f"{p.name}={p.name}")
         else:  # **kwargs
             head.append("**" + p.name)
             call.append("**" + p.name)
+            options.append("**" + p.name)
     if star is not None:
         checks.append(f"all(type(a) in _native for a in {star})")
         names.extend(f"{star}[{i}]" for i in range(64))
     env["_names"] = tuple(names)
+    this = [call[0]] if method else []
     src = (f"def _method({', '.join(head)}):\n"
            f"    if {' and '.join(checks) or 'True'}:\n"
            f"        return _fn({', '.join(call)})\n"
+           f"    _v = _views(({''.join(a + ', ' for a in arrays)}))\n"
+           f"    if _v is not None:\n"
+           f"        return _back(_fn({', '.join(this + ['*_v'] + options)}))\n"
            f"    return _slow(_call, _names, _route, {'' if method else 'None, '}"
            f"{', '.join(call)})\n")
     exec(_compiled(src), env)
