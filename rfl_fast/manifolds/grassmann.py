@@ -36,9 +36,14 @@ class _Pair:
 
     # n, s and theta pass over the n x p data: computed when a map asks (the projection
     # transport needs only the rotation)
+    def residual(self):
+        """``(I - XX') Y = Y - X (X'Y)`` (a new array)."""
+        xm = self._x @ self._m
+        return np.subtract(self._y, xm, out=xm)
+
     @functools.cached_property
     def n(self):
-        return (self._y - self._x @ self._m) @ self.r
+        return self.residual() @ self.r
 
     @functools.cached_property
     def s(self):
@@ -188,7 +193,9 @@ class Grassmann(Manifold):
             return self.log(x, y, backend=backend)
         x, y, pair = self._pair(x, y)
         self._lift(pair, "inv_retr")
-        out = (pair.n / pair.c[..., None, :]) @ _t(pair.p)
+        # (I - XX') Y (X'Y)^-1 with (X'Y)^-1 = R diag(1/c) P' formed first (p x p): one
+        # product over the n x p data after the residual, instead of N's, the scaling's and P''s
+        out = pair.residual() @ ((pair.r / pair.c[..., None, :]) @ _t(pair.p))
         return out.astype(np.result_type(x, y), copy=False)
 
     def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
@@ -218,7 +225,8 @@ class Grassmann(Manifold):
         dtype = np.result_type(x, y, v)
         y64, v64 = y.astype(np.float64, copy=False), v.astype(np.float64, copy=False)
         if method == "projection":
-            w = v64 - y64 @ (_t(y64) @ v64)
+            w = y64 @ (_t(y64) @ v64)
+            np.subtract(v64, w, out=w)                    # V - Y (Y'V), in place
         else:
             self._lift(pair, "transport")
             a = pair.directions()
