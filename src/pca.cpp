@@ -1,5 +1,5 @@
 // Fused kernels of the PCA problems: the gradient sums over clients' rows (pca_grad_sum) and
-// RFedAvg's local steps on kPCA (pca_local_steps; the loop is rfl::pca::local_steps).
+// the fused local steps of the quadratic losses (pca_local_steps: kPCA's rows, Brockett's matrices).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -179,7 +179,9 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 // taken). `ambient` (d x r, or nullptr; it starts at X): RFedProj's steps instead, in the
 // ambient space and projected back, zhat <- zhat - eta (P_X(G) + drift), X <- polar(zhat).
 // `coef` (with `anchor`, in place of mu's term): RFedSVRG-2BB's second-order correction, the
-// direction P_X(G + coef R_anchor^{-1}(X)) (G with the offset subtracted).
+// direction P_X(G + coef R_anchor^{-1}(X)) (G with the offset subtracted). `h` (r, or nullptr):
+// the client's rows are instead its symmetric d x d matrix A (the Brockett cost, kPCA from
+// covariances) and the gradient is s A X diag(h).
 struct LocalSteps {
     const double* pz;
     const std::int64_t* po;
@@ -197,72 +199,154 @@ struct LocalSteps {
     double* ambient;  // (k, d, r) or nullptr: RFedProj's ambient iterates (from x0)
     const double* drift;  // (k, d, r) or nullptr: RFedProj's drift corrections (with ambient)
     const double* coef;  // (k,) or nullptr: RFedSVRG-2BB's correction weights (with anchor)
+    const double* h;  // (r,) or nullptr: the rows are each client's d x d matrix
 };
 
-void pca_local_steps_client(const LocalSteps& a, std::size_t j, double* X) {
-    const std::int64_t lo = a.po[a.pi[j]], hi = a.po[a.pi[j] + 1];
-    const std::size_t m = static_cast<std::size_t>(hi - lo), d = a.d;
-    const int n = static_cast<int>(d), r = a.r;
-    const std::size_t item = static_cast<std::size_t>(r) * d;
-    std::vector<double> work(rfl::pca::local_steps_work_size(m, d, r));
-    std::vector<double> pull(a.anchor == nullptr ? 0 : item);
-    std::vector<double> corrected(a.coef == nullptr ? 0 : item);
-    double* sum = a.sum == nullptr ? nullptr : a.sum + j * item;
-    double* zhat = a.ambient == nullptr ? nullptr : a.ambient + j * item;
-    const double* drift = a.drift == nullptr ? nullptr : a.drift + j * item;
-    int retractions = 0;
-    const rfl::pca::Weight plain{false, INFINITY, 1.0};
-    rfl::pca::local_steps(
-        a.pz + lo * d, m, d, r, X, a.ps[j], a.eta, a.steps, work.data(),
-        [&](const double* rows, std::size_t count, const double* Xt, double* St) {
-            PcaUnit unit{0, 0, static_cast<std::int64_t>(count), St, 0.0};
-            std::atomic<std::size_t> next{0};
-            pca_units(&unit, 1, &next, rows, d, Xt, r, plain);
-        },
-        [&](const double* x, const double* g, double* u) {
-            if (a.coef != nullptr) {  // 2BB: P_X(G + c R_anchor^{-1}(X)), one projection
-                stiefel_inv_retr_polar_loop(a.anchor, x, pull.data(), 1, n, r);
-                const double c = a.coef[j];
-                for (std::size_t e = 0; e < item; ++e) corrected[e] = g[e] + c * pull[e];
-                stiefel_proj_loop(x, corrected.data(), u, 1, n, r);
-            } else {
-                stiefel_proj_loop(x, g, u, 1, n, r);
-            }
-            if (a.anchor != nullptr && a.coef == nullptr) {
-                stiefel_inv_retr_polar_loop(x, a.anchor, pull.data(), 1, n, r);
-                for (std::size_t e = 0; e < item; ++e) u[e] -= a.mu * pull[e];
-            }
-            if (sum != nullptr)
-                for (std::size_t e = 0; e < item; ++e) sum[e] += u[e];
-        },
-        [&](const double* x, const double* u, double* y) {
-            const bool skip = sum != nullptr && ++retractions == a.steps;  // not needed
-            if (zhat != nullptr) {  // u = -eta P_X(G)
-                if (drift == nullptr)
-                    for (std::size_t e = 0; e < item; ++e) zhat[e] += u[e];
-                else
-                    for (std::size_t e = 0; e < item; ++e) zhat[e] += u[e] - a.eta * drift[e];
-            }
-            if (skip) return static_cast<void>(std::copy(x, x + item, y));
-            if (zhat != nullptr) return stiefel_polar_loop(zhat, y, 1, n, r);
-            stiefel_retr_polar_loop(x, u, y, 1, n, r);
-        },
-        a.poff == nullptr ? nullptr : a.poff + j * item);
+// St (r x d) = (A X diag(h))' = diag(h) X' A for the symmetric A (d x d, row-major) and X
+// (d x r, row-major): row l of St is the sum over k of h_l X[k][l] A[k][.], each a contiguous
+// axpy of length d (vectorized; the x86-64-v3 clone's FMAs), in a fixed order.
+RFL_CLONES void gram_rows(const double* A, std::size_t d, int r, const double* X,
+                          const double* h, double* St) {
+    std::fill(St, St + static_cast<std::size_t>(r) * d, 0.0);
+    for (std::size_t k = 0; k < d; ++k) {
+        const double* ak = A + k * d;
+        for (int l = 0; l < r; ++l) {
+            const double c = h[l] * X[k * static_cast<std::size_t>(r) + l];
+            double* s = St + static_cast<std::size_t>(l) * d;
+            for (std::size_t i = 0; i < d; ++i) s[i] += c * ak[i];
+        }
+    }
 }
 
-void pca_local_units(const LocalSteps& a, std::size_t k, double* px,
+// Clients j0 .. j0 + g - 1 in lockstep (their points contiguous at X): each step forms every
+// client's Euclidean gradient (its rows in 512-row chunks through pca_units, summed in order, as
+// the batched pca_grad_sum; or its matrix through gram_rows), then projects, adds the terms and
+// retracts the group in single batch calls of the Stiefel loops (p = 5: their 8-item lanes),
+// which give each item the bits of a call of its own. Large clients go one at a time (g = 1), so
+// a client's rows stay in cache over its steps; small ones (rows of at most kSmallClientBytes, a
+// group's in L2) in groups of kGroup, where one item's retraction would cost more than its
+// gradient.
+constexpr std::size_t kGroup = 8;
+//! Rows bytes per client up to which clients step in groups.
+constexpr std::size_t kSmallClientBytes = 64 * 1024;
+
+void pca_local_steps_group(const LocalSteps& a, std::size_t j0, std::size_t g, double* X) {
+    const std::size_t d = a.d, item = static_cast<std::size_t>(a.r) * d, all = g * item;
+    const int n = static_cast<int>(d), r = a.r;
+    std::size_t nc_max = 1;  // chunks of the largest client (rows form)
+    if (a.h == nullptr)
+        for (std::size_t c = 0; c < g; ++c) {
+            const std::size_t m = static_cast<std::size_t>(a.po[a.pi[j0 + c] + 1] -
+                                                           a.po[a.pi[j0 + c]]);
+            nc_max = std::max(nc_max, (m + rfl::pca::kChunkRows - 1) / rfl::pca::kChunkRows);
+        }
+    const bool terms = a.anchor != nullptr;
+    std::vector<double> buf(2 * item + (nc_max > 1 ? nc_max * item : 0) + 3 * all +
+                            (terms ? 2 * all : 0) + (a.coef != nullptr ? all : 0));
+    double* Xt = buf.data();
+    double* St = Xt + item;
+    double* partials = St + item;
+    double* G = partials + (nc_max > 1 ? nc_max * item : 0);
+    double* U = G + all;
+    double* Y = U + all;
+    double* pull = Y + all;
+    double* anc = pull + (terms ? all : 0);
+    double* corrected = anc + (terms ? all : 0);
+    if (terms)
+        for (std::size_t c = 0; c < g; ++c) std::copy(a.anchor, a.anchor + item, anc + c * item);
+    double* sum = a.sum == nullptr ? nullptr : a.sum + j0 * item;
+    double* zhat = a.ambient == nullptr ? nullptr : a.ambient + j0 * item;
+    const double* drift = a.drift == nullptr ? nullptr : a.drift + j0 * item;
+    const double* off = a.poff == nullptr ? nullptr : a.poff + j0 * item;
+    const rfl::pca::Weight plain{false, INFINITY, 1.0};
+    for (int step = 0; step < a.steps; ++step) {
+        for (std::size_t c = 0; c < g; ++c) {  // the Euclidean gradients
+            const std::size_t j = j0 + c;
+            const std::int64_t lo = a.po[a.pi[j]], hi = a.po[a.pi[j] + 1];
+            const std::size_t m = static_cast<std::size_t>(hi - lo);
+            const double* Xc = X + c * item;
+            if (a.h != nullptr) {
+                gram_rows(a.pz + lo * d, d, r, Xc, a.h, St);
+            } else {
+                for (std::size_t i = 0; i < d; ++i)
+                    for (int l = 0; l < r; ++l) Xt[l * d + i] = Xc[i * r + l];
+                const std::size_t nc = std::max<std::size_t>(
+                    1, (m + rfl::pca::kChunkRows - 1) / rfl::pca::kChunkRows);
+                for (std::size_t q = 0; q < nc; ++q) {
+                    const std::size_t first = q * rfl::pca::kChunkRows;
+                    PcaUnit unit{0, 0,
+                                 static_cast<std::int64_t>(
+                                     std::min(m, first + rfl::pca::kChunkRows) - first),
+                                 nc == 1 ? St : partials + q * item, 0.0};
+                    std::atomic<std::size_t> next{0};
+                    pca_units(&unit, 1, &next, a.pz + (lo + static_cast<std::int64_t>(first)) * d,
+                              d, Xt, r, plain);
+                }
+                if (nc > 1) {
+                    std::fill(St, St + item, 0.0);
+                    for (std::size_t q = 0; q < nc; ++q)
+                        for (std::size_t e = 0; e < item; ++e) St[e] += partials[q * item + e];
+                }
+            }
+            double* Gc = G + c * item;
+            const double s = a.ps[j];
+            if (off == nullptr) {
+                for (std::size_t i = 0; i < d; ++i)
+                    for (int l = 0; l < r; ++l) Gc[i * r + l] = s * St[l * d + i];
+            } else {
+                const double* oc = off + c * item;
+                for (std::size_t i = 0; i < d; ++i)
+                    for (int l = 0; l < r; ++l)
+                        Gc[i * r + l] = s * St[l * d + i] - oc[i * r + l];
+            }
+        }
+        const py::ssize_t N = static_cast<py::ssize_t>(g);
+        if (a.coef != nullptr) {  // 2BB: P_X(G + c R_anchor^{-1}(X)), one projection
+            stiefel_inv_retr_polar_loop(anc, X, pull, N, n, r);
+            for (std::size_t c = 0; c < g; ++c) {
+                const double cj = a.coef[j0 + c];
+                for (std::size_t e = c * item; e < (c + 1) * item; ++e)
+                    corrected[e] = G[e] + cj * pull[e];
+            }
+            stiefel_proj_loop(X, corrected, U, N, n, r);
+        } else {
+            stiefel_proj_loop(X, G, U, N, n, r);
+        }
+        if (terms && a.coef == nullptr) {  // RFedProx: - mu R_X^{-1}(anchor)
+            stiefel_inv_retr_polar_loop(X, anc, pull, N, n, r);
+            for (std::size_t e = 0; e < all; ++e) U[e] -= a.mu * pull[e];
+        }
+        if (sum != nullptr)
+            for (std::size_t e = 0; e < all; ++e) sum[e] += U[e];
+        for (std::size_t e = 0; e < all; ++e) U[e] = -a.eta * U[e];
+        if (zhat != nullptr) {  // RFedProj: zhat <- zhat - eta (P_X(G) + drift)
+            if (drift == nullptr)
+                for (std::size_t e = 0; e < all; ++e) zhat[e] += U[e];
+            else
+                for (std::size_t e = 0; e < all; ++e) zhat[e] += U[e] - a.eta * drift[e];
+        }
+        if (sum != nullptr && step + 1 == a.steps) break;  // the last retraction: not needed
+        if (zhat != nullptr)
+            stiefel_polar_loop(zhat, Y, N, n, r);
+        else
+            stiefel_retr_polar_loop(X, U, Y, N, n, r);
+        std::copy(Y, Y + all, X);
+    }
+}
+
+void pca_local_units(const LocalSteps& a, std::size_t k, std::size_t group, double* px,
                      std::atomic<std::size_t>* next) {
     const std::size_t item = static_cast<std::size_t>(a.r) * a.d;
     const rfl::blas::Suspend own_loops;  // clients run on several threads: no BLAS threads
-    for (std::size_t j; (j = next->fetch_add(1, std::memory_order_relaxed)) < k;)
-        pca_local_steps_client(a, j, px + j * item);
+    for (std::size_t j; (j = next->fetch_add(group, std::memory_order_relaxed)) < k;)
+        pca_local_steps_group(a, j, std::min(group, k - j), px + j * item);
 }
 
 py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
                     const Arr& scale, double eta, int steps, int threads,
                     const py::object& offset, const py::object& anchor, double mu,
                     bool accumulate, bool ambient, const py::object& drift,
-                    const py::object& coef) {
+                    const py::object& coef, const py::object& h) {
     const char* kernel = "pca_local_steps";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
@@ -307,6 +391,17 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
         if (!std::isfinite(mu) || mu < 0.0) fail(kernel, "mu must be finite and >= 0");
         if (ambient) fail(kernel, "ambient steps (RFedProj's) take no anchor");
     }
+    Arr hh;  // the matrices' form: each client's rows are its d x d matrix, the gradient
+    if (!h.is_none()) {  // s A X diag(h)
+        hh = take_array<double>(h);
+        check_arg(hh, kernel, "h");
+        if (hh.ndim() != 1 || hh.shape(0) != x0.shape(2))
+            fail(kernel, "h must have shape (r,) with r = " + std::to_string(x0.shape(2)));
+        for (py::ssize_t j = 0; j < k; ++j)
+            if (po[pi[j] + 1] - po[pi[j]] != z.shape(1))
+                fail(kernel, "with h, every selected client must own d = " +
+                                 std::to_string(z.shape(1)) + " rows (its d x d matrix)");
+    }
     Arr cf;  // RFedSVRG-2BB's per-client correction weights
     if (!coef.is_none()) {
         if (anchor.is_none() || mu != 0.0)
@@ -345,14 +440,19 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
                           accumulate ? sum.mutable_data() : nullptr,
                           ambient ? zh.mutable_data() : nullptr,
                           drift.is_none() ? nullptr : dr.data(),
-                          coef.is_none() ? nullptr : cf.data()};
+                          coef.is_none() ? nullptr : cf.data(),
+                          h.is_none() ? nullptr : hh.data()};
     double* px = x.mutable_data();
+    std::int64_t rows_max = 0;  // small clients step in groups (pca_local_steps_group)
+    for (py::ssize_t j = 0; j < k; ++j) rows_max = std::max(rows_max, po[pi[j] + 1] - po[pi[j]]);
+    const std::size_t group =
+        static_cast<std::size_t>(rows_max) * d * sizeof(double) <= kSmallClientBytes ? kGroup : 1;
     {
         py::gil_scoped_release release;
         const int T = std::max(1, std::min<int>(threads, static_cast<int>(k)));
         std::atomic<std::size_t> next{0};
         rfl::batch::run_threads(T, [&] {
-            pca_local_units(args, static_cast<std::size_t>(k), px, &next);
+            pca_local_units(args, static_cast<std::size_t>(k), group, px, &next);
         });
     }
     if (ambient) x = zh;
@@ -367,16 +467,17 @@ void register_pca(py::module_& m) {
           [](py::handle z, py::handle offsets, py::handle idx, py::handle x0, py::handle scale,
              double eta, int steps, int threads, const py::object& offset,
              const py::object& anchor, double mu, bool accumulate, bool ambient,
-             const py::object& drift, const py::object& coef) -> py::object {
+             const py::object& drift, const py::object& coef,
+             const py::object& h) -> py::object {
               return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset,
-                                     anchor, mu, accumulate, ambient, drift, coef);
+                                     anchor, mu, accumulate, ambient, drift, coef, h);
           },
           py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
           py::arg("threads") = 1, py::arg("offset") = py::none(),
           py::arg("anchor") = py::none(), py::arg("mu") = 0.0, py::arg("accumulate") = false,
           py::arg("ambient") = false, py::arg("drift") = py::none(),
-          py::arg("coef") = py::none(),
+          py::arg("coef") = py::none(), py::arg("h") = py::none(),
           R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
 ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
@@ -393,7 +494,10 @@ gradient was taken): RFedAGS's gradient stream on kPCA. With ``ambient``: RFedPr
 ``zhat <- zhat - eta (P_X(G) + drift[j])``, ``X <- polar(zhat)`` from ``zhat = X = x0[j]``
 (``drift``: (k, d, r) or none), returning ``zhat`` in place of ``x``. With ``anchor`` and
 ``coef`` ((k,) float64; ``mu = 0``): RFedSVRG-2BB's steps, the direction
-``P_X(scale[j] Z_i'(Z_i X) - offset[j] + coef[j] R_anchor^{-1}(X))``.)pbdoc");
+``P_X(scale[j] Z_i'(Z_i X) - offset[j] + coef[j] R_anchor^{-1}(X))``. With ``h`` ((r,)
+float64): each client's rows ``offsets[i]:offsets[i+1]`` are its symmetric d x d matrix
+``A_i`` and the Euclidean gradient is ``scale[j] A_i X diag(h)`` (the Brockett cost; kPCA from
+covariances with ``h = 1``).)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

@@ -482,7 +482,7 @@ def test_fused_rfedags_local_steps_equal_the_composed_loop(backend):
     assert alg._fused_steps(P, "polar", "projection") is not None
     assert RFedAGS(eta, tau, batch_size=5)._fused_steps(P, "polar", "projection") is None
     assert alg._fused_steps(P, "qr", "projection") is None
-    assert alg._fused_steps(KPCA(data, r, gram=True), "polar", "projection") is None
+    assert alg._fused_steps(KPCA(data, r, gram=True), "polar", "projection") is not None
 
     class Composed(RFedAGS):
         def _fused_steps(self, *args):
@@ -544,7 +544,7 @@ def test_fused_rfedproj_local_steps_equal_the_composed_loop(monkeypatch, backend
     assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
     from rfl_fast.algorithms.fedavg_prox import fused_local_steps
     assert fused_local_steps(P, None, ambient=True) is not None
-    assert fused_local_steps(KPCA(data, r, gram=True), None, ambient=True) is None
+    assert fused_local_steps(KPCA(data, r, gram=True), None, ambient=True) is not None
     with monkeypatch.context() as mp:
         mp.setattr(rf.Stiefel, "project_kernel", None)
         assert fused_local_steps(P, None, ambient=True) is None
@@ -590,6 +590,58 @@ def test_fused_ambient_steps_equal_their_reference_and_check_arguments():
         fused.pca_local_steps(*args, ambient=True, drift=drift[:, :, :2].copy(), backend="cpp")
     with pytest.raises(ValueError, match="take no anchor"):
         fused.pca_local_steps(*args, anchor=x0[0], mu=1.0, ambient=True, backend="cpp")
+
+
+@pytest.mark.parametrize("name", ["RFedAvg", "RFedProx", "RFedSVRG", "2BB", "RFedProj",
+                                  "RFedAGS"])
+@pytest.mark.parametrize("problem", ["Brockett", "KPCA-gram"])
+def test_fused_steps_on_the_matrices_form_equal_the_composed_loop(monkeypatch, name, problem):
+    """The matrices' form (``QuadraticRows.h``: Brockett's mean matrices with ``H``, kPCA from
+    Gram matrices): every fusing algorithm takes one fused call per round and gives the
+    composed loop's iterates to rounding.
+
+    Tolerance: the gradients ``s A X diag(h)`` are formed in another order than NumPy's
+    product (``d eps`` of ``|s| |A| |X| max h`` per entry), the rest as the rows form's tests:
+    ``rounds tau (1 + a)^tau (3 a (d + 10 r) + 10 r) eps`` with ``a = eta |s| |A|_2 max h``,
+    times 10 for the drift and second-order terms' round trips."""
+    from rfl_fast.algorithms import (RFedAGS, RFedProj, RFedProx, RFedSVRG2BB, ags, fedavg_prox,
+                                     proj, svrg)
+    from rfl_fast.data import brockett_matrices
+    from rfl_fast.federation import Full
+    from rfl_fast.kernels import fused
+    from rfl_fast.problems import KPCA, Brockett
+
+    rng = np.random.default_rng(21)
+    if problem == "Brockett":
+        P = Brockett(brockett_matrices(6, 4, 12, rng=3), 3)
+        a_norm = max(2.0 * np.linalg.norm(A, 2) * P.h.max() for A in P.quadratic_rows().rows
+                     .reshape(-1, 12, 12))
+    else:
+        P = KPCA([rng.standard_normal((40, 9)) for _ in range(5)], 3, gram=True)
+        a_norm = max(2.0 * np.linalg.norm(A, 2) for A in P.quadratic_rows().rows
+                     .reshape(-1, 9, 9))
+    eta, tau, rounds = 0.2 / a_norm, 4, 4
+    d, r = P.manifold.shape
+    alg = {"RFedAvg": RFedAvg(eta, tau), "RFedProx": RFedProx(eta, tau, mu=0.5),
+           "RFedSVRG": RFedSVRG(eta, tau), "2BB": RFedSVRG2BB(eta, tau),
+           "RFedProj": RFedProj(eta, tau), "RFedAGS": RFedAGS(eta, tau)}[name]
+    x0 = P.manifold.random_point(rng=1)
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    calls = []
+    with monkeypatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+        a = run(P, alg, rounds, **kw)
+        assert len(calls) == rounds
+        for module in (fedavg_prox, svrg, ags, proj):
+            mp.setattr(module, "fused_local_steps", lambda *args, **k: None)
+        b = run(P, alg, rounds, **kw)
+    assert len(calls) == rounds
+    a_max = eta * a_norm
+    bound = 10 * rounds * tau * (1 + a_max) ** tau * (3 * a_max * (d + 10 * r) + 10 * r) * \
+        np.finfo(float).eps
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
 
 
 def test_fused_steps_sum_their_directions_on_both_routes():
@@ -716,7 +768,8 @@ def test_fused_rfedsvrg_steps_only_where_they_apply(monkeypatch):
         assert RFedSVRG2BB(0.1, 3)._fused_steps(P, "polar", "projection") is None
         assert RFedSVRG(0.1, 3)._fused_steps(P, "polar", "projection") is not None
     assert RFedSVRG(0.1, 3)._fused_steps(P, "qr", "projection") is None
-    assert RFedSVRG(0.1, 3)._fused_steps(KPCA(data, 2, gram=True), "polar", "projection") is None
+    assert RFedSVRG(0.1, 3)._fused_steps(KPCA(data, 2, gram=True), "polar",
+                                         "projection") is not None    # the matrices' form
     G = KPCA(data, 2, gram=False, manifold="grassmann")
     assert RFedSVRG(0.1, 3)._fused_steps(G, "polar", "projection") is None
     kw = dict(participation=Uniform(2), seed=0, metrics=False)
@@ -734,8 +787,9 @@ def test_fused_local_steps_only_where_they_apply():
     data = [rng.standard_normal((30, 8)) for _ in range(3)]
     x = KPCA(data, 2).manifold.random_point(rng=1)
     idx = np.array([0, 1])
-    assert KPCA(data, 2, gram=True).quadratic_rows() is None
-    assert fused_local_steps(KPCA(data, 2, gram=True), "polar") is None
+    assert KPCA(data, 2, gram=True).quadratic_rows().h is not None     # the matrices' form
+    assert KPCA(data, 2, gram=False).quadratic_rows().h is None
+    assert fused_local_steps(KPCA(data, 2, gram=True), "polar")(idx, x, 0.1, 2).shape == (2, 8, 2)
     assert fused_local_steps(KPCA(data, 2, gram=False), "qr") is None
     assert fused_local_steps(KPCA(data, 2, gram=False), "polar")(idx, x, 0.1, 2).shape == (2, 8, 2)
     S = SpherePCA(data, gram=False)

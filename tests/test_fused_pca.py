@@ -347,3 +347,44 @@ def test_local_steps_with_a_second_order_term_equal_the_reference(sizes, d, r):
     with pytest.raises(ValueError, match="coef must be finite"):
         fused.pca_local_steps(*args, anchor=anchor, coef=np.array([np.nan, 1.0]),
                               backend="cpp")
+
+
+@pytest.mark.parametrize("d,r", [(12, 3), (30, 5), (7, 1)])
+def test_local_steps_on_the_matrices_form_equal_the_reference(d, r):
+    """``h``: each client's rows are its symmetric d x d matrix ``A_i`` and the gradient is
+    ``scale[j] A_i X diag(h)``; the reference against its steps written out, the compiled
+    kernel against the reference (groups of clients in lockstep: 11 clients, a partial group),
+    one client at a time against the whole call (the same bits), and the refusals."""
+    rng = np.random.default_rng(d + r)
+    n = 11
+    B = rng.standard_normal((n, d, d))
+    A = B + np.swapaxes(B, 1, 2)
+    Z = np.ascontiguousarray(A.reshape(n * d, d))
+    offsets = np.arange(n + 1, dtype=np.int64) * d
+    idx = np.array([3, 0, 10, 5, 1, 2, 4, 6, 7, 8, 9], dtype=np.int64)
+    h = np.arange(r, 0, -1, dtype=np.float64)
+    x0 = _points(rng, n, d, r)
+    scale = np.full(n, 2.0)
+    eta = 0.1 / max(np.linalg.norm(a, 2) for a in A) / (2 * h.max())
+    args = (Z, offsets, idx, x0, scale, eta, 3)
+    want = fused.pca_local_steps_reference(*args, h=h)
+    x = x0.copy()
+    for _ in range(3):
+        g = scale[:, None, None] * (np.matmul(A[idx], x) * h)
+        x = reference.stiefel_retr_polar(x, -eta * reference.stiefel_proj(x, g))
+    np.testing.assert_array_equal(want, x)
+    if not fused.compiled_available("pca_local_steps"):
+        return
+    got = fused.pca_local_steps(*args, h=h, backend="cpp")
+    _close(got, want)
+    for j in (0, 10):       # a client alone (no group) gives the bits of the grouped call
+        np.testing.assert_array_equal(
+            fused.pca_local_steps(Z, offsets, idx[j:j + 1], x0[j:j + 1], scale[j:j + 1], eta, 3,
+                                  h=h, backend="cpp")[0], got[j])
+    with pytest.raises(ValueError, match=r"h must have shape \(r,\)"):
+        fused.pca_local_steps(*args, h=np.ones(r + 1), backend="cpp")
+    bad = offsets.copy()
+    bad[1:] -= 1
+    bad[0] = 0
+    with pytest.raises(ValueError, match="every selected client must own d"):
+        fused.pca_local_steps(Z, bad, idx, x0, scale, eta, 3, h=h, backend="cpp")

@@ -168,9 +168,23 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)
 
 
+def _egrad(Z, offsets, idx, x, scale, h):
+    """The Euclidean gradients of :func:`pca_local_steps_reference` at ``x`` (k, d, r): the rows
+    form through :func:`pca_grad_sum_reference`, the matrices' form ``scale_j A_i X_j diag(h)``
+    (``A_i`` the client's ``d`` rows)."""
+    if h is None:
+        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+        g, _ = pca_grad_sum_reference(Z, offsets, idx, xt, scale=scale)
+        return g
+    d = Z.shape[1]
+    a = np.stack([Z[offsets[i]:offsets[i] + d] for i in idx]) if idx.size else \
+        np.zeros((0, d, d))
+    return scale[:, None, None] * (np.matmul(a, x) * h)
+
+
 def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
                               anchor=None, mu=0.0, accumulate=False, ambient=False, drift=None,
-                              coef=None):
+                              coef=None, h=None):
     """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
     for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
@@ -180,7 +194,9 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
     the directions are summed as well (RFedAGS's gradient stream); with ``ambient``, RFedProj's
     steps ``zhat <- zhat - eta (P_X(...) + drift[j])``, ``X <- polar(zhat)`` from
     ``zhat = X = x0[j]``; with ``anchor`` and ``coef`` (``mu = 0``), RFedSVRG-2BB's direction
-    ``P_X(scale[j] Z_i' Z_i X - offset[j] + coef[j] R_anchor^{-1}(X))``.
+    ``P_X(scale[j] Z_i' Z_i X - offset[j] + coef[j] R_anchor^{-1}(X))``; with ``h``, the
+    client's rows are its symmetric ``d x d`` matrix ``A_i`` and the Euclidean gradient is
+    ``scale[j] A_i X diag(h)``.
 
     Parameters
     ----------
@@ -214,6 +230,8 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
     coef : ndarray, shape (k,), optional
         RFedSVRG-2BB's correction weights ``B - B_i`` (with ``anchor``, the round's server
         point, in place of ``mu``'s term).
+    h : ndarray, shape (r,), optional
+        The matrices' form (``QuadraticRows.h``); ``None``: the rows form.
 
     Returns
     -------
@@ -226,8 +244,7 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         total = np.zeros_like(x)
         zhat = x.copy() if ambient else None
         for step in range(steps):
-            xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
-            g, _ = pca_grad_sum_reference(Z, offsets, idx, xt, scale=scale)
+            g = _egrad(Z, offsets, idx, x, scale, h)
             if offset is not None:
                 g = g - offset
             d = reference.stiefel_proj(x, g)
@@ -250,8 +267,7 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
     live = np.arange(idx.size)         # clients whose inverse retractions all had a solution
     for step in range(steps):
         xl = x[live]
-        xt = np.ascontiguousarray(np.swapaxes(xl, -1, -2))
-        g, _ = pca_grad_sum_reference(Z, offsets, idx[live], xt, scale=scale[live])
+        g = _egrad(Z, offsets, idx[live], xl, scale[live], h)
         if offset is not None:
             g = g - offset[live]
         at = np.broadcast_to(anchor, xl.shape)
@@ -274,8 +290,8 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
 
 
 def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None, mu=0.0,
-                    accumulate=False, ambient=False, drift=None, coef=None, *, threads=None,
-                    backend=None):
+                    accumulate=False, ambient=False, drift=None, coef=None, h=None, *,
+                    threads=None, backend=None):
     """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
 
     The C++ kernel works client by client (each client's rows stay in cache over its steps)
@@ -288,9 +304,9 @@ def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=
         return _dispatch.load("cpp").pca_local_steps(
             Z, offsets, idx, x0, scale, float(eta), int(steps),
             get_threads() if threads is None else int(threads), offset, anchor, float(mu),
-            bool(accumulate), bool(ambient), drift, coef)
+            bool(accumulate), bool(ambient), drift, coef, h)
     return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor,
-                                     mu, accumulate, ambient, drift, coef)
+                                     mu, accumulate, ambient, drift, coef, h)
 
 
 def local_stepper(rows, step_kernels, inverse=None, projection=None):
@@ -301,7 +317,8 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
     Parameters
     ----------
     rows : rfl_fast.problems.QuadraticRows or None
-        The clients' rows and gradient scales (a problem's ``quadratic_rows()``).
+        The clients' rows (or matrices) and gradient scales (a problem's
+        ``quadratic_rows()``).
     step_kernels : tuple of str or None
         The kernels of one step on the manifold: its Riemannian gradient's and its
         retraction's (``Manifold.step_kernels[method]``).
@@ -355,7 +372,7 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
             coef = np.ascontiguousarray(coef, dtype=np.float64)
         return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset=offset,
                   anchor=anchor, mu=mu, accumulate=accumulate, ambient=ambient, drift=drift,
-                  coef=coef)
+                  coef=coef, h=rows.h)
 
     return steps
 

@@ -132,9 +132,12 @@ class QuadraticProblem(Problem):
 
     def quadratic_rows(self) -> QuadraticRows | None:
         """The rows form's data, ``f_i``'s Euclidean gradient being ``-2c/m_i Z_i' Z_i X``;
-        ``None`` with per-client Gram matrices (the gradients are then formed from those)."""
+        with per-client Gram matrices, the matrices' form ``-2c A_i X``."""
         if self._gram is not None:
-            return None
+            n, d = self._gram.shape[:2]
+            return QuadraticRows(np.ascontiguousarray(self._gram).reshape(n * d, d),
+                                 np.arange(n + 1, dtype=np.int64) * d,
+                                 np.full(n, -2.0 * self._c), np.ones(self.r))
         return QuadraticRows(self._flat, self._offsets64, -2.0 * self._c / self.sizes)
 
     def _ax(self, idx, x, factor=1.0):

@@ -25,21 +25,26 @@ __all__ = ["Problem", "QuadraticRows"]
 @dataclass(frozen=True)
 class QuadraticRows:
     """Client ``i``'s full local Euclidean gradient is ``scale[i] Z_i' Z_i X`` with
-    ``Z_i = rows[offsets[i]:offsets[i + 1]]`` (``X`` of shape (d, r); (d,) for vectors).
+    ``Z_i = rows[offsets[i]:offsets[i + 1]]`` (``X`` of shape (d, r); (d,) for vectors), or,
+    with ``h``, ``scale[i] A_i X diag(h)`` with ``A_i = rows[offsets[i]:offsets[i + 1]]`` the
+    client's symmetric ``d x d`` matrix.
 
     Parameters
     ----------
     rows : ndarray, shape (M, d)
-        Every client's rows, C-contiguous float64.
+        Every client's rows (or matrices, stacked), C-contiguous float64.
     offsets : ndarray of int64, shape (n + 1,)
-        Client ``i`` owns rows ``offsets[i]:offsets[i + 1]``.
+        Client ``i`` owns rows ``offsets[i]:offsets[i + 1]`` (``d`` of them with ``h``).
     scale : ndarray, shape (n,)
         Gradient scale per client.
+    h : ndarray, shape (r,), optional
+        The matrices' form: the right diagonal factor; ``None``: the rows form.
     """
 
     rows: np.ndarray
     offsets: np.ndarray
     scale: np.ndarray
+    h: np.ndarray | None = None
 
 
 class Problem:

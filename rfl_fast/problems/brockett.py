@@ -8,7 +8,7 @@ from ..manifolds import Stiefel
 from ..privacy.clipping import clip_factors
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
-from .base import Problem
+from .base import Problem, QuadraticRows
 
 __all__ = ["Brockett"]
 
@@ -99,6 +99,13 @@ class Brockett(Problem):
         # per-client means (n, d, d): the full gradients cost d^2 p, not m d^2 p
         self._mean = np.add.reduceat(self._flat, offsets[:-1], axis=0) / self.sizes[:, None, None]
         self._global = np.tensordot(self.weights, self._mean, axes=1)
+
+    def quadratic_rows(self) -> QuadraticRows:
+        """The matrices' form: client ``i``'s gradient is ``2 Abar_i X H`` (its mean matrix),
+        declared for the fused local steps (``kernels.registry.FUSED``)."""
+        n, d = self.n_clients, self.d
+        return QuadraticRows(self._mean.reshape(n * d, d),
+                             np.arange(n + 1, dtype=np.int64) * d, np.full(n, 2.0), self.h)
 
     # ------------------------------------------------------------------ batched
 
