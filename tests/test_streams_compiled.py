@@ -84,3 +84,11 @@ def test_a_fill_that_fails_the_probe_is_not_used():
     ctypes_double_p = lambda p: ctypes.cast(p, ctypes.POINTER(ctypes.c_double))  # noqa: E731
     assert not streams._probe(wrong)
     assert not streams._probe(lambda caps, out, n: 0)     # a build without 128-bit integers
+
+
+def test_the_layout_is_checked_before_any_compiled_draw(monkeypatch):
+    """NumPy's PCG64 state is read only where it is laid out as the header reads it: this
+    NumPy's words equal what ``bit_generator.state`` reports; a NumPy 3 is not trusted."""
+    assert streams._numpy_layout() == (np.lib.NumpyVersion(np.__version__) < "3.0.0")
+    monkeypatch.setattr(np, "__version__", "3.0.0")
+    assert not streams._numpy_layout()

@@ -11,6 +11,8 @@ ziggurat, bit for bit, without NumPy's mispredicted sign branch; about 3 ns a no
 9.4), straight from each generator's own state, which it advances as NumPy would. It is used
 only after a probe of 100,000 normals from a fresh generator equals NumPy's and leaves the
 stream where NumPy leaves it; otherwise (no compiled core, another NumPy layout) NumPy draws.
+NumPy's per-generator lock is not taken there: the streams are the caller's own, each drawn
+from one thread at a time (as the threaded fills here do).
 """
 
 import ctypes
@@ -53,12 +55,29 @@ def _compiled_fill():
             fn = ctypes.PyDLL(path).rfl_normal_rows if path else None
         except (OSError, AttributeError):
             fn = None
-        if fn is not None:
+        if fn is not None and _numpy_layout():
             fn.argtypes = (ctypes.py_object, ctypes.c_void_p, ctypes.c_int64)
             fn.restype = ctypes.c_int
             if _probe(fn):
                 _COMPILED = fn
     return _COMPILED or None
+
+
+def _numpy_layout():
+    """Whether NumPy's PCG64 state is laid out as ``rfl/normal.hpp`` reads it: a NumPy 1.17-2.x
+    (whose ``pcg64_state`` starts with a pointer to ``{u128 state; u128 inc}``), and the
+    words read there are the state and increment that ``bit_generator.state`` reports."""
+    if not np.lib.NumpyVersion(np.__version__) < "3.0.0":
+        return False
+    bg = np.random.PCG64(20261127)
+    st = bg.state["state"]
+    inner = ctypes.cast(bg.ctypes.state_address, ctypes.POINTER(ctypes.c_void_p))[0]
+    if not inner:
+        return False
+    words = ctypes.cast(inner, ctypes.POINTER(ctypes.c_uint64 * 4))[0]
+    mask = (1 << 64) - 1
+    return list(words) == [st["state"] & mask, st["state"] >> 64, st["inc"] & mask,
+                           st["inc"] >> 64]
 
 
 def _probe(fn):
