@@ -167,21 +167,24 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 
 // ---------------------------------------------------------------- fused local steps (kPCA)
 
-// One client's local steps (rfl/pca.hpp: rfl::pca::local_steps) through the very functions the
+// The fused local steps (pca_local_steps): the arithmetic of rfl::pca::local_steps (the header's
+// one-client loop, what a C++ user calls) for many clients, through the very functions the
 // batched route calls (pca_units on each 512-row chunk, the Stiefel loops for the projection
-// and the retraction), so the iterates are the batched route's bit for bit. `offset` (d x r,
-// or nullptr): subtracted from each step's Euclidean gradient before the projection. `anchor`
-// (d x r, or nullptr): RFedProx's proximal term, the direction P_X(G) - mu R_X^{-1}(anchor) with
-// the inverse polar retraction of the batched kernel (stiefel_inv_retr_polar; NaN where it has
-// no solution, which the next retraction carries into X). `sum` (d x r, or nullptr): the client's
-// step directions (before the factor -eta) summed over its steps, RFedAGS's gradient stream;
-// the last step's retraction is then skipped (X is left at the last point whose gradient was
-// taken). `ambient` (d x r, or nullptr; it starts at X): RFedProj's steps instead, in the
-// ambient space and projected back, zhat <- zhat - eta (P_X(G) + drift), X <- polar(zhat).
-// `coef` (with `anchor`, in place of mu's term): RFedSVRG-2BB's second-order correction, the
-// direction P_X(G + coef R_anchor^{-1}(X)) (G with the offset subtracted). `h` (r, or nullptr):
-// the client's rows are instead its symmetric d x d matrix A (the Brockett cost, kPCA from
-// covariances) and the gradient is s A X diag(h).
+// and the retraction), so RFedAvg's iterates are the batched route's bit for bit; here clients
+// may step in lockstep groups (pca_local_steps_group). The terms an algorithm adds:
+// `offset` (d x r, or nullptr): subtracted from each step's Euclidean gradient before the
+// projection (RFedSVRG). `anchor` (d x r, or nullptr): RFedProx's proximal term, the direction
+// P_X(G) - mu R_X^{-1}(anchor) with the inverse polar retraction of the batched kernel
+// (stiefel_inv_retr_polar; NaN where it has no solution, which the next retraction carries into
+// X). `sum` (d x r, or nullptr): the client's step directions (before the factor -eta) summed
+// over its steps, RFedAGS's gradient stream; the last step's retraction is then skipped (X is
+// left at the last point whose gradient was taken). `ambient` (d x r, or nullptr; it starts at
+// X): RFedProj's steps instead, in the ambient space and projected back,
+// zhat <- zhat - eta (P_X(G) + drift), X <- polar(zhat). `coef` (with `anchor`, in place of
+// mu's term): RFedSVRG-2BB's second-order correction, the direction
+// P_X(G + coef R_anchor^{-1}(X)) (G with the offset subtracted). `h` (r, or nullptr): the
+// client's rows are instead its symmetric d x d matrix A (the Brockett cost, kPCA from Gram
+// matrices) and the gradient is s A X diag(h).
 struct LocalSteps {
     const double* pz;
     const std::int64_t* po;
@@ -478,12 +481,13 @@ void register_pca(py::module_& m) {
           py::arg("anchor") = py::none(), py::arg("mu") = 0.0, py::arg("accumulate") = false,
           py::arg("ambient") = false, py::arg("drift") = py::none(),
           py::arg("coef") = py::none(), py::arg("h") = py::none(),
-          R"pbdoc(RFedAvg's local steps on kPCA, client by client: for each j, ``steps`` times
-``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
+          R"pbdoc(Fused local steps of the quadratic losses (kPCA, Brockett): for each j,
+``steps`` times ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
 same arithmetic as the batched kernels (pca_grad_sum with scale, stiefel_proj,
 stiefel_retr_polar), so the same bits; all steps of one client run while its rows are in
-cache. ``threads`` threads take whole clients. With ``offset`` ((k, d, r) float64) every step
+cache (clients of at most 64 KiB of rows in lockstep groups of 8, the same bits). ``threads``
+threads take whole clients (groups). With ``offset`` ((k, d, r) float64) every step
 is ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X) - offset[j]))`` (RFedSVRG's local steps on
 kPCA, whose correction is the projection of a constant vector). With ``anchor`` ((d, r)
 float64) and ``mu`` (>= 0) the direction also subtracts ``mu R_X^{-1}(anchor)``, the inverse
