@@ -184,9 +184,9 @@ ext = Pybind11Extension(
 )
 
 #: What the build announces about its time. Measured (``pip wheel -v .``, GCC 12, -O3, the
-#: project's 2-core AMD EPYC VM): the six units take 9, 28, 20, 21, 14 and 11 CPU seconds
-#: (_core, pca, spd, stiefel_polar, stiefel_qr, vectors), 100 s in all, so two at a time end
-#: after about 55 s.
+#: project's 2-core AMD EPYC VM): the units take 9, 28, 20, 21, 14, 11 and 0.4 CPU seconds
+#: (_core, pca, spd, stiefel_polar, stiefel_qr, vectors, normal), 100 s in all, so two at a
+#: time end after about 55 s.
 BUILD_TIME = "about 1 minute on 2 cores (100 CPU seconds in all)"
 
 ParallelCompile("RFL_FAST_BUILD_JOBS", default=0, needs_recompile=needs_recompile).install()
