@@ -51,6 +51,18 @@ def test_many_normals_take_numpys_rare_branches_too():
     np.testing.assert_array_equal(got, want)
 
 
+def test_two_generators_on_one_bit_generator_are_one_stream(threads, monkeypatch):
+    """Generators sharing a bit generator share one stream: the rows are drawn in order on one
+    thread (several threads would race on the shared state), as NumPy draws them."""
+    threads(2)
+    monkeypatch.setattr(streams, "_DRAWS_PER_THREAD", 16)
+    bg = np.random.PCG64(9)
+    got = ItemStreams([np.random.Generator(bg), np.random.Generator(bg)] * 3).standard_normal(
+        (6, 400))
+    ref = np.random.Generator(np.random.PCG64(9))
+    np.testing.assert_array_equal(got, np.stack([ref.standard_normal(400) for _ in range(6)]))
+
+
 @needs_fill
 def test_a_repeated_generator_continues_its_own_stream():
     g, h = np.random.default_rng(5), np.random.default_rng(6)

@@ -150,7 +150,10 @@ class ItemStreams(Streams):
 
     def __init__(self, generators):
         self.generators = tuple(generators)
-        self._distinct = len({*map(id, self.generators)}) == len(self.generators)
+        # distinct streams (two Generators on one bit generator are one stream): filled on
+        # several threads only then
+        self._distinct = len({id(getattr(g, "bit_generator", g)) for g in self.generators}) \
+            == len(self.generators)
         self._plain = {*map(type, self.generators)} <= {np.random.Generator}
         # (mapped in C: no Python line per item)
         bits = tuple(map(_BIT_GENERATOR, self.generators)) if self._plain else ()
