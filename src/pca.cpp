@@ -446,13 +446,23 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
                           coef.is_none() ? nullptr : cf.data(),
                           h.is_none() ? nullptr : hh.data()};
     double* px = x.mutable_data();
-    std::int64_t rows_max = 0;  // small clients step in groups (pca_local_steps_group)
-    for (py::ssize_t j = 0; j < k; ++j) rows_max = std::max(rows_max, po[pi[j] + 1] - po[pi[j]]);
+    std::int64_t rows_max = 0, rows_all = 0;  // small clients step in groups
+    for (py::ssize_t j = 0; j < k; ++j) {
+        rows_max = std::max(rows_max, po[pi[j] + 1] - po[pi[j]]);
+        rows_all += po[pi[j] + 1] - po[pi[j]];
+    }
     const std::size_t group =
         static_cast<std::size_t>(rows_max) * d * sizeof(double) <= kSmallClientBytes ? kGroup : 1;
+    // threads: at most one per unit (a group) and per kPcaMinWorkPerThread multiply-adds of the
+    // gradients, pca_grad_sum's rule (a small call stays on the calling thread)
+    const double work = static_cast<double>(rows_all) * static_cast<double>(d) * r *
+                        std::max(steps, 1);
+    const std::size_t units = (static_cast<std::size_t>(k) + group - 1) / group;
+    const int T = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(
+        std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), units),
+        static_cast<std::size_t>(work / kPcaMinWorkPerThread))));
     {
         py::gil_scoped_release release;
-        const int T = std::max(1, std::min<int>(threads, static_cast<int>(k)));
         std::atomic<std::size_t> next{0};
         rfl::batch::run_threads(T, [&] {
             pca_local_units(args, static_cast<std::size_t>(k), group, px, &next);
