@@ -9,7 +9,7 @@ Where every generator is a plain ``numpy.random.Generator`` on ``PCG64`` (the pa
 streams), the rows are drawn by the compiled core (``rfl/normal.hpp``: NumPy's PCG64 and
 ziggurat, bit for bit, without NumPy's mispredicted sign branch; about 3 ns a normal against
 9.4), straight from each generator's own state, which it advances as NumPy would. It is used
-only after a probe of 100,000 normals from a fresh generator equals NumPy's and leaves the
+only after a probe of 100 000 normals from a fresh generator equals NumPy's and leaves the
 stream where NumPy leaves it; otherwise (no compiled core, another NumPy layout) NumPy draws.
 NumPy's per-generator lock is not taken there: the streams are the caller's own, each drawn
 from one thread at a time (as the threaded fills here do).
