@@ -262,6 +262,7 @@ class RFedAGS(FederatedAlgorithm):
         if steps is not None:      # one fused call; the stream transported once, by linearity
             x, total = steps(idx, x_t, a, self.local_steps, accumulate=True)
             check_fused_steps(self.name, M, idx, x, a)
+            check_fused_steps(self.name, M, idx, total, a)     # the last gradient overflowed
             return {"zeta": M.transport(x, x_t, a * total, transport)}, cstate, memo
         x = stacked(x_t, k)
         zeta = np.zeros((k,) + M.shape)

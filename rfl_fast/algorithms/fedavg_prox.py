@@ -50,11 +50,11 @@ def fused_local_steps(problem, retraction, inverse=False, ambient=False):
     """The fused kernel of full-gradient local steps for the problem's declared rows
     (:meth:`~rfl_fast.problems.Problem.quadratic_rows`) and the manifold's declared step
     kernels of ``retraction`` (``Manifold.step_kernels``; ``inverse``: also its inverse's,
-    ``Manifold.inverse_kernels``, for RFedProx's and RFedSVRG-2BB's terms; ``ambient``: RFedProj's steps, projected back by
-    ``Manifold.project_kernel``, ``retraction`` ``None``: the gradient's kernel of any declared
-    step), where the kernels layer has one: ``steps(idx, x, eta, n)`` (see
-    :func:`rfl_fast.kernels.fused.local_stepper`), else ``None``; decided from the
-    declarations, before any work."""
+    ``Manifold.inverse_kernels``, for RFedProx's and RFedSVRG-2BB's terms; ``ambient``:
+    RFedProj's steps, projected back by ``Manifold.project_kernel``, ``retraction`` ``None``:
+    the gradient's kernel of any declared step), where the kernels layer has one:
+    ``steps(idx, x, eta, n)`` (see :func:`rfl_fast.kernels.fused.local_stepper`), else
+    ``None``; decided from the declarations, before any work."""
     M = problem.manifold
     if (inverse and retraction not in M.inverse_kernels) or (ambient and not M.project_kernel):
         return None

@@ -133,6 +133,7 @@ class RFedProj(FederatedAlgorithm):
             zhat, gsum = steps(idx, p, eta, self.local_steps, accumulate=True, ambient=True,
                                drift=c)
             check_fused_steps(self.name, M, idx, zhat, eta)
+            check_fused_steps(self.name, M, idx, gsum, eta)   # the last gradient overflowed
             return {"zhat": zhat}, cstate, {"p": p, "gsum": gsum, "eta": eta}
         zhat = stacked(p, idx.size)
         z = zhat
