@@ -364,6 +364,56 @@ def test_fused_rfedavg_local_steps_equal_the_batched_route(monkeypatch, sizes, d
                                       _batched_steps(P, idx, x0, 0.01, 4))
 
 
+def _kpca_case(seed, eta=0.05):
+    """kPCA (rows form) on four clients of unequal sizes (d = 40, r = 4), the clients'
+    data, the run's keywords (``x0`` the start) and ``a = eta |s| |Z|^2``, the largest step
+    factor over the clients."""
+    from rfl_fast.federation import Full
+    from rfl_fast.problems import KPCA
+
+    rng = np.random.default_rng(seed)
+    sizes = (30, 50, 600, 20)
+    data = [rng.standard_normal((m, 40)) for m in sizes]
+    P = KPCA(data, 4, gram=False)
+    x0 = P.manifold.random_point(rng=1)
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
+    return P, data, dict(participation=Full(), x0=x0, seed=0, metrics=False), a_max
+
+
+def _composed(mp):
+    """Every algorithm's local steps on their composed loop (no fused kernel found)."""
+    from rfl_fast.algorithms import ags, fedavg_prox, proj, svrg
+
+    for module in (fedavg_prox, svrg, ags, proj):
+        mp.setattr(module, "fused_local_steps", lambda *args, **k: None)
+
+
+def _fused_then_composed(P, alg, rounds, kw, backend="auto", record=lambda k: 1):
+    """``alg`` run on the fused route (each ``pca_local_steps`` call's ``record(kwargs)``
+    kept), then on the composed loop: the two results, the records."""
+    from rfl_fast.kernels import fused
+
+    calls = []
+    with rf.backend(backend), pytest.MonkeyPatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps",
+                   lambda *a, **k: calls.append(record(k)) or kernel(*a, **k))
+        a = run(P, alg, rounds, **kw)
+        assert len(calls) == rounds              # one fused call per round
+        _composed(mp)
+        b = run(P, alg, rounds, **kw)
+    assert len(calls) == rounds                  # the composed loop took none
+    assert np.max(np.abs(a.x - kw["x0"])) > 1e-3    # the runs moved
+    return a, b, calls
+
+
+def _rounding_bound(rounds, tau, growth, per_step):
+    """``rounds tau growth^tau per_step eps``: a difference of ``per_step eps`` made in each
+    step, enlarged at most ``growth`` times by each later step, the tangent mean not enlarging
+    it (beta = 1)."""
+    return rounds * tau * growth ** tau * per_step * np.finfo(float).eps
+
+
 @pytest.mark.parametrize("backend", ["auto", "numpy"])
 def test_fused_rfedsvrg_local_steps_equal_the_composed_loop(monkeypatch, backend):
     """RFedSVRG on kPCA (Stiefel, polar, projection transport) runs local steps 1..tau-1 as one
@@ -377,34 +427,19 @@ def test_fused_rfedsvrg_local_steps_equal_the_composed_loop(monkeypatch, backend
     does not enlarge it (beta = 1), so ``rounds`` rounds of ``tau`` steps differ by at most
     ``rounds tau (1 + a)^tau (3 a (d + 10 r) + 10 r) eps``."""
     from rfl_fast.algorithms import svrg
-    from rfl_fast.federation import Full
-    from rfl_fast.kernels import fused
-    from rfl_fast.problems import KPCA
 
-    rng = np.random.default_rng(7)
-    sizes, d, r, eta, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 5, 3
-    data = [rng.standard_normal((m, d)) for m in sizes]
-    P = KPCA(data, r, gram=False)
-    x0 = P.manifold.random_point(rng=1)
-    alg = RFedSVRG(eta, tau)
+    P, data, kw, a_max = _kpca_case(7)
+    (d, r), tau, rounds = P.manifold.shape, 5, 3
+    alg = RFedSVRG(0.05, tau)
     assert alg._fused_steps(P, "polar", "projection") is not None
-    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    calls = []
-    with rf.backend(backend), monkeypatch.context() as mp:
-        kernel = fused.pca_local_steps
-        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
-        a = run(P, alg, rounds, **kw)
-    assert len(calls) == rounds                 # one fused call per round
-    with rf.backend(backend), monkeypatch.context() as mp:
+    a, b, _ = _fused_then_composed(P, alg, rounds, kw, backend)
+    bound = _rounding_bound(rounds, tau, 1 + a_max, 3 * a_max * (d + 10 * r) + 10 * r)
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    with rf.backend(backend), monkeypatch.context() as mp:   # the declaration decides
         mp.setattr(rf.Stiefel, "transport_kernels", {})
         assert alg._fused_steps(P, "polar", "projection") is None
         mp.setattr(svrg, "fused_local_steps", lambda *a: pytest.fail("fused route taken"))
-        b = run(P, alg, rounds, **kw)
-    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
-    bound = rounds * tau * (1 + a_max) ** tau * (3 * a_max * (d + 10 * r) + 10 * r) * \
-        np.finfo(float).eps
-    assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
+        np.testing.assert_array_equal(run(P, alg, rounds, **kw).x, b.x)
 
 
 @pytest.mark.parametrize("backend", ["auto", "numpy"])
@@ -418,40 +453,21 @@ def test_fused_rfedprox_local_steps_equal_the_composed_loop(backend):
     multiply-add against two roundings; the reference's inverse retraction against the compiled
     one, each within ``10 r eps`` of ``|v| <= 1``): at most ``(a (d + 10 r) + 10 r (1 + mu)) eps``
     per step after the factor ``eta``, with ``a = eta |s| |Z|^2``; a step enlarges an earlier
-    difference at most ``1 + a + 3 eta mu`` times (the inverse retraction is 3-Lipschitz this
-    close to ``x_t``) and the tangent mean does not enlarge it (beta = 1)."""
+    difference at most ``1 + a + 3 eta mu`` times (assumed: the inverse retraction is
+    3-Lipschitz this close to ``x_t``) and the tangent mean does not enlarge it (beta = 1)."""
     from rfl_fast.algorithms import RFedProx
-    from rfl_fast.federation import Full
-    from rfl_fast.kernels import fused
-    from rfl_fast.problems import KPCA
 
-    rng = np.random.default_rng(11)
-    sizes, d, r, eta, mu, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 0.5, 5, 3
-    data = [rng.standard_normal((m, d)) for m in sizes]
-    P = KPCA(data, r, gram=False)
-    x0 = P.manifold.random_point(rng=1)
+    eta, mu, tau, rounds = 0.05, 0.5, 5, 3
+    P, data, kw, a_max = _kpca_case(11, eta)
+    d, r = P.manifold.shape
     alg = RFedProx(eta, tau, mu=mu)
     assert alg._fused_steps(P, "polar") is not None
     assert RFedProx(eta, tau, mu=mu, retraction="qr")._fused_steps(P, "polar") is not None
     assert RFedProx(eta, tau, mu=mu)._fused_steps(P, "qr") is None
-
-    class Composed(RFedProx):
-        def _fused_steps(self, problem, method):
-            return None
-
-    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    calls = []
-    with rf.backend(backend), pytest.MonkeyPatch.context() as mp:
-        kernel = fused.pca_local_steps
-        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(k) or kernel(*a, **k))
-        a = run(P, alg, rounds, **kw)
-        b = run(P, Composed(eta, tau, mu=mu), rounds, **kw)
-    assert len(calls) == rounds                 # one fused call per round, the composed none
-    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
-    bound = rounds * tau * (1 + a_max + 3 * eta * mu) ** tau * \
-        (a_max * (d + 10 * r) + 10 * r * (1 + mu)) * np.finfo(float).eps
+    a, b, _ = _fused_then_composed(P, alg, rounds, kw, backend)
+    bound = _rounding_bound(rounds, tau, 1 + a_max + 3 * eta * mu,
+                            a_max * (d + 10 * r) + 10 * r * (1 + mu))
     assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
     # mu = 0: RFedAvg's kernel and bits
     np.testing.assert_array_equal(run(P, RFedProx(eta, tau, mu=0.0), 2, **kw).x,
                                   run(P, RFedAvg(eta, tau), 2, **kw).x)
@@ -469,38 +485,18 @@ def test_fused_rfedags_local_steps_equal_the_composed_loop(backend):
     and the server's retraction of the mean does not enlarge it by more than the local steps'
     factor: at most ``rounds K (1 + a)^K (3 a (d + 10 r) + 10 r) eps``."""
     from rfl_fast.algorithms import RFedAGS
-    from rfl_fast.federation import Full
-    from rfl_fast.kernels import fused
     from rfl_fast.problems import KPCA
 
-    rng = np.random.default_rng(5)
-    sizes, d, r, eta, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 5, 3
-    data = [rng.standard_normal((m, d)) for m in sizes]
-    P = KPCA(data, r, gram=False)
-    x0 = P.manifold.random_point(rng=1)
-    alg = RFedAGS(eta, tau)
+    P, data, kw, a_max = _kpca_case(5)
+    (d, r), tau, rounds = P.manifold.shape, 5, 3
+    alg = RFedAGS(0.05, tau)
     assert alg._fused_steps(P, "polar", "projection") is not None
-    assert RFedAGS(eta, tau, batch_size=5)._fused_steps(P, "polar", "projection") is None
+    assert RFedAGS(0.05, tau, batch_size=5)._fused_steps(P, "polar", "projection") is None
     assert alg._fused_steps(P, "qr", "projection") is None
     assert alg._fused_steps(KPCA(data, r, gram=True), "polar", "projection") is not None
-
-    class Composed(RFedAGS):
-        def _fused_steps(self, *args):
-            return None
-
-    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    calls = []
-    with rf.backend(backend), pytest.MonkeyPatch.context() as mp:
-        kernel = fused.pca_local_steps
-        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
-        a = run(P, alg, rounds, **kw)
-        b = run(P, Composed(eta, tau), rounds, **kw)
-    assert len(calls) == rounds
-    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
-    bound = rounds * tau * (1 + a_max) ** tau * (3 * a_max * (d + 10 * r) + 10 * r) * \
-        np.finfo(float).eps
+    a, b, _ = _fused_then_composed(P, alg, rounds, kw, backend)
+    bound = _rounding_bound(rounds, tau, 1 + a_max, 3 * a_max * (d + 10 * r) + 10 * r)
     assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
 
 
 @pytest.mark.parametrize("backend", ["auto", "numpy"])
@@ -515,34 +511,17 @@ def test_fused_rfedproj_local_steps_equal_the_composed_loop(monkeypatch, backend
     ``|c| <= 2 max |g|`` from the server's mean), and the polar factor enlarges a perturbation
     of ``zhat`` at most ``1 / sigma_min(zhat)`` (~1 here) times; the drift correction divides
     by ``eta tau`` and multiplies back: at most ``rounds tau (1 + a)^tau (3 a (d + 10 r) +
-    10 r) eps`` with ``a = eta |s| |Z|^2`` as for the other fused algorithms, times 10 for the
-    correction's round trip."""
-    from rfl_fast.algorithms import RFedProj, proj
-    from rfl_fast.federation import Full
-    from rfl_fast.kernels import fused
+    10 r) eps`` with ``a = eta |s| |Z|^2`` as for the other fused algorithms, times 10
+    (assumed) for the correction's round trip."""
+    from rfl_fast.algorithms import RFedProj
+    from rfl_fast.algorithms.fedavg_prox import fused_local_steps
     from rfl_fast.problems import KPCA
 
-    rng = np.random.default_rng(9)
-    sizes, d, r, eta, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 5, 4
-    data = [rng.standard_normal((m, d)) for m in sizes]
-    P = KPCA(data, r, gram=False)
-    x0 = P.manifold.random_point(rng=1)
-    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    calls = []
-    with rf.backend(backend), monkeypatch.context() as mp:
-        kernel = fused.pca_local_steps
-        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
-        a = run(P, RFedProj(eta, tau), rounds, **kw)
-        assert len(calls) == rounds
-        mp.setattr(proj, "fused_local_steps", lambda *args, **k: None)
-        b = run(P, RFedProj(eta, tau), rounds, **kw)
-    assert len(calls) == rounds                 # the composed loop took no fused call
-    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
-    bound = 10 * rounds * tau * (1 + a_max) ** tau * (3 * a_max * (d + 10 * r) + 10 * r) * \
-        np.finfo(float).eps
+    P, data, kw, a_max = _kpca_case(9)
+    (d, r), tau, rounds = P.manifold.shape, 5, 4
+    a, b, _ = _fused_then_composed(P, RFedProj(0.05, tau), rounds, kw, backend)
+    bound = 10 * _rounding_bound(rounds, tau, 1 + a_max, 3 * a_max * (d + 10 * r) + 10 * r)
     assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
-    from rfl_fast.algorithms.fedavg_prox import fused_local_steps
     assert fused_local_steps(P, None, ambient=True) is not None
     assert fused_local_steps(KPCA(data, r, gram=True), None, ambient=True) is not None
     with monkeypatch.context() as mp:
@@ -595,7 +574,7 @@ def test_fused_ambient_steps_equal_their_reference_and_check_arguments():
 @pytest.mark.parametrize("name", ["RFedAvg", "RFedProx", "RFedSVRG", "2BB", "RFedProj",
                                   "RFedAGS"])
 @pytest.mark.parametrize("problem", ["Brockett", "KPCA-gram"])
-def test_fused_steps_on_the_matrices_form_equal_the_composed_loop(monkeypatch, name, problem):
+def test_fused_steps_on_the_matrices_form_equal_the_composed_loop(name, problem):
     """The matrices' form (``QuadraticRows.h``: Brockett's mean matrices with ``H``, kPCA from
     Gram matrices): every fusing algorithm takes one fused call per round and gives the
     composed loop's iterates to rounding.
@@ -604,11 +583,9 @@ def test_fused_steps_on_the_matrices_form_equal_the_composed_loop(monkeypatch, n
     product (``d eps`` of ``|s| |A| |X| max h`` per entry), the rest as the rows form's tests:
     ``rounds tau (1 + a)^tau (3 a (d + 10 r) + 10 r) eps`` with ``a = eta |s| |A|_2 max h``,
     times 10 for the drift and second-order terms' round trips."""
-    from rfl_fast.algorithms import (RFedAGS, RFedProj, RFedProx, RFedSVRG2BB, ags, fedavg_prox,
-                                     proj, svrg)
+    from rfl_fast.algorithms import RFedAGS, RFedProj, RFedProx, RFedSVRG2BB
     from rfl_fast.data import brockett_matrices
     from rfl_fast.federation import Full
-    from rfl_fast.kernels import fused
     from rfl_fast.problems import KPCA, Brockett
 
     rng = np.random.default_rng(21)
@@ -627,21 +604,10 @@ def test_fused_steps_on_the_matrices_form_equal_the_composed_loop(monkeypatch, n
            "RFedProj": RFedProj(eta, tau), "RFedAGS": RFedAGS(eta, tau)}[name]
     x0 = P.manifold.random_point(rng=1)
     kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    calls = []
-    with monkeypatch.context() as mp:
-        kernel = fused.pca_local_steps
-        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
-        a = run(P, alg, rounds, **kw)
-        assert len(calls) == rounds
-        for module in (fedavg_prox, svrg, ags, proj):
-            mp.setattr(module, "fused_local_steps", lambda *args, **k: None)
-        b = run(P, alg, rounds, **kw)
-    assert len(calls) == rounds
+    a, b, _ = _fused_then_composed(P, alg, rounds, kw)
     a_max = eta * a_norm
-    bound = 10 * rounds * tau * (1 + a_max) ** tau * (3 * a_max * (d + 10 * r) + 10 * r) * \
-        np.finfo(float).eps
+    bound = 10 * _rounding_bound(rounds, tau, 1 + a_max, 3 * a_max * (d + 10 * r) + 10 * r)
     assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
 
 
 def test_fused_steps_sum_their_directions_on_both_routes():
@@ -706,7 +672,7 @@ def test_fused_proximal_steps_refuse_bad_anchors_and_mark_unreachable_ones():
 
 @pytest.mark.parametrize("backend", ["auto", "numpy"])
 @pytest.mark.parametrize("variant", ["2BB", "2BBS"])
-def test_fused_rfedsvrg_2bb_local_steps_equal_the_composed_loop(monkeypatch, backend, variant):
+def test_fused_rfedsvrg_2bb_local_steps_equal_the_composed_loop(backend, variant):
     """RFedSVRG-2BB and -2BBS on kPCA run local steps 1..tau-1 as one fused call per round,
     the second-order term inside: ``P_x(egrad f_i(x) - diff + c_i R_{x_t}^{-1}(x))`` with the
     inverse retraction's kernel, against the composed ``rgrad - P_x(diff - c_i xi)``: the same
@@ -716,36 +682,19 @@ def test_fused_rfedsvrg_2bb_local_steps_equal_the_composed_loop(monkeypatch, bac
     the term ``c_i xi`` (``|c_i| <= 2 max B``, ``|xi| <= 2``) adding ``10 r eps`` of
     ``eta |c| |xi|`` per step: ``rounds tau (1 + a + eta |c|)^tau (3 a (d + 10 r) + 10 r (1 +
     eta |c| |xi|)) eps``, taken with ``|c| |xi| <= 8``."""
-    from rfl_fast.algorithms import RFedSVRG2BB, RFedSVRG2BBS, svrg, svrg_bb
-    from rfl_fast.federation import Full
-    from rfl_fast.kernels import fused
-    from rfl_fast.problems import KPCA
+    from rfl_fast.algorithms import RFedSVRG2BB, RFedSVRG2BBS
 
-    rng = np.random.default_rng(12)
-    sizes, d, r, eta, tau, rounds = (30, 50, 600, 20), 40, 4, 0.05, 5, 5
-    data = [rng.standard_normal((m, d)) for m in sizes]
-    P = KPCA(data, r, gram=False)
-    x0 = P.manifold.random_point(rng=1)
+    eta, tau, rounds = 0.05, 5, 5
+    P, data, kw, a_max = _kpca_case(12, eta)
+    d, r = P.manifold.shape
     alg = (RFedSVRG2BB(eta, tau) if variant == "2BB"
            else RFedSVRG2BBS(eta, tau, eta_min=0.01, eta_max=0.2))
-    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    calls, active = [], []
-    correction = svrg_bb.RFedSVRG2BB._correction
-    with rf.backend(backend), monkeypatch.context() as mp:
-        kernel = fused.pca_local_steps
-        mp.setattr(fused, "pca_local_steps",
-                   lambda *a, **k: calls.append(k.get("coef") is not None) or kernel(*a, **k))
-        mp.setattr(svrg_bb.RFedSVRG2BB, "_correction",
-                   lambda self, *a: active.append(1) or correction(self, *a))
-        a = run(P, alg, rounds, **kw)
-        mp.setattr(svrg, "fused_local_steps", lambda *args, **k: None)
-        b = run(P, alg, rounds, **kw)
-    assert len(calls) == rounds and sum(calls) >= 1    # the term was active in fused rounds
-    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
-    bound = rounds * tau * (1 + a_max + 8 * eta) ** tau * \
-        (3 * a_max * (d + 10 * r) + 10 * r * (1 + 8 * eta)) * np.finfo(float).eps
+    a, b, calls = _fused_then_composed(P, alg, rounds, kw, backend,
+                                       record=lambda k: k.get("coef") is not None)
+    assert sum(calls) >= 1                      # the term was active in fused rounds
+    bound = _rounding_bound(rounds, tau, 1 + a_max + 8 * eta,
+                            3 * a_max * (d + 10 * r) + 10 * r * (1 + 8 * eta))
     assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-2      # the runs moved
 
 
 def test_fused_rfedsvrg_steps_only_where_they_apply(monkeypatch):
