@@ -271,7 +271,8 @@ class RFedSVRG(_RetractionBased):
             x = steps(idx, x1, eta, self.local_steps - 1, offset=diff, **terms)
             return {"x": check_fused_steps(self.name, M, idx, x, eta)}, cstate, memo
         expand = (slice(None),) + (None,) * len(M.shape)
-        x = np.array(stacked(x1, k))
+        x = np.array(stacked(x1, k), order="C")   # not order K: a broadcast's copy would
+        # keep the stride-0 axis innermost ((8, 8 n p, 8 n)-like strides), slowing every pass
         for step in range(1, self.local_steps + 1):
             if self.client_option == 2:
                 hit = pick == step

@@ -182,7 +182,7 @@ class RFedSVRG2BB(RFedSVRG):
         M = problem.manifold
         x_t, grad = memo["x"], memo["grad"]
         y = grad - M.transport(cstate["x_prev"], x_t, cstate["g_prev"], self._transport(M))
-        cstate = {**cstate, "g_prev": grad, "x_prev": np.array(x_t)}
+        cstate = {**cstate, "g_prev": grad, "x_prev": np.array(x_t, order="C")}
         return up, cstate, {**memo, "y": y}
 
     def _correction(self, problem, idx, x_t, msg, memo):
