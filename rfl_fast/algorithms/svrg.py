@@ -273,16 +273,46 @@ class RFedSVRG(_RetractionBased):
         expand = (slice(None),) + (None,) * len(M.shape)
         x = np.array(stacked(x1, k), order="C")   # not order K: a broadcast's copy would
         # keep the stride-0 axis innermost ((8, 8 n p, 8 n)-like strides), slowing every pass
+        direction, grad = self._one_projection(problem, transport, diff, x_t)
+        scratch = None
         for step in range(1, self.local_steps + 1):
             if self.client_option == 2:
                 hit = pick == step
                 out[hit] = x[hit]
             if step == self.local_steps:
                 break
-            v = diff if coef is None else diff - coef[expand] * M.inv_retr(x_t, x, method)
-            d = problem.rgrad(idx, x) - M.transport(x_t, x, v, transport)
-            x = M.retr(x, -eta * d, method)
+            if direction is not None:               # the same direction, one projection
+                if scratch is None:
+                    scratch = np.empty_like(x)
+                d = direction(x_t, x, grad(idx, x), diff, coef, method, scratch)
+                d *= -eta
+            else:
+                v = diff if coef is None else diff - coef[expand] * M.inv_retr(x_t, x, method)
+                d = problem.rgrad(idx, x) - M.transport(x_t, x, v, transport)
+                d = -eta * d
+            x = M.retr(x, d, method)
         return {"x": out if self.client_option == 2 else x}, cstate, memo
+
+    @staticmethod
+    def _one_projection(problem, transport, diff, x_t):
+        """The manifold's one-projection form of the local direction
+        ``grad f_i(x) - T_{x_t -> x}(diff - c R^-1_{x_t}(x))`` where it declares one for
+        ``transport`` (``Grassmann._corrected_direction``: the projection transport is the
+        projection of a rotated vector, so gradient and transport share one projection), else
+        ``None``. Its ``grad``: the Euclidean gradient where the problem's ``rgrad`` is the
+        default ``egrad2rgrad(x, egrad)`` and the manifold's ``egrad2rgrad`` its projection
+        (the one projection then serves the gradient too), else ``rgrad`` (tangent: the
+        projection leaves it as it is). ``(direction, grad)`` or ``(None, None)``."""
+        from ..manifolds import Grassmann
+        from ..manifolds.base import Manifold
+        from ..problems.base import Problem
+        M = problem.manifold
+        if (type(M) is not Grassmann or transport != "projection"
+                or diff.dtype != np.float64 or x_t.dtype != np.float64):
+            return None, None
+        plain = (type(problem).rgrad is Problem.rgrad
+                 and type(M).egrad2rgrad is Manifold.egrad2rgrad)
+        return M._corrected_direction, (problem.egrad if plain else problem.rgrad)
 
     def _fused_steps(self, problem, method, transport):
         """The fused kernel of local steps ``l = 1 .. tau-1`` (``steps(idx, x, eta, n,
