@@ -9,10 +9,11 @@
 
 #include "binding.hpp"
 #include "rfl/stiefel.hpp"
+#include "rfl/stiefel_exp.hpp"
 
 namespace {  // each unit's loops (and their clones) are its own
 
-enum class StOp { proj, retr_polar, inv_retr_polar, retr_qr, inv_retr_qr, polar };
+enum class StOp { proj, retr_polar, inv_retr_polar, retr_qr, inv_retr_qr, polar, exp };
 
 template <StOp OP, int P>
 RFL_INLINE void stiefel_items(const double* px, const double* pb, double* po, py::ssize_t N, int n,
@@ -21,6 +22,11 @@ RFL_INLINE void stiefel_items(const double* px, const double* pb, double* po, py
         rfl::stiefel::retr_polar<P>(px, pb, po, N, n, p, work);  // groups items: rfl/stiefel.hpp)
     } else if constexpr (OP == StOp::polar) {
         rfl::stiefel::polar<P>(px, po, N, n, p, work);
+    } else if constexpr (OP == StOp::exp) {  // its own scratch: O(p^2), not work_size's O(n p)
+        std::unique_ptr<double[]> scratch(new double[rfl::stiefel::exp_work_size(p)]);
+        const std::size_t item = static_cast<std::size_t>(n) * p;
+        for (py::ssize_t i = 0; i < N; ++i)
+            rfl::stiefel::exp<P>(px + i * item, pb + i * item, po + i * item, n, p, scratch.get());
     } else {
         const std::size_t item = static_cast<std::size_t>(n) * p;
         for (py::ssize_t i = 0; i < N; ++i) {

@@ -1,4 +1,4 @@
-// Stiefel kernels stiefel_proj, stiefel_retr_qr and stiefel_inv_retr_qr.
+// Stiefel kernels stiefel_proj, stiefel_retr_qr, stiefel_inv_retr_qr and stiefel_exp.
 #include "stiefel_loops.hpp"
 
 void stiefel_proj_loop(const double* x, const double* u, double* o, py::ssize_t N, int n, int p) {
@@ -24,7 +24,17 @@ CholeskyQR2 (Householder QR when (x+u)'(x+u) is not numerically positive definit
 
 x, y: (N, n, p) -> (N, n, p); NaN where a leading minor of x'y vanishes.)pbdoc");
 
-    for (const char* kernel : {"stiefel_proj", "stiefel_retr_qr", "stiefel_inv_retr_qr"})
+    m.def("stiefel_exp", [](py::handle x, py::handle u, const std::string& parallel) {
+        return stiefel_binary<StOp::exp>(x, u, "stiefel_exp", "u", parallel); },
+        py::arg("x"), py::arg("u"), py::arg("parallel") = "auto",
+        R"pbdoc(Exponential map (Edelman's geodesic) ``[x u] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``.
+
+``A = x'u``, ``S = u'u``; x, u: (N, n, p) -> (N, n, p). The 2p x 2p and p x p exponentials by
+scaling and squaring of the Pade approximant of the least sufficient degree (Higham 2005); NaN
+for non-finite items.)pbdoc");
+
+    for (const char* kernel : {"stiefel_proj", "stiefel_retr_qr", "stiefel_inv_retr_qr",
+                               "stiefel_exp"})
         declare_blas_work(kernel, stiefel_blas_work);
     def_checked<2, false>(m, "stiefel_proj", stiefel_run<StOp::proj>, stiefel_core,
                           stiefel_blas_work, rfl::batch::kMinBytesPerThread,

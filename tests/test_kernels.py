@@ -12,6 +12,7 @@ from rfl_fast.kernels import reference as ref
 from rfl_fast.kernels.testing import kernel_inputs
 
 COMPILED = [b for b in _dispatch.BACKENDS if b != "numpy"]
+EPS = np.finfo(float).eps
 
 # (N, n, p) per kernel family of the registry; p only matters for Stiefel kernels and polar.
 # Every p of _core's compile-time specialisations (1..8) and the generic p beyond them; beyond
@@ -117,3 +118,32 @@ def test_spd_maps_at_condition_1e8_against_commuting_exact_answers(backend):
     np.testing.assert_allclose(dist, np.linalg.norm(np.log(b / a), axis=-1), rtol=tol)
     back = call("spd_exp", x, log_exact, backend=backend)
     assert np.max(np.abs(back - y)) / np.max(np.abs(y)) < tol
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+@pytest.mark.parametrize("p", [1, 3, 5, 9])
+def test_stiefel_exp_at_every_step_size_and_item_by_item(backend, p):
+    """Stiefel Exp over step norms from 1e-9 to 6 (the compiled route's Pade degrees 3 to 13 and
+    its squarings): the reference's degree-13 answer within ``1e3 eps`` (both backward-stable
+    scaling and squaring of the same exponentials; the squarings at ``|u| = 6`` multiply the
+    rounding by at most ``2^s``, s <= 2 here, and the entries are at most 1); it is on the
+    manifold and ``Exp_x(0) = x`` exactly; a non-finite item is NaN alone, and an item's bits do
+    not depend on its batch."""
+    rng = np.random.default_rng(p)
+    x = kernel_inputs("stiefel_proj", rng, 40, 30, p)[0]
+    u = rng.standard_normal(x.shape)
+    u -= x @ (0.5 * (np.swapaxes(x, 1, 2) @ u + np.swapaxes(u, 1, 2) @ x))
+    u *= (np.geomspace(1e-9, 6.0, 40) / np.linalg.norm(u, axis=(1, 2)))[:, None, None]
+    got = call("stiefel_exp", x, u, backend=backend)
+    np.testing.assert_allclose(got, ref.stiefel_exp(x, u), rtol=0, atol=1e3 * EPS)
+    gram = np.swapaxes(got, 1, 2) @ got
+    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(p), gram.shape), atol=1e3 * EPS)
+    np.testing.assert_array_equal(call("stiefel_exp", x, 0 * u, backend=backend), x)
+    np.testing.assert_array_equal(call("stiefel_exp", x[7:8], u[7:8], backend=backend)[0],
+                                  got[7])
+    bad = u.copy()
+    bad[3, 0, 0] = np.nan
+    bad[5, 1, 0] = np.inf
+    out = call("stiefel_exp", x, bad, backend=backend)
+    assert np.isnan(out[[3, 5]]).all()
+    np.testing.assert_array_equal(np.delete(out, [3, 5], 0), np.delete(got, [3, 5], 0))

@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = [
     "stiefel_proj", "stiefel_retr_polar", "stiefel_inv_retr_polar", "stiefel_retr_qr",
-    "stiefel_inv_retr_qr", "polar",
+    "stiefel_inv_retr_qr", "polar", "stiefel_exp",
     "sym_expm", "sym_logm", "sym_sqrtm", "sym_invsqrtm", "spd_exp", "spd_log", "spd_dist",
     "sphere_exp", "sphere_log", "sphere_dist", "sphere_transport",
     "lorentz_exp", "lorentz_log", "lorentz_dist", "lorentz_transport",
@@ -116,6 +116,70 @@ def _unique_lyapunov(m):
     lam = np.linalg.eigvals(m)
     sums = np.abs(lam[:, None] + lam[None, :])
     return sums.min() > 1e-12 * max(1.0, np.abs(lam).max())
+
+
+#: Higham's (2005) degree-13 Pade coefficients and the 1-norm below which it needs no scaling.
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+           40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+
+
+def expm_pade13(a):
+    """Matrix exponentials of a stack ``a`` (..., n, n) of small matrices: scaling and squaring
+    of the degree-13 Pade approximant (Higham 2005, the algorithm of ``scipy.linalg.expm`` at
+    its largest degree), as matrix products over the whole stack instead of SciPy's item-by-item
+    loop. Each item is scaled by its own power of two (from its own 1-norm), so an item's result
+    does not depend on the other items of the stack."""
+    b = _PADE13
+    norm = np.max(np.sum(np.abs(a), axis=-2), axis=-1)              # 1-norm per item
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.maximum(0, np.ceil(np.log2(norm / _THETA13)))
+    scale = np.where(np.isfinite(scale), scale, 0).astype(np.int64)
+    out = np.empty(np.shape(a))
+    eye = np.eye(a.shape[-1])
+    for s in np.unique(scale):                                     # one pass per scaling
+        sel = scale == s
+        x = a[sel] / 2.0 ** int(s)
+        x2 = x @ x
+        x4 = x2 @ x2
+        x6 = x4 @ x2
+        u = x @ (x6 @ (b[13] * x6 + b[11] * x4 + b[9] * x2)
+                 + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye)
+        v = x6 @ (b[12] * x6 + b[10] * x4 + b[8] * x2) + b[6] * x6 + b[4] * x4 + b[2] * x2 \
+            + b[0] * eye
+        with np.errstate(invalid="ignore"):
+            r = _solve_or_nan(v - u, v + u)
+        for _ in range(int(s)):
+            r = r @ r
+        out[sel] = r
+    return out
+
+
+def _solve_or_nan(a, b):
+    """``solve(a, b)`` per item, NaN for an item whose ``a`` is singular or not finite."""
+    ok = np.isfinite(a).all(axis=(-2, -1)) & np.isfinite(b).all(axis=(-2, -1))
+    out = np.full(np.shape(b), np.nan)
+    if ok.all():
+        return np.linalg.solve(a, b)
+    for j in np.flatnonzero(ok):
+        try:
+            out[j] = np.linalg.solve(a[j], b[j])
+        except np.linalg.LinAlgError:
+            pass
+    return out
+
+
+def stiefel_exp(x, u):
+    """Exponential map (Edelman's geodesic) ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
+    ``A = X'U``, ``S = U'U``; x, u: (N, n, p). NaN for items with non-finite entries."""
+    p = x.shape[-1]
+    a = _t(x) @ u
+    s = _t(u) @ u
+    eye = np.broadcast_to(np.eye(p), a.shape)
+    block = np.concatenate([np.concatenate([a, -s], -1), np.concatenate([eye, a], -1)], -2)
+    e = expm_pade13(block)[..., :, :p] @ expm_pade13(-a)
+    return x @ e[..., :p, :] + u @ e[..., p:, :]   # [X U] e, without forming [X U]
 
 
 def stiefel_retr_qr(x, u):

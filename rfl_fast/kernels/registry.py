@@ -153,6 +153,8 @@ REGISTRY = by_name((
     Kernel("stiefel_inv_retr_qr", (2, 2), 2, "stiefel", True,
            "(x, y) -> y R - x, (x'y)R + R'(y'x) = 2I, R upper triangular"),
     Kernel("polar", (2,), 2, "stiefel", False, "(a,) -> a (a'a)^(-1/2), the nearest Stiefel point"),
+    Kernel("stiefel_exp", (2, 2), 2, "stiefel", False,
+           "(x, u) -> [x u] expm([[A, -S], [I, A]]) [I; 0] expm(-A), A = x'u, S = u'u"),
     # symmetric matrix functions (n, n), one symmetric eigendecomposition each
     Kernel("sym_expm", (2,), 2, "square", routes=(_LAPACK_EIGH, _LAPACK_EIGH_FEW)),
     Kernel("sym_logm", (2,), 2, "square", routes=(_LAPACK_EIGH, _LAPACK_EIGH_FEW)),

@@ -65,7 +65,7 @@ def kernel_inputs(name, rng, n_items, n, p=None, cond=10.0):
     if name.startswith("stiefel_"):
         x = stiefel_point(rng, n_items, n, p)
         u = stiefel_tangent(rng, x)
-        if name in ("stiefel_proj", "stiefel_retr_polar", "stiefel_retr_qr"):
+        if name in ("stiefel_proj", "stiefel_retr_polar", "stiefel_retr_qr", "stiefel_exp"):
             return (x, u if name != "stiefel_proj" else rng.standard_normal(x.shape))
         retr = ref.stiefel_retr_polar if name.endswith("polar") else ref.stiefel_retr_qr
         return (x, retr(x, u))

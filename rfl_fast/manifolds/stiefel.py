@@ -24,43 +24,6 @@ def _sym(a):
     return 0.5 * (a + _t(a))
 
 
-#: Higham's (2005) degree-13 Pade coefficients and the 1-norm below which it needs no scaling.
-_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
-           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
-           40840800.0, 960960.0, 16380.0, 182.0, 1.0)
-_THETA13 = 5.371920351148152
-
-
-def _expm(a):
-    """Matrix exponentials of a stack ``a`` (..., n, n) of small matrices: scaling and squaring
-    of the degree-13 Pade approximant (Higham 2005, the algorithm of ``scipy.linalg.expm`` at
-    its largest degree), as matrix products over the whole stack instead of SciPy's item-by-item
-    loop. Each item is scaled by its own power of two (from its own 1-norm), so an item's result
-    does not depend on the other items of the stack."""
-    b = _PADE13
-    norm = np.max(np.sum(np.abs(a), axis=-2), axis=-1)              # 1-norm per item
-    with np.errstate(divide="ignore"):
-        scale = np.maximum(0, np.ceil(np.log2(norm / _THETA13)))
-    scale = np.where(np.isfinite(scale), scale, 0).astype(np.int64)
-    out = np.empty(np.shape(a))
-    eye = np.eye(a.shape[-1])
-    for s in np.unique(scale):                                     # one pass per scaling
-        sel = scale == s
-        x = a[sel] / 2.0 ** int(s)
-        x2 = x @ x
-        x4 = x2 @ x2
-        x6 = x4 @ x2
-        u = x @ (x6 @ (b[13] * x6 + b[11] * x4 + b[9] * x2)
-                 + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye)
-        v = x6 @ (b[12] * x6 + b[10] * x4 + b[8] * x2) + b[6] * x6 + b[4] * x4 + b[2] * x2 \
-            + b[0] * eye
-        r = np.linalg.solve(v - u, v + u)
-        for _ in range(int(s)):
-            r = r @ r
-        out[sel] = r
-    return out
-
-
 class Stiefel(Manifold):
     r"""Points ``X`` of shape ``(..., n, p)`` with :math:`X^\top X = I_p`; the embedded metric
     :math:`\langle U, V\rangle = \operatorname{tr}(U^\top V)`, tangent vectors
@@ -246,15 +209,7 @@ class Stiefel(Manifold):
         """Edelman's geodesic ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
         ``A = X'U``, ``S = U'U``."""
         x = self._point(x)
-        u = self._vector(x, u)
-        p = self.shape[1]
-        a = _t(x) @ u
-        s = _t(u) @ u
-        eye = np.broadcast_to(np.eye(p), a.shape)
-        block = np.concatenate([np.concatenate([a, -s], -1), np.concatenate([eye, a], -1)], -2)
-        e = _expm(block)[..., :, :p] @ _expm(-a)
-        out = x @ e[..., :p, :] + u @ e[..., p:, :]   # [X U] e, without forming [X U]
-        return out.astype(np.result_type(x, u), copy=False)
+        return call("stiefel_exp", x, self._vector(x, u), backend=backend)
 
     def transport(self, x: ArrayLike, y: ArrayLike, v: ArrayLike, method: str | None = None, *,
                   backend: str | None = None) -> FloatArray:

@@ -15,4 +15,5 @@
 #include "sphere.hpp"
 #include "spd.hpp"
 #include "stiefel.hpp"
+#include "stiefel_exp.hpp"
 #include "version.hpp"

@@ -13,6 +13,8 @@ their exact inverses, and the polar factor.
 * QR retraction: modified Gram-Schmidt with re-orthogonalization (twice is enough), which gives
   the positive-diagonal factor directly.
 * QR inverse: the reference's column-by-column triangular systems, NaN on an exactly zero pivot.
+* Exp: Edelman's geodesic with the reference's degree-13 Pade exponentials (``_expm_item``);
+  NaN for a non-finite item.
 """
 
 import math
@@ -24,7 +26,7 @@ from ._linalg import congruence, cross, gram, jacobi_eigh, lu_solve, svd_polar
 from ._runtime import run
 
 __all__ = ["stiefel_proj", "stiefel_retr_polar", "stiefel_inv_retr_polar", "stiefel_retr_qr",
-           "stiefel_inv_retr_qr", "polar"]
+           "stiefel_inv_retr_qr", "polar", "stiefel_exp"]
 
 _JIT = dict(cache=True, error_model="numpy")
 CHUNK = 8
@@ -332,6 +334,79 @@ def _inv_qr_chunk(x, y, out, lo, hi):
         _inv_qr_item(x[i], y[i], out[i], m, lu, rr, b)
 
 
+#: the reference's degree-13 Pade coefficients (``reference._PADE13``) and scaling threshold
+_PADE13 = np.array([64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+                    1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
+                    33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0])
+_THETA13 = 5.371920351148152
+
+
+@njit(**_JIT)
+def _expm_item(a, out):
+    """``out = expm(a)`` (m, m): the reference's scaling and squaring of the degree-13 Pade
+    approximant, the solve by Gaussian elimination with partial pivoting; NaN for a non-finite
+    ``a`` or a zero pivot."""
+    m = a.shape[0]
+    norm = 0.0
+    for j in range(m):
+        s = 0.0
+        for i in range(m):
+            s += abs(a[i, j])
+        if s > norm or s != s:
+            norm = s
+    if not np.isfinite(norm):
+        out[:] = np.nan
+        return
+    sq = int(math.ceil(math.log2(norm / _THETA13))) if norm > _THETA13 else 0
+    b = _PADE13
+    x = a * 0.5 ** sq
+    eye = np.eye(m)
+    x2 = x @ x
+    x4 = x2 @ x2
+    x6 = x4 @ x2
+    u = x @ (x6 @ (b[13] * x6 + b[11] * x4 + b[9] * x2)
+             + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye)
+    v = x6 @ (b[12] * x6 + b[10] * x4 + b[8] * x2) + b[6] * x6 + b[4] * x4 + b[2] * x2 \
+        + b[0] * eye
+    q = v - u
+    r = v + u
+    col = np.empty(m)
+    for j in range(m):                      # one column of the solve at a time
+        lu = q.copy()
+        for i in range(m):
+            col[i] = r[i, j]
+        if not lu_solve(lu, col, True, 0.0):
+            out[:] = np.nan
+            return
+        for i in range(m):
+            out[i, j] = col[i]
+    for _ in range(sq):
+        out[:] = out @ out
+
+
+@njit(**_JIT)
+def _exp_chunk(x, u, out, lo, hi):
+    p = x.shape[2]
+    a = np.empty((p, p))
+    s = np.empty((p, p))
+    block = np.empty((2 * p, 2 * p))
+    e = np.empty((2 * p, 2 * p))
+    f = np.empty((p, p))
+    for i in range(lo, hi):
+        cross(x[i], u[i], a)
+        cross(u[i], u[i], s)
+        for r in range(p):
+            for c in range(p):
+                block[r, c] = a[r, c]
+                block[r, p + c] = -s[r, c]
+                block[p + r, c] = 1.0 if r == c else 0.0
+                block[p + r, p + c] = a[r, c]
+        _expm_item(block, e)
+        _expm_item(-a, f)
+        m = np.ascontiguousarray(e[:, :p]) @ f
+        out[i] = x[i] @ m[:p] + u[i] @ m[p:]
+
+
 # ---------------------------------------------------------------- serial / parallel drivers
 
 
@@ -405,6 +480,25 @@ def _work(x, factor):
 def _tasks(x):
     """Tasks of the parallel drivers: chunks of ``CHUNK`` items."""
     return -(-x.shape[0] // CHUNK)
+
+
+@njit(**_JIT)
+def _exp_serial(x, u, out):
+    _exp_chunk(x, u, out, 0, x.shape[0])
+
+
+@njit(parallel=True, **_JIT)
+def _exp_parallel(x, u, out):
+    n_items = x.shape[0]
+    for c in prange((n_items + CHUNK - 1) // CHUNK):
+        _exp_chunk(x, u, out, c * CHUNK, min(n_items, (c + 1) * CHUNK))
+
+
+def stiefel_exp(x, u):
+    """Exponential map (Edelman's geodesic); x, u: (N, n, p)."""
+    out = np.empty_like(x)
+    run(_exp_serial, _exp_parallel, _work(x, 4), _tasks(x), x, u, out)
+    return out
 
 
 def stiefel_proj(x, u):
