@@ -22,6 +22,8 @@ def _theta_ratio(u):
     """``theta = acosh(u)`` and ``theta / sinh(theta)`` (-> 1 as theta -> 0), for u >= 1."""
     th = np.arccosh(np.maximum(u, 1.0))
     small = th < 1e-6
+    if not small.any():                  # the common case: the same numbers, 3 calls fewer
+        return th, th / np.sinh(th)
     sh = np.sinh(np.where(small, 1.0, th))
     return th, np.where(small, 1.0 - th * th / 6.0, th / sh)
 
