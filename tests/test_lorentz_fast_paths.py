@@ -99,6 +99,9 @@ def test_hyperbolic_rgrad_is_the_sum_of_sample_gradients():
     x = M.random_point(3, rng=rng)
     x[1] = y[1, 5]                                            # on a target: theta = 0
     g = P.rgrad(np.arange(3), x)
+    # the one-span branch (every client in order) is the blocked branch's arithmetic
+    assert np.array_equal(P.rgrad(np.array([1, 2]), x[1:]), g[1:])
+    assert np.array_equal(P.rgrad(np.array([2, 0]), x[[2, 0]]), g[[2, 0]])
     for i in range(3):
         want = P.sample_rgrads(i, x[i]).mean(axis=0)
         assert np.max(np.abs(g[i] - want)) <= 1e-13 * max(1.0, np.max(np.abs(want)))
