@@ -56,8 +56,11 @@ def test_one_projection_is_the_composed_direction(method, with_coef, stacked_anc
     assert np.array_equal(g, g0) and np.array_equal(v, v0)       # inputs not written
     # horizontal at Y, as a direction of the polar step must be
     assert np.max(np.abs(np.swapaxes(y, -1, -2) @ got)) <= 100 * EPS * scale
-    # without a scratch buffer: the same numbers
+    # without a scratch buffer, and into a given one: the same numbers
     assert np.array_equal(M._corrected_direction(x, y, g, v, c, method), got)
+    buf = np.full_like(y, np.nan)
+    into = M._corrected_direction(x, y, g, v, c, method, scratch, buf)
+    assert into is buf and np.array_equal(into, got)
 
 
 def test_one_projection_refuses_a_right_angle_as_inv_retr_does():

@@ -274,7 +274,7 @@ class RFedSVRG(_RetractionBased):
         x = np.array(stacked(x1, k), order="C")   # not order K: a broadcast's copy would
         # keep the stride-0 axis innermost ((8, 8 n p, 8 n)-like strides), slowing every pass
         direction, grad = self._one_projection(problem, transport, diff, x_t)
-        scratch = None
+        scratch = buf = None
         for step in range(1, self.local_steps + 1):
             if self.client_option == 2:
                 hit = pick == step
@@ -283,9 +283,9 @@ class RFedSVRG(_RetractionBased):
                 break
             if direction is not None:               # the same direction, one projection
                 if scratch is None:
-                    scratch = np.empty_like(x)
-                d = direction(x_t, x, grad(idx, x), diff, coef, method, scratch)
-                d *= -eta
+                    scratch, buf = np.empty_like(x), np.empty_like(x)
+                d = direction(x_t, x, grad(idx, x), diff, coef, method, scratch, buf)
+                d *= -eta                  # buf: free again once the retraction has read it
             else:
                 v = diff if coef is None else diff - coef[expand] * M.inv_retr(x_t, x, method)
                 d = problem.rgrad(idx, x) - M.transport(x_t, x, v, transport)

@@ -236,7 +236,8 @@ class Grassmann(Manifold):
                  + a @ ((np.cos(pair.theta) - 1.0)[..., :, None] * atv))
         return (w @ pair.rotation()).astype(dtype, copy=False)
 
-    def _corrected_direction(self, x, y, g, v, coef=None, method="polar", scratch=None):
+    def _corrected_direction(self, x, y, g, v, coef=None, method="polar", scratch=None,
+                             out=None):
         """``proj_Y(G) - T_{X -> Y}(V - c R^-1_X(Y))`` with the projection transport, in one
         projection (RFedSVRG's and 2BB's local direction, ``svrg.py``; private: float64
         C-contiguous arrays the caller built, no argument checks).
@@ -265,11 +266,15 @@ class Grassmann(Manifold):
             The inverse retraction of the term (``"polar"``, ``"qr"`` or ``"exp"``).
         scratch : ndarray, shape (k, n, p), optional
             A buffer the call may overwrite (saves one allocation per call).
+        out : ndarray, shape (k, n, p), optional
+            Where to write the result (another buffer than ``scratch``); a new array when
+            omitted. A fresh array of this size costs its page faults each time: the local
+            steps reuse two buffers.
 
         Returns
         -------
         ndarray, shape (k, n, p)
-            A new array (``scratch`` is not returned).
+            ``out`` or a new array (never ``scratch``).
         """
         pair = _Pair(x, y)
         if coef is not None:
@@ -282,7 +287,9 @@ class Grassmann(Manifold):
                 w += v
         else:
             w = v
-        out = w @ pair.rotation()                              # W Q
+        if out is not None and out.shape != y.shape:
+            out = None
+        out = np.matmul(w, pair.rotation(), out=out)           # W Q
         np.subtract(g, out, out=out)                           # G - W Q
         t = _t(y) @ out
         buf = scratch if scratch is not None and scratch.shape == out.shape else None
