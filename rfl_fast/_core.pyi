@@ -73,6 +73,11 @@ def pca_grad_sum(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, xt: _Array
                  tau: float, c: float, clipped: bool, threads: int = 1,
                  scale: _ArrayLike | None = None) -> tuple[_Array, _Array]: ...
 
+# Brockett's clipped per-sample gradient sums (rfl_fast.problems.Brockett): a (M, d, d),
+# rows (k, b), x (k, d, p), h (p,) -> ((k, d, p), trusted)
+def brockett_clipped_sum(a: _ArrayLike, rows: _ArrayLike, x: _ArrayLike, h: _ArrayLike,
+                         tau: float, threads: int = 1) -> tuple[_Array, bool]: ...
+
 # RFedAvg's (and, with offset (k, d, r), RFedSVRG's) local steps on kPCA (rfl_fast.problems):
 # x0 (k, d, r), scale (k,) -> (k, d, r)
 def pca_local_steps(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, x0: _ArrayLike,

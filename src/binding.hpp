@@ -215,6 +215,7 @@ void register_stiefel_qr(py::module_& m);
 void register_spd(py::module_& m);
 void register_vectors(py::module_& m);
 void register_pca(py::module_& m);
+void register_brockett(py::module_& m);
 
 // The Stiefel batch loops pca_local_steps reuses (stiefel_polar.cpp, stiefel_qr.cpp): N items
 // (n, p) of x and u (y) into o, as in stiefel_proj, stiefel_retr_polar, stiefel_inv_retr_polar

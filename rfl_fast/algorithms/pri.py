@@ -99,15 +99,17 @@ class PriState:
     x_out: np.ndarray | None = None
 
 
-def _add_noise(M, d, x, sig, noisy, ctx):
+def _add_noise(M, d, x, sig, noisy, ctx, streams=None):
     """``d[j] += N_x(0, sig_j^2)`` for the participants at positions ``noisy`` (those with
     ``sig_j > 0``), in place: one batched ``tangent_gaussian`` whose row ``j`` comes from
     participant ``j``'s own stream. When every participant is noisy (the usual case) no
-    ``(k, ...)`` copies of ``x`` and ``d`` are gathered and scattered back: the same sums."""
+    ``(k, ...)`` copies of ``x`` and ``d`` are gathered and scattered back: the same sums.
+    ``streams``: every participant's ``ctx.rng.streams()``, made once for a round's steps
+    (it holds the generators, no draws: the same numbers as one made per step)."""
     if not noisy.size:
         return
     if noisy.size == sig.size:
-        np.add(d, M.tangent_gaussian(x, sig, rng=ctx.rng.streams()), out=d)
+        np.add(d, M.tangent_gaussian(x, sig, rng=streams or ctx.rng.streams()), out=d)
     else:
         d[noisy] += M.tangent_gaussian(x[noisy], sig[noisy], rng=ctx.rng.streams(noisy))
 
@@ -479,7 +481,7 @@ class PriRFed(FederatedAlgorithm):
         trainer = self._dp_rsgd if self.local == "DP-RSGD" else self._dp_rsvrg
         return {"x": trainer(problem, idx, msg["x"], self._plan(), ctx)}, cstate, memo
 
-    def _private_direction(self, problem, idx, x, batch, counts, sig, ctx):
+    def _private_direction(self, problem, idx, x, batch, counts, sig, ctx, streams=None):
         """The clip -> noise transform of one DP-RSGD step, for every participant ``j`` at
         once: ``(1/b_j) sum_{p in B_j} clip_tau(grad f_ip(x_j)) + N_x(0, sigma_j^2)`` (no draws
         where ``sigma_j = 0``; ``tau = inf``: the plain mean). ``batch``: None (all samples),
@@ -492,7 +494,7 @@ class PriRFed(FederatedAlgorithm):
         else:
             d = problem.clipped_rgrad_sum(idx, x, tau, batch)
             d /= np.asarray(counts, dtype=np.float64)[(...,) + (None,) * M.core_ndim]
-        _add_noise(M, d, x, sig, np.flatnonzero(sig > 0), ctx)
+        _add_noise(M, d, x, sig, np.flatnonzero(sig > 0), ctx, streams)
         return d
 
     def _draw_batches(self, sizes, b, ctx):
@@ -514,9 +516,10 @@ class PriRFed(FederatedAlgorithm):
         sig = plan.sigma[idx]
         x = stacked(x_t, k)
         path = [x] if self.output_option == 2 else None
+        streams = ctx.rng.streams() if (sig > 0).all() else None
         for _ in range(self.local_steps):
             batch = self._draw_batches(sizes, b, ctx)
-            d = self._private_direction(problem, idx, x, batch, b, sig, ctx)   # clip, noise
+            d = self._private_direction(problem, idx, x, batch, b, sig, ctx, streams)
             x = M.retr(x, -eta * d, method)                                      # step
             if path is not None:
                 path.append(x)
@@ -541,20 +544,27 @@ class PriRFed(FederatedAlgorithm):
         gens = ctx.rng.generators()
         sig = plan.sigma[idx]
         noisy = np.flatnonzero(sig > 0)
+        streams = ctx.rng.streams() if noisy.size == k else None
         xs = stacked(x_t, k)
         path = [] if self.output_option == 2 else None
+        both = np.concatenate([idx, idx])
+        n_list = sizes.tolist()
         for _ in range(K):
             g = problem.clipped_rgrad_sum(idx, xs, tau) / sizes[per_item]   # full clipped mean
             x = xs
             for _ in range(m):
                 if path is not None:
                     path.append(x)
-                sel = np.fromiter(map(np.random.Generator.integers, gens, sizes.tolist()),
+                sel = np.fromiter(map(np.random.Generator.integers, gens, n_list),
                                   dtype=np.int64, count=k)[:, None]   # gen.integers(N_j)
-                a = problem.clipped_rgrad_sum(idx, x, tau, sel)
-                v = problem.clipped_rgrad_sum(idx, xs, tau, sel) - g
+                # the picked sample's clipped term at x and at xs: one call on 2k rows (each
+                # row's sum is its own, as in a call of its own)
+                av = problem.clipped_rgrad_sum(both, np.concatenate([x, xs]), tau,
+                                               np.concatenate([sel, sel]))
+                a, v = av[:k], av[k:]
+                v -= g
                 d = a - M.transport(xs, x, v, transport)                    # clipped
-                _add_noise(M, d, x, sig, noisy, ctx)                        # noise
+                _add_noise(M, d, x, sig, noisy, ctx, streams)               # noise
                 x = M.retr(x, -eta * d, method)                              # step
             xs = x
         if path is None:

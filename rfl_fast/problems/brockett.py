@@ -1,11 +1,14 @@
 """The Brockett cost on the Stiefel manifold (Huang et al. 2025, MBCFSti)."""
 
+import math
+
 import numpy as np
 
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
 from ..errors import InvalidParameterError
+from ..kernels import _dispatch
 from ..manifolds import Stiefel
-from ..privacy.clipping import clip_factors
+from ..privacy.clipping import _TAU, clip_factors
 from ._clients import batch_rows, pack_clients
 from ._numerics import extreme_eigh
 from .base import Problem, QuadraticRows
@@ -20,6 +23,14 @@ def _t(a):
 #: clipped sums: |P_X G|^2 = |G|^2 - |sym(X'G)|^2 is trusted where it keeps a quarter of |G|^2
 #: and the squares are in range (no overflow, no underflow)
 _TRUST, _LO, _HI = 0.25, 1e-280, 1e280
+
+
+def _compiled_sum():
+    """``_core.brockett_clipped_sum`` (``rfl/brockett.hpp``) where the backend in force may take
+    the C++ core (``"auto"``, ``"cpp"``) and the extension has it, else ``None``."""
+    if _dispatch.get_backend() not in ("auto", "cpp"):
+        return None
+    return getattr(_dispatch.load("cpp"), "brockett_clipped_sum", None)
 
 
 class Brockett(Problem):
@@ -148,13 +159,28 @@ class Brockett(Problem):
                           batch: ArrayLike | None = None) -> FloatArray:
         """All selected samples at once: ``g = P_X(2 A_ij X H)`` (the terms of
         :meth:`sample_rgrads`), clipped by their norms and summed per client (segment sums).
-        Per-client batch sizes (a list) go the default way."""
+        Per-client batch sizes (a list) go the default way. Equal batches (every client's
+        samples, or ``(k, b)`` picks) with a finite ``tau`` take the compiled pass
+        (``_core.brockett_clipped_sum``, ``rfl/brockett.hpp``: each sample's ``G_j``, norm, clip
+        factor and term while it is in cache) where the backend in force allows the C++ core;
+        its rule is :meth:`_clipped_blocks`', whose NumPy form answers the calls with a sample
+        that rule does not trust (so a non-finite norm is refused as there, naming the
+        sample)."""
         if not (batch is None or isinstance(batch, np.ndarray)):
             return super().clipped_rgrad_sum(idx, x, tau, batch)
         idx = self._clients(idx)
         x = self._points(idx, x)
         blocks = self._blocks(idx, batch)
         if blocks is not None:
+            tau = _TAU(tau, "tau")
+            fn = _compiled_sum()
+            if fn is not None and math.isfinite(tau):
+                k, b = idx.size, blocks[1]
+                rows = (np.arange(k * b) if isinstance(blocks[0], slice) else blocks[0])
+                out, trusted = fn(self._flat, rows.reshape(k, b), x, self.h, tau,
+                                  _dispatch.get_threads())
+                if trusted:
+                    return out
             return self._clipped_blocks(x, tau, self._flat[blocks[0]], blocks[1])
         rows, seg, starts, _ = self._select(idx, batch)
         xs = x[seg]
@@ -179,15 +205,18 @@ class Brockett(Problem):
         sym = s + _t(s)
         sym *= 0.5
         flat = g.reshape(k, b, d * p)
-        g2 = np.einsum("kbi,kbi->kb", flat, flat)
-        n2 = g2 - np.einsum("kbij,kbij->kb", sym, sym)
-        with np.errstate(invalid="ignore"):
+        # an overflowing sample's squares are inf (and inf - inf NaN): not trusted, and its
+        # norm below not finite, which clip_factors refuses naming the sample
+        with np.errstate(over="ignore", invalid="ignore"):
+            g2 = np.einsum("kbi,kbi->kb", flat, flat)
+            n2 = g2 - np.einsum("kbij,kbij->kb", sym, sym)
             trusted = (n2 >= _TRUST * g2) & (g2 > _LO) & (g2 < _HI)
         norms = np.sqrt(np.where(trusted, n2, 0.0))
         slow = None if trusted.all() else np.nonzero(~trusted)
         if slow is not None:    # the explicit projection (and its norm) of the others
-            gs = g[slow] - np.matmul(x[slow[0]], sym[slow])
-            norms[slow] = np.sqrt(np.einsum("nij,nij->n", gs, gs))
+            with np.errstate(over="ignore", invalid="ignore"):
+                gs = g[slow] - np.matmul(x[slow[0]], sym[slow])
+                norms[slow] = np.sqrt(np.einsum("nij,nij->n", gs, gs))
         coef = clip_factors(norms, tau)
         cs = None
         if slow is not None:
