@@ -220,3 +220,28 @@ def test_product_equality_and_norms_without_overflow():
     b = rf.Product(rf.Euclidean(1), rf.Euclidean(1))
     u = np.array([1.2e154, 1.3e154])                 # squares 1.44e308, 1.69e308
     assert b.norm(np.zeros(2), u) == pytest.approx(np.sqrt(1.44 + 1.69) * 1e154, rel=1e-15)
+
+
+@pytest.mark.parametrize("scale", [0.0, 1e-9, 1e-2, 0.7, 3.0])
+@pytest.mark.parametrize("rank", [3, 1])
+def test_grassmann_exp_is_the_thin_svd_formula(scale, rank):
+    """``exp`` from ``U'U``'s eigendecomposition (``X C + U D``, ``D = B sinc(S) B'``) against
+    the textbook thin-SVD form ``X B cos(S) B' + A sin(S) B'`` (then the same Newton-Schulz
+    step): equal to rounding for tiny, moderate, beyond-pi and rank-deficient steps (the
+    eigenvalues' absolute rounding eps |U|^2 moves cos and sinc, even in S, by rounding only;
+    the angle's own rounding, eps |S|, bounds both forms' agreement), and orthonormal."""
+    M = rf.Grassmann(11, 3)
+    rng = np.random.default_rng(5)
+    x = M.random_point(4, rng=rng)
+    g = rng.standard_normal((4, 11, rank)) @ rng.standard_normal((4, rank, 3))
+    u = M.proj(x, g)
+    u *= scale / max(np.max(np.linalg.norm(u, axis=(-2, -1))), 1e-300)
+    a, sig, bt = np.linalg.svd(u, full_matrices=False)
+    y = (x @ (_t(bt) * np.cos(sig)[..., None, :]) + a * np.sin(sig)[..., None, :]) @ bt
+    want = 1.5 * y - 0.5 * y @ (_t(y) @ y)
+    got = M.exp(x, u)
+    assert np.max(np.abs(got - want)) <= 64 * EPS * (1.0 + scale)
+    assert np.max(np.abs(_t(got) @ got - np.eye(3))) <= 16 * EPS
+    # broadcasting of one point against a stack, both ways, and float32 in float32 out
+    assert np.allclose(M.exp(x[0], u[:1])[0], got[0], rtol=0, atol=64 * EPS * (1 + scale))
+    assert M.exp(x.astype(np.float32), u.astype(np.float32)).dtype == np.float32
