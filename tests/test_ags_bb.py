@@ -311,3 +311,17 @@ def test_bad_input_at_run_time_raises_before_any_work():
     assert r.algorithm.p.tolist() == [0.5] * 4
     r = run(P, RFedAGS(0.1, 1, aggregation="AP"), 1, participation=Full(), seed=0)
     assert r.algorithm.p.tolist() == [1.0] * 4
+
+
+@pytest.mark.parametrize("M", [rf.Lorentz(4), rf.Sphere(6), rf.SPD(3), rf.Grassmann(7, 2),
+                               rf.Stiefel(7, 2)], ids=lambda M: type(M).__name__)
+def test_2bb_correction_inner_of_one_point_against_the_stack(M):
+    """2BB's ``<s, y_i>`` takes the server point and ``s`` unbroadcast against the clients'
+    stack (the manifolds broadcast leading axes): bit for bit the broadcast form's numbers."""
+    rng = np.random.default_rng(0)
+    x = M.random_point(rng=rng)
+    xs = np.broadcast_to(x, (5,) + M.shape)
+    s = M.random_tangent(x, rng=rng)
+    y = M.random_tangent(np.ascontiguousarray(xs), rng=rng)
+    want = np.asarray(M.inner(xs, np.broadcast_to(s, xs.shape), y))
+    assert np.array_equal(np.asarray(M.inner(x, s, y)), want) and want.shape == (5,)

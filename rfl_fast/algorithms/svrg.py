@@ -169,16 +169,23 @@ class RFedSVRG(_RetractionBased):
         return {"x": state.x}
 
     def server_prepare(self, problem, state, idx, upload, ctx):
-        if self._pooled_exchange(problem, idx):               # see the module docstring
-            g = np.asarray(problem.grad(state.x), dtype=float)
-        else:
-            g = np.tensordot(participant_weights(problem, idx), upload["grad"], axes=1)
+        g = self._gathered(problem, state, idx, upload)
         return replace(state, g=g), {"g": g}
 
+    def _gathered(self, problem, state, idx, upload):
+        """``g_t`` from the prepare exchange's uploads (or the pooled gradient)."""
+        if self._pooled_exchange(problem, idx):               # see the module docstring
+            return np.asarray(problem.grad(state.x), dtype=float)
+        return np.tensordot(participant_weights(problem, idx), upload["grad"], axes=1)
+
     def server_update(self, problem, state, idx, upload, ctx):
+        return replace(state, **self._updated(problem, state, idx, upload, ctx)), None
+
+    def _updated(self, problem, state, idx, upload, ctx):
+        """The fields of the state that the round's aggregation changes (one ``replace`` for
+        the subclasses' fields too: it costs ~10 us per call)."""
         x = self._aggregate(problem, state.x, idx, upload["x"])
-        x_out = x if ctx.round + 1 == state.pick else state.x_out
-        return replace(state, x=x, x_out=x_out), None
+        return {"x": x, "x_out": x if ctx.round + 1 == state.pick else state.x_out}
 
     def output(self, problem, state):
         return state.x_out if self.global_option == 2 else state.x

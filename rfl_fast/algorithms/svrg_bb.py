@@ -137,20 +137,19 @@ class RFedSVRG2BB(RFedSVRG):
         return float("nan")
 
     def server_prepare(self, problem, state, idx, upload, ctx):
-        state, msg = super().server_prepare(problem, state, idx, upload, ctx)
+        g = self._gathered(problem, state, idx, upload)
         M = problem.manifold
-        s, ss, sy = self._pair(M, state, state.g)
+        s, ss, sy = self._pair(M, state, g)
         B = sy / ss if (ss > 0 and sy > 0) else 0.0
         eta = self._step_of_round(state.x_prev is None, ss, sy)
-        msg = {**msg, "s": s, "B": _scalar(B)}
+        msg = {"g": g, "s": s, "B": _scalar(B)}
         if not np.isnan(eta):
             msg["eta"] = _scalar(eta)
-        return replace(state, B=B, eta=eta), msg
+        return replace(state, g=g, B=B, eta=eta), msg
 
-    def server_update(self, problem, state, idx, upload, ctx):
-        x_prev, g_prev = state.x, state.g
-        state, fmsg = super().server_update(problem, state, idx, upload, ctx)
-        return replace(state, x_prev=x_prev, g_prev=g_prev), fmsg
+    def _updated(self, problem, state, idx, upload, ctx):
+        return {**super()._updated(problem, state, idx, upload, ctx), "x_prev": state.x,
+                "g_prev": state.g}
 
     # ------------------------------------------------------------------ clients
     def client_prepare(self, problem, idx, msg, cstate, ctx):
@@ -191,9 +190,8 @@ class RFedSVRG2BB(RFedSVRG):
         if B <= 0.0:
             return None                                  # t = 0 or <s,y> <= 0: first order
         s = msg["s"]
-        xs = np.broadcast_to(x_t, memo["y"].shape)
         ss = float(M.inner(x_t, s, s))
-        sy_i = np.asarray(M.inner(xs, np.broadcast_to(s, xs.shape), memo["y"]))
+        sy_i = np.asarray(M.inner(x_t, s, memo["y"]))   # one point against the stack: (k,)
         coef = np.where(sy_i > 0, B - sy_i / ss, 0.0)    # B - B_i, or 0 (first order)
         return coef if coef.any() else None             # of xi = R^-1_{x_t}(x)
 
