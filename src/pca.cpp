@@ -11,6 +11,7 @@
 #include "binding.hpp"
 #include "rfl/blas.hpp"
 #include "rfl/pca.hpp"
+#include "rfl/sphere.hpp"
 
 namespace {
 
@@ -167,24 +168,19 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 
 // ---------------------------------------------------------------- fused local steps (kPCA)
 
-// The fused local steps (pca_local_steps): the arithmetic of rfl::pca::local_steps (the header's
-// one-client loop, what a C++ user calls) for many clients, through the very functions the
-// batched route calls (pca_units on each 512-row chunk, the Stiefel loops for the projection
-// and the retraction), so RFedAvg's iterates are the batched route's bit for bit; here clients
-// may step in lockstep groups (pca_local_steps_group). The terms an algorithm adds:
-// `offset` (d x r, or nullptr): subtracted from each step's Euclidean gradient before the
-// projection (RFedSVRG). `anchor` (d x r, or nullptr): RFedProx's proximal term, the direction
-// P_X(G) - mu R_X^{-1}(anchor) with the inverse polar retraction of the batched kernel
-// (stiefel_inv_retr_polar; NaN where it has no solution, which the next retraction carries into
-// X). `sum` (d x r, or nullptr): the client's step directions (before the factor -eta) summed
-// over its steps, RFedAGS's gradient stream; the last step's retraction is then skipped (X is
-// left at the last point whose gradient was taken). `ambient` (d x r, or nullptr; it starts at
-// X): RFedProj's steps instead, in the ambient space and projected back,
-// zhat <- zhat - eta (P_X(G) + drift), X <- polar(zhat). `coef` (with `anchor`, in place of
-// mu's term): RFedSVRG-2BB's second-order correction, the direction
-// P_X(G + coef R_anchor^{-1}(X)) (G with the offset subtracted). `h` (r, or nullptr): the
-// client's rows are instead its symmetric d x d matrix A (the Brockett cost, kPCA from Gram
-// matrices) and the gradient is s A X diag(h).
+// The fused local steps (pca_local_steps): the header's loop rfl::pca::local_steps (a group of
+// clients in lockstep, what a C++ user calls with one) with this extension's operations: each
+// client's rows in 512-row chunks through pca_units (summed in order, as the batched
+// pca_grad_sum), or its matrix through gram_rows, and the group's projection, retraction,
+// inverse retraction and nearest-point projection in single batch calls of the Stiefel loops
+// (p = 5: their 8-item lanes), which give each item the bits of a call of its own; so RFedAvg's
+// iterates are the batched route's bit for bit. The terms an algorithm adds are the header's
+// rfl::pca::Terms (offset: RFedSVRG; anchor, mu: RFedProx; coef: RFedSVRG-2BB; sum: RFedAGS's
+// stream; ambient, drift: RFedProj). `h` (r, or nullptr): the client's rows are instead its
+// symmetric d x d matrix A (the Brockett cost, kPCA from Gram matrices) and the gradient is
+// s A X diag(h). `geodesic` (r = 1, the sphere S^(d-1) on its points as d x 1 matrices): the
+// retraction and its inverse are the sphere's Exp and Log (rfl/sphere.hpp) instead of the polar
+// pair; the projection (u - x x'u) and the nearest point (x/|x|) are the Stiefel loops' at p = 1.
 struct LocalSteps {
     const double* pz;
     const std::int64_t* po;
@@ -192,17 +188,11 @@ struct LocalSteps {
     std::size_t d;
     int r;
     const double* ps;
-    const double* poff;  // (k, d, r) or nullptr
-    const double* anchor;  // (d, r) or nullptr
-    double mu;
     double eta;
     int steps;
-    double* sum;  // (k, d, r) or nullptr: each client's directions summed (its last step's
-                  // retraction then skipped)
-    double* ambient;  // (k, d, r) or nullptr: RFedProj's ambient iterates (from x0)
-    const double* drift;  // (k, d, r) or nullptr: RFedProj's drift corrections (with ambient)
-    const double* coef;  // (k,) or nullptr: RFedSVRG-2BB's correction weights (with anchor)
+    rfl::pca::Terms terms;  // per-client arrays for all k clients, from client 0
     const double* h;  // (r,) or nullptr: the rows are each client's d x d matrix
+    bool geodesic;    // r = 1: the sphere's Exp / Log in place of the polar pair
 };
 
 // St (r x d) = (A X diag(h))' = diag(h) X' A for the symmetric A (d x d, row-major) and X
@@ -221,120 +211,62 @@ RFL_CLONES void gram_rows(const double* A, std::size_t d, int r, const double* X
     }
 }
 
-// Clients j0 .. j0 + g - 1 in lockstep (their points contiguous at X): each step forms every
-// client's Euclidean gradient (its rows in 512-row chunks through pca_units, summed in order, as
-// the batched pca_grad_sum; or its matrix through gram_rows), then projects, adds the terms and
-// retracts the group in single batch calls of the Stiefel loops (p = 5: their 8-item lanes),
-// which give each item the bits of a call of its own. Large clients go one at a time (g = 1), so
-// a client's rows stay in cache over its steps; small ones (rows of at most kSmallClientBytes, a
-// group's in L2) in groups of kGroup, where one item's retraction would cost more than its
-// gradient.
+// Clients j0 .. j0 + g - 1 in lockstep (their points contiguous at X) through the header's
+// loop. Large clients go one at a time (g = 1), so a client's rows stay in cache over its
+// steps; small ones (rows of at most kSmallClientBytes, a group's in L2) in groups of kGroup,
+// where one item's retraction would cost more than its gradient.
 constexpr std::size_t kGroup = 8;
 //! Rows bytes per client up to which clients step in groups.
 constexpr std::size_t kSmallClientBytes = 64 * 1024;
 
 void pca_local_steps_group(const LocalSteps& a, std::size_t j0, std::size_t g, double* X) {
-    const std::size_t d = a.d, item = static_cast<std::size_t>(a.r) * d, all = g * item;
+    const std::size_t d = a.d, item = static_cast<std::size_t>(a.r) * d;
     const int n = static_cast<int>(d), r = a.r;
     std::size_t nc_max = 1;  // chunks of the largest client (rows form)
     if (a.h == nullptr)
-        for (std::size_t c = 0; c < g; ++c) {
-            const std::size_t m = static_cast<std::size_t>(a.po[a.pi[j0 + c] + 1] -
-                                                           a.po[a.pi[j0 + c]]);
-            nc_max = std::max(nc_max, (m + rfl::pca::kChunkRows - 1) / rfl::pca::kChunkRows);
-        }
-    const bool terms = a.anchor != nullptr;
-    std::vector<double> buf(2 * item + (nc_max > 1 ? nc_max * item : 0) + 3 * all +
-                            (terms ? 2 * all : 0) + (a.coef != nullptr ? all : 0));
-    double* Xt = buf.data();
-    double* St = Xt + item;
-    double* partials = St + item;
-    double* G = partials + (nc_max > 1 ? nc_max * item : 0);
-    double* U = G + all;
-    double* Y = U + all;
-    double* pull = Y + all;
-    double* anc = pull + (terms ? all : 0);
-    double* corrected = anc + (terms ? all : 0);
-    if (terms)
-        for (std::size_t c = 0; c < g; ++c) std::copy(a.anchor, a.anchor + item, anc + c * item);
-    double* sum = a.sum == nullptr ? nullptr : a.sum + j0 * item;
-    double* zhat = a.ambient == nullptr ? nullptr : a.ambient + j0 * item;
-    const double* drift = a.drift == nullptr ? nullptr : a.drift + j0 * item;
-    const double* off = a.poff == nullptr ? nullptr : a.poff + j0 * item;
+        for (std::size_t c = 0; c < g; ++c)
+            nc_max = std::max(nc_max, rfl::pca::chunk_count(static_cast<std::size_t>(
+                                          a.po[a.pi[j0 + c] + 1] - a.po[a.pi[j0 + c]])));
+    rfl::pca::Terms t = a.terms;  // the group's slices of the per-client arrays
+    const auto at = [&](auto* p) { return p == nullptr ? nullptr : p + j0 * item; };
+    t.offset = at(t.offset);
+    t.sum = at(t.sum);
+    t.ambient = at(t.ambient);
+    t.drift = at(t.drift);
+    t.coef = t.coef == nullptr ? nullptr : t.coef + j0;
+    std::vector<double> work(rfl::pca::local_steps_work_size(g, d, r, t) + item +
+                             (nc_max > 1 ? nc_max * item : 0));
+    double* Xt = work.data() + (work.size() - item - (nc_max > 1 ? nc_max * item : 0));
+    double* partials = Xt + item;
     const rfl::pca::Weight plain{false, INFINITY, 1.0};
-    for (int step = 0; step < a.steps; ++step) {
-        for (std::size_t c = 0; c < g; ++c) {  // the Euclidean gradients
-            const std::size_t j = j0 + c;
-            const std::int64_t lo = a.po[a.pi[j]], hi = a.po[a.pi[j] + 1];
-            const std::size_t m = static_cast<std::size_t>(hi - lo);
-            const double* Xc = X + c * item;
-            if (a.h != nullptr) {
-                gram_rows(a.pz + lo * d, d, r, Xc, a.h, St);
-            } else {
-                for (std::size_t i = 0; i < d; ++i)
-                    for (int l = 0; l < r; ++l) Xt[l * d + i] = Xc[i * r + l];
-                const std::size_t nc = std::max<std::size_t>(
-                    1, (m + rfl::pca::kChunkRows - 1) / rfl::pca::kChunkRows);
-                for (std::size_t q = 0; q < nc; ++q) {
-                    const std::size_t first = q * rfl::pca::kChunkRows;
-                    PcaUnit unit{0, 0,
-                                 static_cast<std::int64_t>(
-                                     std::min(m, first + rfl::pca::kChunkRows) - first),
-                                 nc == 1 ? St : partials + q * item, 0.0};
+    const auto N = [](std::size_t m) { return static_cast<py::ssize_t>(m); };
+    rfl::pca::local_steps(
+        g, d, r, X, a.ps + j0, a.eta, a.steps, t, work.data(),
+        [&](std::size_t c, const double* Xc, double* St) {  // the Euclidean gradient's St
+            const std::int64_t lo = a.po[a.pi[j0 + c]], hi = a.po[a.pi[j0 + c] + 1];
+            if (a.h != nullptr) return gram_rows(a.pz + lo * d, d, r, Xc, a.h, St);
+            rfl::pca::rows_gradient(
+                a.pz + lo * d, static_cast<std::size_t>(hi - lo), d, r, Xc, Xt, St, partials,
+                [&](const double* rows, std::size_t count, const double* xt, double* Sc) {
+                    PcaUnit unit{0, 0, static_cast<std::int64_t>(count), Sc, 0.0};
                     std::atomic<std::size_t> next{0};
-                    pca_units(&unit, 1, &next, a.pz + (lo + static_cast<std::int64_t>(first)) * d,
-                              d, Xt, r, plain);
-                }
-                if (nc > 1) {
-                    std::fill(St, St + item, 0.0);
-                    for (std::size_t q = 0; q < nc; ++q)
-                        for (std::size_t e = 0; e < item; ++e) St[e] += partials[q * item + e];
-                }
-            }
-            double* Gc = G + c * item;
-            const double s = a.ps[j];
-            if (off == nullptr) {
-                for (std::size_t i = 0; i < d; ++i)
-                    for (int l = 0; l < r; ++l) Gc[i * r + l] = s * St[l * d + i];
-            } else {
-                const double* oc = off + c * item;
-                for (std::size_t i = 0; i < d; ++i)
-                    for (int l = 0; l < r; ++l)
-                        Gc[i * r + l] = s * St[l * d + i] - oc[i * r + l];
-            }
-        }
-        const py::ssize_t N = static_cast<py::ssize_t>(g);
-        if (a.coef != nullptr) {  // 2BB: P_X(G + c R_anchor^{-1}(X)), one projection
-            stiefel_inv_retr_polar_loop(anc, X, pull, N, n, r);
-            for (std::size_t c = 0; c < g; ++c) {
-                const double cj = a.coef[j0 + c];
-                for (std::size_t e = c * item; e < (c + 1) * item; ++e)
-                    corrected[e] = G[e] + cj * pull[e];
-            }
-            stiefel_proj_loop(X, corrected, U, N, n, r);
-        } else {
-            stiefel_proj_loop(X, G, U, N, n, r);
-        }
-        if (terms && a.coef == nullptr) {  // RFedProx: - mu R_X^{-1}(anchor)
-            stiefel_inv_retr_polar_loop(X, anc, pull, N, n, r);
-            for (std::size_t e = 0; e < all; ++e) U[e] -= a.mu * pull[e];
-        }
-        if (sum != nullptr)
-            for (std::size_t e = 0; e < all; ++e) sum[e] += U[e];
-        for (std::size_t e = 0; e < all; ++e) U[e] = -a.eta * U[e];
-        if (zhat != nullptr) {  // RFedProj: zhat <- zhat - eta (P_X(G) + drift)
-            if (drift == nullptr)
-                for (std::size_t e = 0; e < all; ++e) zhat[e] += U[e];
-            else
-                for (std::size_t e = 0; e < all; ++e) zhat[e] += U[e] - a.eta * drift[e];
-        }
-        if (sum != nullptr && step + 1 == a.steps) break;  // the last retraction: not needed
-        if (zhat != nullptr)
-            stiefel_polar_loop(zhat, Y, N, n, r);
-        else
-            stiefel_retr_polar_loop(X, U, Y, N, n, r);
-        std::copy(Y, Y + all, X);
-    }
+                    pca_units(&unit, 1, &next, rows, d, xt, r, plain);
+                });
+        },
+        [&](const double* x, const double* u, double* o, std::size_t m) {
+            stiefel_proj_loop(x, u, o, N(m), n, r);
+        },
+        [&](const double* x, const double* u, double* y, std::size_t m) {
+            if (!a.geodesic) return stiefel_retr_polar_loop(x, u, y, N(m), n, r);
+            for (std::size_t c = 0; c < m; ++c)
+                rfl::sphere::exp(x + c * d, u + c * d, y + c * d, d);
+        },
+        [&](const double* x, const double* y, double* o, std::size_t m) {
+            if (!a.geodesic) return stiefel_inv_retr_polar_loop(x, y, o, N(m), n, r);
+            for (std::size_t c = 0; c < m; ++c)
+                rfl::sphere::log(x + c * d, y + c * d, o + c * d, d);
+        },
+        [&](const double* z, double* y, std::size_t m) { stiefel_polar_loop(z, y, N(m), n, r); });
 }
 
 void pca_local_units(const LocalSteps& a, std::size_t k, std::size_t group, double* px,
@@ -345,12 +277,27 @@ void pca_local_units(const LocalSteps& a, std::size_t k, std::size_t group, doub
         pca_local_steps_group(a, j, std::min(group, k - j), px + j * item);
 }
 
+// A per-client argument of the shape of x0 (k, d, r) (offset, drift), or an empty array for
+// None; refusals name the argument.
+Arr like_x0(const py::object& arg, const Arr& x0, const char* kernel, const char* name) {
+    if (arg.is_none()) return Arr();
+    Arr a = take_array<double>(arg);
+    check_arg(a, kernel, name);
+    if (a.ndim() != 3 || a.shape(0) != x0.shape(0) || a.shape(1) != x0.shape(1) ||
+        a.shape(2) != x0.shape(2))
+        fail(kernel, std::string(name) + " " + shape_str(a) + " must have the shape of x0 " +
+                         shape_str(x0));
+    return a;
+}
+
 py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, const Arr& x0,
                     const Arr& scale, double eta, int steps, int threads,
                     const py::object& offset, const py::object& anchor, double mu,
                     bool accumulate, bool ambient, const py::object& drift,
-                    const py::object& coef, const py::object& h) {
+                    const py::object& coef, const py::object& h,
+                    const std::string& retraction) {
     const char* kernel = "pca_local_steps";
+    // every argument is checked before any work
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
     check_arg(idx, kernel, "idx");
@@ -374,16 +321,13 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
     for (py::ssize_t j = 0; j < k; ++j)
         if (pi[j] < 0 || pi[j] >= n) fail(kernel, "idx has a value outside [0, n)");
     if (steps < 0) fail(kernel, "steps must be >= 0");
-    Arr off;  // per-client offset of the Euclidean gradient (RFedSVRG), the shape of x0
-    if (!offset.is_none()) {
-        off = take_array<double>(offset);
-        check_arg(off, kernel, "offset");
-        if (off.ndim() != 3 || off.shape(0) != k || off.shape(1) != x0.shape(1) ||
-            off.shape(2) != x0.shape(2))
-            fail(kernel, "offset " + shape_str(off) + " must have the shape of x0 " +
-                             shape_str(x0));
-    }
-    const double* poff = offset.is_none() ? nullptr : off.data();
+    const bool geodesic = retraction == "exp";
+    if (!geodesic && retraction != "polar")
+        fail(kernel, "retraction must be 'polar' or 'exp', got '" + retraction + "'");
+    if (geodesic && r != 1)
+        fail(kernel, "retraction 'exp' (the sphere's Exp and Log) needs r = 1, got x0 " +
+                         shape_str(x0));
+    const Arr off = like_x0(offset, x0, kernel, "offset");  // RFedSVRG's per-client offsets
     Arr anc;  // RFedProx's anchor x_t (d, r), with its weight mu
     if (!anchor.is_none()) {
         anc = take_array<double>(anchor);
@@ -416,18 +360,11 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
         for (py::ssize_t j = 0; j < k; ++j)
             if (!std::isfinite(cf.data()[j])) fail(kernel, "coef must be finite");
     }
+    if (!drift.is_none() && !ambient) fail(kernel, "drift needs ambient=True (RFedProj's steps)");
+    const Arr dr = like_x0(drift, x0, kernel, "drift");  // RFedProj's drift corrections
+    // the outputs
     Arr x({k, x0.shape(1), x0.shape(2)});
     std::copy(x0.data(), x0.data() + x0.size(), x.mutable_data());
-    Arr dr;  // RFedProj's drift corrections, the shape of x0
-    if (!drift.is_none()) {
-        if (!ambient) fail(kernel, "drift needs ambient=True (RFedProj's steps)");
-        dr = take_array<double>(drift);
-        check_arg(dr, kernel, "drift");
-        if (dr.ndim() != 3 || dr.shape(0) != k || dr.shape(1) != x0.shape(1) ||
-            dr.shape(2) != x0.shape(2))
-            fail(kernel, "drift " + shape_str(dr) + " must have the shape of x0 " +
-                             shape_str(x0));
-    }
     Arr zh;  // RFedProj's ambient iterates, from x0
     if (ambient) {
         zh = Arr({k, x0.shape(1), x0.shape(2)});
@@ -438,13 +375,16 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
         sum = Arr({k, x0.shape(1), x0.shape(2)});
         std::fill(sum.mutable_data(), sum.mutable_data() + sum.size(), 0.0);
     }
-    const LocalSteps args{z.data(), po, pi, d, r, scale.data(), poff,
-                          anchor.is_none() ? nullptr : anc.data(), mu, eta, steps,
-                          accumulate ? sum.mutable_data() : nullptr,
-                          ambient ? zh.mutable_data() : nullptr,
-                          drift.is_none() ? nullptr : dr.data(),
-                          coef.is_none() ? nullptr : cf.data(),
-                          h.is_none() ? nullptr : hh.data()};
+    rfl::pca::Terms terms;
+    terms.offset = offset.is_none() ? nullptr : off.data();
+    terms.anchor = anchor.is_none() ? nullptr : anc.data();
+    terms.mu = mu;
+    terms.coef = coef.is_none() ? nullptr : cf.data();
+    terms.sum = accumulate ? sum.mutable_data() : nullptr;
+    terms.ambient = ambient ? zh.mutable_data() : nullptr;
+    terms.drift = drift.is_none() ? nullptr : dr.data();
+    const LocalSteps args{z.data(), po, pi, d, r, scale.data(), eta, steps, terms,
+                          h.is_none() ? nullptr : hh.data(), geodesic};
     double* px = x.mutable_data();
     std::int64_t rows_max = 0, rows_all = 0;  // small clients step in groups
     for (py::ssize_t j = 0; j < k; ++j) {
@@ -481,9 +421,10 @@ void register_pca(py::module_& m) {
              double eta, int steps, int threads, const py::object& offset,
              const py::object& anchor, double mu, bool accumulate, bool ambient,
              const py::object& drift, const py::object& coef,
-             const py::object& h) -> py::object {
+             const py::object& h, const std::string& retraction) -> py::object {
               return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset,
-                                     anchor, mu, accumulate, ambient, drift, coef, h);
+                                     anchor, mu, accumulate, ambient, drift, coef, h,
+                                     retraction);
           },
           py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
@@ -491,6 +432,7 @@ void register_pca(py::module_& m) {
           py::arg("anchor") = py::none(), py::arg("mu") = 0.0, py::arg("accumulate") = false,
           py::arg("ambient") = false, py::arg("drift") = py::none(),
           py::arg("coef") = py::none(), py::arg("h") = py::none(),
+          py::arg("retraction") = "polar",
           R"pbdoc(Fused local steps of the quadratic losses (kPCA, Brockett): for each j,
 ``steps`` times ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
@@ -511,7 +453,10 @@ gradient was taken): RFedAGS's gradient stream on kPCA. With ``ambient``: RFedPr
 ``P_X(scale[j] Z_i'(Z_i X) - offset[j] + coef[j] R_anchor^{-1}(X))``. With ``h`` ((r,)
 float64): each client's rows ``offsets[i]:offsets[i+1]`` are its symmetric d x d matrix
 ``A_i`` and the Euclidean gradient is ``scale[j] A_i X diag(h)`` (the Brockett cost; kPCA from
-covariances with ``h = 1``).)pbdoc");
+covariances with ``h = 1``). With ``retraction="exp"`` (r = 1: the sphere S^(d-1), its points
+as d x 1 matrices) the retraction and its inverse are the sphere's Exp ``cos|u| x + sin|u| u/|u|``
+and Log in place of the polar pair (the projection and the nearest point are the polar loops'
+at p = 1: ``u - x x'u``, ``x/|x|``).)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

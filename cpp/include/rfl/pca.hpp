@@ -54,6 +54,11 @@ using simd::v4d;
 
 //! Rows per block (their dot products keep B*R vector accumulators in registers).
 constexpr int kRows(int R) { return R == 0 ? 1 : (R <= 5 ? 4 : 2); }
+//! Rows per block of the plain pass: at r = 1, 8 (eight independent dot-product chains, as
+//! many as two FMA units of latency 4 keep busy; four left the vector pass at ~1.7x NumPy's two
+//! GEMV passes at 60 x 784). A row's sums never depend on the block size (each row has its own
+//! accumulators; St adds the rows in order), so neither do the bits.
+constexpr int kRowsPlain(int R) { return R == 1 ? 8 : kRows(R); }
 //! Prefetch distance in rows (the time is flat over a wide range; none is slower).
 constexpr int kPrefetchRows = 16;
 
@@ -71,13 +76,46 @@ RFL_INLINE double clip_weight(double z2, double a2, double tau, double c) {
     return nrm > tau ? tau / nrm : 1.0;
 }
 
+// dots at r = 1 for 8 rows (the plain pass's block, kRowsPlain(1)): the same sums as the
+// general form, with the eight accumulators and row pointers as named locals (GCC keeps the
+// general form's array of eight vectors on the stack: a load and a store per FMA).
+RFL_INLINE void dots8(const double* Z, const double* x, std::size_t d, double* y) {
+    const std::size_t d4 = d & ~static_cast<std::size_t>(3);
+    const double *z0 = Z, *z1 = Z + d, *z2 = Z + 2 * d, *z3 = Z + 3 * d, *z4 = Z + 4 * d,
+                 *z5 = Z + 5 * d, *z6 = Z + 6 * d, *z7 = Z + 7 * d;
+    v4d s0 = simd::splat(0.0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    for (std::size_t k = 0; k < d4; k += 4) {
+        if ((k & 7) == 0)  // one prefetch per 64-byte line of each row, kPrefetchRows ahead
+            for (int b = 0; b < 8; ++b) RFL_PREFETCH(Z + (b + kPrefetchRows) * d + k);
+        const v4d xk = simd::load(x + k);
+        s0 += simd::load(z0 + k) * xk;
+        s1 += simd::load(z1 + k) * xk;
+        s2 += simd::load(z2 + k) * xk;
+        s3 += simd::load(z3 + k) * xk;
+        s4 += simd::load(z4 + k) * xk;
+        s5 += simd::load(z5 + k) * xk;
+        s6 += simd::load(z6 + k) * xk;
+        s7 += simd::load(z7 + k) * xk;
+    }
+    const v4d s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+    for (int b = 0; b < 8; ++b) {
+        const double* z = Z + b * d;
+        double t = simd::hsum(s[b]);
+        for (std::size_t k = d4; k < d; ++k) t += z[k] * x[k];
+        y[b] = t;
+    }
+}
+
 // y[b * r + l] = <Xt[l], z_b> for B rows z_b = Z + b*d (and z2[b] = |z_b|^2 when CLIP);
 // R = compile-time r (0: runtime r, one l at a time).
 template <int R, int B, bool CLIP>
 RFL_INLINE void dots(const double* Z, const double* Xt, std::size_t d, int r_, double* y,
                      double* z2) {
     const std::size_t d4 = d & ~static_cast<std::size_t>(3);
-    if constexpr (R == 0) {
+    if constexpr (R == 1 && B == 8 && !CLIP) {
+        (void)r_, (void)z2, (void)d4;
+        dots8(Z, Xt, d, y);
+    } else if constexpr (R == 0) {
         for (int b = 0; b < B; ++b) {
             const double* z = Z + b * d;
             for (int l = 0; l < r_; ++l) {
@@ -147,7 +185,9 @@ RFL_INLINE void axpys(const double* Z, const double* coef, std::size_t d, int r_
             }
         }
     } else {
-        constexpr int KV = R <= 5 ? 2 : 1;  // 4-vectors per strip: 2 R accumulators
+        // 4-vectors per strip: KV R independent accumulator chains (at least 8 for r <= 5, as
+        // two FMA units of latency 4 need); an entry's sum is in row order whatever KV
+        constexpr int KV = R == 1 ? 8 : (R == 2 ? 4 : (R <= 5 ? 2 : 1));
         constexpr std::size_t KT = 4 * KV;
         const std::size_t dt = d - d % KT;
         for (std::size_t k = 0; k < dt; k += KT) {
@@ -347,7 +387,7 @@ RFL_INLINE double rows(const double* Z, std::size_t m, std::size_t d, const doub
                 return rows_clipped_blocked<R>(Z, m, d, Xt, wt, St, coef);
         return rows_clipped<R>(Z, m, d, Xt, r_, wt, St, coef);
     } else {
-        constexpr int B = kRows(R);
+        constexpr int B = kRowsPlain(R);
         double q = 0.0;
         std::size_t j = 0;
         for (; j + B <= m; j += B) {
@@ -364,7 +404,7 @@ RFL_INLINE double rows(const double* Z, std::size_t m, std::size_t d, const doub
 }
 
 //! Scratch doubles per r for rows(): the largest block.
-constexpr int kRowsMax = 4;
+constexpr int kRowsMax = 8;
 
 //! One client's rows with a runtime mode: St (r x d) zeroed and filled, returns q.
 template <int R>
@@ -380,83 +420,183 @@ RFL_INLINE double client(const double* Z, std::size_t m, std::size_t d, const do
 //! batched gradient (pca_grad_sum), so both give the same bits.
 constexpr std::size_t kChunkRows = 512;
 
-//! Doubles of scratch local_steps needs for a client of m rows (d x r points).
-inline std::size_t local_steps_work_size(std::size_t m, std::size_t d, int r) {
-    const std::size_t chunks = std::max<std::size_t>(1, (m + kChunkRows - 1) / kChunkRows);
-    return (4 + (chunks > 1 ? chunks : 0)) * static_cast<std::size_t>(r) * d;
+//! Chunks of kChunkRows rows in m rows (at least one).
+inline std::size_t chunk_count(std::size_t m) {
+    return std::max<std::size_t>(1, (m + kChunkRows - 1) / kChunkRows);
 }
 
-//! RFedAvg's local steps on kPCA for one client: `steps` times
-//!   X <- R_X(-eta P_X(s Z'(Z X)))
-//! from X (d x r, row-major, overwritten with the last iterate), Z (m x d) the client's rows,
-//! s its gradient scale (kPCA: -2/m). The client's rows stay in cache over its steps. The
-//! operations are the caller's (the extension passes its per-ISA clones, so the iterates are
-//! its batched route's bits):
-//!   chunk(rows, count, Xt, St): St (r x d) = (Z_c' Z_c X)' of `count` rows (Xt: X', r x d);
-//!   proj(X, G, U): U = P_X(G) (d x r);   retr(X, U, Y): Y = R_X(U) (d x r; NaN: no solution).
-//! work: local_steps_work_size(m, d, r) doubles. With `offset` (d x r, row-major; nullptr:
-//! none) every step is X <- R_X(-eta P_X(s Z'(Z X) - offset)): RFedSVRG's variance-reduced
-//! steps, whose correction P_X(offset) is the projection transport of a constant vector.
-template <class Chunk, class Proj, class Retr>
-void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X, double s,
-                 double eta, int steps, double* work, Chunk&& chunk, Proj&& proj, Retr&& retr,
-                 const double* offset = nullptr) {
-    const std::size_t item = static_cast<std::size_t>(r) * d;
-    const std::size_t nc = std::max<std::size_t>(1, (m + kChunkRows - 1) / kChunkRows);
-    double* Xt = work;          // r x d
-    double* St = Xt + item;     // r x d
-    double* G = St + item;      // d x r
-    double* U = G + item;       // d x r
-    double* partials = U + item;  // one St per chunk when there are several
-    for (int step = 0; step < steps; ++step) {
+//! St (r x d) = (Z'(Z X))' of a client's m rows Z (m x d) at X (d x r, row-major), chunk by
+//! chunk: chunk(rows, count, Xt, St_c) puts (Z_c' Z_c X)' of `count` rows into St_c (r x d, from
+//! zero; Xt = X', r x d), and several chunks are summed in order. Scratch: Xt (r d doubles) and
+//! partials (chunk_count(m) r d doubles when there are several chunks, else none).
+template <class Chunk>
+void rows_gradient(const double* z, std::size_t m, std::size_t d, int r, const double* X,
+                   double* Xt, double* St, double* partials, Chunk&& chunk) {
+    const std::size_t item = static_cast<std::size_t>(r) * d, nc = chunk_count(m);
+    if (r == 1)  // the same copy, contiguous
+        std::copy(X, X + d, Xt);
+    else
         for (std::size_t i = 0; i < d; ++i)
             for (int l = 0; l < r; ++l) Xt[l * d + i] = X[i * r + l];
-        for (std::size_t c = 0; c < nc; ++c) {
-            const std::size_t lo = c * kChunkRows;
-            chunk(z + lo * d, std::min(m, lo + kChunkRows) - lo, Xt,
-                  nc == 1 ? St : partials + c * item);
-        }
-        if (nc > 1) {
-            std::fill(St, St + item, 0.0);
-            for (std::size_t c = 0; c < nc; ++c)
-                for (std::size_t e = 0; e < item; ++e) St[e] += partials[c * item + e];
-        }
-        if (offset == nullptr) {
-            for (std::size_t i = 0; i < d; ++i)
-                for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i];
-        } else {
-            for (std::size_t i = 0; i < d; ++i)
-                for (int l = 0; l < r; ++l) G[i * r + l] = s * St[l * d + i] - offset[i * r + l];
-        }
-        proj(static_cast<const double*>(X), static_cast<const double*>(G), U);
-        for (std::size_t e = 0; e < item; ++e) U[e] = -eta * U[e];
-        retr(static_cast<const double*>(X), static_cast<const double*>(U), G);
-        std::copy(G, G + item, X);
+    for (std::size_t c = 0; c < nc; ++c) {
+        const std::size_t lo = c * kChunkRows;
+        chunk(z + lo * d, std::min(m, lo + kChunkRows) - lo, static_cast<const double*>(Xt),
+              nc == 1 ? St : partials + c * item);
+    }
+    if (nc > 1) {
+        std::fill(St, St + item, 0.0);
+        for (std::size_t c = 0; c < nc; ++c)
+            for (std::size_t e = 0; e < item; ++e) St[e] += partials[c * item + e];
     }
 }
 
-//! local_steps with this header library's own operations (rows(), stiefel::proj and
-//! stiefel::retr_polar; R, P: compile-time r and p = r, 0 for any); `offset` as above.
+//! The terms an algorithm adds to local_steps' steps (each optional; nullptr: none). The
+//! per-client arrays hold the group's g items (d x r, row-major) one after another.
+struct Terms {
+    //! (g, d, r): subtracted from every step's Euclidean gradient before the projection
+    //! (RFedSVRG, whose correction P_X(offset) is the projection transport of a constant)
+    const double* offset = nullptr;
+    //! (d, r): RFedProx's server point, the direction P_X(G) - mu R_X^{-1}(anchor) (NaN where
+    //! the inverse retraction has no solution, which the next retraction carries into X)
+    const double* anchor = nullptr;
+    double mu = 0.0;
+    //! (g,), with anchor in place of mu's term: RFedSVRG-2BB's direction
+    //! P_X(G + coef R_anchor^{-1}(X))
+    const double* coef = nullptr;
+    //! (g, d, r): the step directions (before the factor -eta) summed over the steps
+    //! (RFedAGS's stream); the last step's retraction is then skipped (X is left at the last
+    //! point whose gradient was taken)
+    double* sum = nullptr;
+    //! (g, d, r), starting at X: RFedProj's steps instead, in the ambient space and projected
+    //! back, zhat <- zhat - eta (P_X(G) + drift), X <- P(zhat)
+    double* ambient = nullptr;
+    const double* drift = nullptr;  //!< (g, d, r), with ambient: RFedProj's drift corrections
+};
+
+//! Doubles of scratch local_steps needs for a group of g clients (d x r points) and terms t.
+inline std::size_t local_steps_work_size(std::size_t g, std::size_t d, int r, const Terms& t) {
+    const std::size_t item = static_cast<std::size_t>(r) * d, all = g * item;
+    return item + 3 * all + (t.anchor ? 2 * all : 0) + (t.coef ? all : 0);
+}
+
+//! The local steps of g clients in lockstep (their points X: g consecutive d x r items,
+//! row-major, overwritten with the last iterates): `steps` times
+//!   X <- R_X(-eta P_X(s_c G_c(X) - offset_c))     (G_c: client c's Euclidean gradient part)
+//! with the terms t (see Terms). The operations are the caller's (the extension passes its
+//! per-ISA batch loops, so the iterates are its batched route's bits), on N = g items:
+//!   grad(c, Xc, St): St (r x d) = G_c(Xc)' for client c (e.g. rows_gradient: (Z'ZX)');
+//!   proj(X, G, U, N): U = P_X(G);  retr(X, U, Y, N): Y = R_X(U) (NaN: no solution);
+//!   inv(X, Y, O, N): O = R_X^{-1}(Y);  project(Z, Y, N): Y = the nearest points to Z.
+//! The polar pair (Stiefel) or, at r = 1, the sphere's Exp and Log: the loop is the same.
+//! s: (g,) gradient scales (kPCA: -2/m). work: local_steps_work_size(g, d, r, t) doubles.
+template <class Grad, class Proj, class Retr, class Inv, class Project>
+void local_steps(std::size_t g, std::size_t d, int r, double* X, const double* s, double eta,
+                 int steps, const Terms& t, double* work, Grad&& grad, Proj&& proj,
+                 Retr&& retr, Inv&& inv, Project&& project) {
+    const std::size_t item = static_cast<std::size_t>(r) * d, all = g * item;
+    double* St = work;              // r x d
+    double* G = St + item;          // g x d x r
+    double* U = G + all;
+    double* Y = U + all;
+    double* pull = Y + all;         // with anchor: the inverse retractions
+    double* anc = pull + (t.anchor ? all : 0);  // with anchor: g copies of it
+    double* corrected = anc + (t.anchor ? all : 0);  // with coef
+    if (t.anchor)
+        for (std::size_t c = 0; c < g; ++c) std::copy(t.anchor, t.anchor + item, anc + c * item);
+    for (int step = 0; step < steps; ++step) {
+        for (std::size_t c = 0; c < g; ++c) {  // the Euclidean gradients
+            grad(c, static_cast<const double*>(X + c * item), St);
+            double* Gc = G + c * item;
+            const double sc = s[c];
+            if (r == 1) {  // the same products, contiguous (vectorized)
+                if (t.offset == nullptr)
+                    for (std::size_t i = 0; i < d; ++i) Gc[i] = sc * St[i];
+                else
+                    for (std::size_t i = 0; i < d; ++i) Gc[i] = sc * St[i] - t.offset[c * d + i];
+            } else if (t.offset == nullptr) {
+                for (std::size_t i = 0; i < d; ++i)
+                    for (int l = 0; l < r; ++l) Gc[i * r + l] = sc * St[l * d + i];
+            } else {
+                const double* oc = t.offset + c * item;
+                for (std::size_t i = 0; i < d; ++i)
+                    for (int l = 0; l < r; ++l)
+                        Gc[i * r + l] = sc * St[l * d + i] - oc[i * r + l];
+            }
+        }
+        if (t.coef != nullptr) {  // 2BB: P_X(G + c R_anchor^{-1}(X)), one projection
+            inv(static_cast<const double*>(anc), static_cast<const double*>(X), pull, g);
+            for (std::size_t c = 0; c < g; ++c) {
+                const double cj = t.coef[c];
+                for (std::size_t e = c * item; e < (c + 1) * item; ++e)
+                    corrected[e] = G[e] + cj * pull[e];
+            }
+            proj(static_cast<const double*>(X), static_cast<const double*>(corrected), U, g);
+        } else {
+            proj(static_cast<const double*>(X), static_cast<const double*>(G), U, g);
+        }
+        if (t.anchor != nullptr && t.coef == nullptr) {  // RFedProx: - mu R_X^{-1}(anchor)
+            inv(static_cast<const double*>(X), static_cast<const double*>(anc), pull, g);
+            for (std::size_t e = 0; e < all; ++e) U[e] -= t.mu * pull[e];
+        }
+        if (t.sum != nullptr)
+            for (std::size_t e = 0; e < all; ++e) t.sum[e] += U[e];
+        for (std::size_t e = 0; e < all; ++e) U[e] = -eta * U[e];
+        if (t.ambient != nullptr) {  // RFedProj: zhat <- zhat - eta (P_X(G) + drift)
+            if (t.drift == nullptr)
+                for (std::size_t e = 0; e < all; ++e) t.ambient[e] += U[e];
+            else
+                for (std::size_t e = 0; e < all; ++e) t.ambient[e] += U[e] - eta * t.drift[e];
+        }
+        if (t.sum != nullptr && step + 1 == steps) break;  // the last retraction: not needed
+        if (t.ambient != nullptr)
+            project(static_cast<const double*>(t.ambient), Y, g);
+        else
+            retr(static_cast<const double*>(X), static_cast<const double*>(U), Y, g);
+        std::copy(Y, Y + all, X);
+    }
+}
+
+//! RFedAvg's (with `offset`, d x r: RFedSVRG's) local steps on kPCA for one client Z (m x d)
+//! with this header library's own operations (rows(), stiefel::proj, stiefel::retr_polar;
+//! R, P: compile-time r and p = r, 0 for any): `steps` times X <- R_X(-eta P_X(s Z'(Z X) -
+//! offset)) from X (d x r, row-major, overwritten with the last iterate), s the gradient scale
+//! (kPCA: -2/m). The client's rows stay in cache over its steps.
 template <int R = 0, int P = 0>
 void local_steps(const double* z, std::size_t m, std::size_t d, int r, double* X, double s,
                  double eta, int steps, const double* offset = nullptr) {
     const int n = static_cast<int>(d);
-    std::vector<double> work(local_steps_work_size(m, d, r));
+    const std::size_t item = static_cast<std::size_t>(r) * d, nc = chunk_count(m);
+    Terms t;
+    t.offset = offset;
+    std::vector<double> work(local_steps_work_size(1, d, r, t));
+    std::vector<double> xt(item), partials(nc > 1 ? nc * item : 0);
     std::vector<double> coef(static_cast<std::size_t>(kRowsMax) * r);
     std::vector<double> st_work(stiefel::work_size(n, r));
     const Weight plain{false, INFINITY, 1.0};
     local_steps(
-        z, m, d, r, X, s, eta, steps, work.data(),
-        [&](const double* rows, std::size_t count, const double* Xt, double* St) {
-            client<R>(rows, count, d, Xt, r, plain, St, coef.data());
+        1, d, r, X, &s, eta, steps, t, work.data(),
+        [&](std::size_t, const double* Xc, double* St) {
+            rows_gradient(z, m, d, r, Xc, xt.data(), St, partials.data(),
+                          [&](const double* rows, std::size_t count, const double* Xt,
+                              double* Sc) { client<R>(rows, count, d, Xt, r, plain, Sc,
+                                                      coef.data()); });
         },
-        [&](const double* x, const double* g, double* u) {
-            stiefel::proj<P>(x, g, u, n, r, st_work.data());
+        [&](const double* x, const double* g, double* u, std::size_t N) {
+            for (std::size_t i = 0; i < N; ++i)
+                stiefel::proj<P>(x + i * item, g + i * item, u + i * item, n, r, st_work.data());
         },
-        [&](const double* x, const double* u, double* y) {
-            stiefel::retr_polar<P>(x, u, y, 1, n, r, st_work.data());
+        [&](const double* x, const double* u, double* y, std::size_t N) {
+            stiefel::retr_polar<P>(x, u, y, static_cast<std::ptrdiff_t>(N), n, r,
+                                   st_work.data());
         },
-        offset);
+        [&](const double* x, const double* y, double* o, std::size_t N) {
+            for (std::size_t i = 0; i < N; ++i)
+                stiefel::inv_retr_polar<P>(x + i * item, y + i * item, o + i * item, n, r,
+                                           st_work.data());
+        },
+        [&](const double* a, double* y, std::size_t N) {
+            stiefel::polar<P>(a, y, static_cast<std::ptrdiff_t>(N), n, r, st_work.data());
+        });
 }
 
 }  // namespace pca
