@@ -35,17 +35,27 @@ from ._dispatch import get_threads
 from .registry import FUSED
 
 __all__ = ["route", "pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps",
-           "pca_local_steps_reference", "local_stepper", "compiled_available", "BLOCK_BYTES",
+           "pca_local_steps_reference", "sphere_local_steps", "sphere_local_steps_reference",
+           "sphere_projection_local_steps", "sphere_projection_local_steps_reference",
+           "SPHERE_STEPS", "local_stepper", "compiled_available", "BLOCK_BYTES",
            "row_norms", "clipped_pca_rows", "clipped_pca_sum", "clipped_pca_sum_reference"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
 BLOCK_BYTES = 2**18
 
+#: The sphere's fused local steps (siblings of :func:`pca_local_steps`, by name): the retraction
+#: mode of ``pca_local_steps`` each runs with (its loop and its compiled kernel, on the
+#: sphere's points ``(d,)`` as ``(d, 1)`` matrices): ``"exp"``, Exp and Log; ``"polar"`` at
+#: ``r = 1``, the projection retraction ``(x + u)/|x + u|`` and its inverse ``y/<x,y> - x``.
+SPHERE_STEPS = {"sphere_local_steps": "exp", "sphere_projection_local_steps": "polar"}
+
+
 def compiled_available(name="pca_grad_sum"):
-    """Whether the C++ extension has fused kernel ``name``."""
+    """Whether the C++ extension has fused kernel ``name`` (the sphere's local steps: that of
+    ``pca_local_steps``, which runs them)."""
     mod = _dispatch.load("cpp")
-    return mod is not None and hasattr(mod, name)
+    return mod is not None and hasattr(mod, "pca_local_steps" if name in SPHERE_STEPS else name)
 
 
 def _provides(backend, name):
@@ -182,9 +192,24 @@ def _egrad(Z, offsets, idx, x, scale, h):
     return scale[:, None, None] * (np.matmul(a, x) * h)
 
 
+def _sphere_exp(x, u):
+    """The sphere's Exp on ``(k, d, 1)`` points (:func:`reference.sphere_exp`)."""
+    return reference.sphere_exp(x[..., 0], u[..., 0])[..., None]
+
+
+def _sphere_log(x, y):
+    """The sphere's Log on ``(k, d, 1)`` points (:func:`reference.sphere_log`)."""
+    return reference.sphere_log(x[..., 0], y[..., 0])[..., None]
+
+
+#: retraction mode -> (retraction, inverse retraction) of the local steps' reference
+_RETRACTIONS = {"polar": (reference.stiefel_retr_polar, reference.stiefel_inv_retr_polar),
+                "exp": (_sphere_exp, _sphere_log)}
+
+
 def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
                               anchor=None, mu=0.0, accumulate=False, ambient=False, drift=None,
-                              coef=None, h=None):
+                              coef=None, h=None, retraction="polar"):
     """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
     for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
@@ -232,6 +257,11 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         point, in place of ``mu``'s term).
     h : ndarray, shape (r,), optional
         The matrices' form (``QuadraticRows.h``); ``None``: the rows form.
+    retraction : {"polar", "exp"}
+        The retraction and its inverse: the polar pair, or (``r = 1``, the sphere's points as
+        ``(d, 1)`` matrices) the sphere's Exp ``cos|u| x + sin|u| u/|u|`` and Log; the
+        projection ``P_X`` and the ambient steps' nearest point (``x/|x|`` at ``r = 1``) are the
+        same.
 
     Returns
     -------
@@ -239,6 +269,10 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         The last iterates (NaN where a polar factor or the inverse retraction does not exist);
         with ``accumulate``, ``(x, sum)``, ``x`` the last point whose gradient was taken.
     """
+    retr, inv = _RETRACTIONS[retraction]
+    if retraction == "exp" and np.shape(x0)[-1] != 1:
+        raise ValueError(f"pca_local_steps: retraction 'exp' (the sphere's Exp and Log) needs "
+                         f"r = 1, got x0 of shape {np.shape(x0)}")
     x = np.array(x0, dtype=np.float64)
     if anchor is None:
         total = np.zeros_like(x)
@@ -258,7 +292,7 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
                 continue
             if accumulate and last:
                 break
-            x = reference.stiefel_retr_polar(x, -eta * d)
+            x = retr(x, -eta * d)
         out = zhat if ambient else x
         return (out, total) if accumulate else out
     if ambient:
@@ -271,8 +305,7 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         if offset is not None:
             g = g - offset[live]
         at = np.broadcast_to(anchor, xl.shape)
-        v = (reference.stiefel_inv_retr_polar(xl, at) if coef is None
-             else reference.stiefel_inv_retr_polar(at, xl))
+        v = inv(xl, at) if coef is None else inv(at, xl)
         ok = np.isfinite(v).all(axis=(-2, -1))
         x[live[~ok]] = np.nan
         total[live[~ok]] = np.nan
@@ -285,13 +318,13 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
             total[live] += d
             if step + 1 == steps:
                 break
-        x[live] = reference.stiefel_retr_polar(xl[ok], -eta * d)
+        x[live] = retr(xl[ok], -eta * d)
     return (x, total) if accumulate else x
 
 
 def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None, mu=0.0,
-                    accumulate=False, ambient=False, drift=None, coef=None, h=None, *,
-                    threads=None, backend=None):
+                    accumulate=False, ambient=False, drift=None, coef=None, h=None,
+                    retraction="polar", *, threads=None, backend=None):
     """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
 
     The C++ kernel works client by client (each client's rows stay in cache over its steps)
@@ -304,9 +337,67 @@ def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=
         return _dispatch.load("cpp").pca_local_steps(
             Z, offsets, idx, x0, scale, float(eta), int(steps),
             get_threads() if threads is None else int(threads), offset, anchor, float(mu),
-            bool(accumulate), bool(ambient), drift, coef, h)
+            bool(accumulate), bool(ambient), drift, coef, h, retraction)
     return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor,
-                                     mu, accumulate, ambient, drift, coef, h)
+                                     mu, accumulate, ambient, drift, coef, h, retraction)
+
+
+def _sphere_steps(name, fn, Z, offsets, idx, x0, scale, eta, steps, offset, anchor, mu,
+                  accumulate, ambient, drift, coef, h, **route):
+    """The sphere's local steps ``name`` (:data:`SPHERE_STEPS`) through ``fn``
+    (:func:`pca_local_steps` or its reference): the one place where the sphere's points and
+    vectors ``(k, d)`` (``anchor`` ``(d,)``) become the kernel's ``(k, d, 1)`` matrices and
+    back (views, no copies)."""
+    col = (lambda a: None if a is None else np.asarray(a, dtype=np.float64)[..., None])
+    out = fn(Z, offsets, idx, col(x0), scale, eta, steps, col(offset), col(anchor), mu,
+             accumulate, ambient, col(drift), coef, h, SPHERE_STEPS[name], **route)
+    return tuple(a[..., 0] for a in out) if accumulate else out[..., 0]
+
+
+def sphere_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
+                                 anchor=None, mu=0.0, accumulate=False, ambient=False,
+                                 drift=None, coef=None, h=None):
+    """NumPy reference of :func:`sphere_local_steps`: :func:`pca_local_steps_reference`'s steps
+    with the sphere's Exp and Log, on points ``x0`` ``(k, d)`` of ``S^(d-1)`` (``offset``,
+    ``drift`` ``(k, d)``, ``anchor`` ``(d,)``; ``h`` ``(1,)``): from ``x0[j]``, ``steps`` times
+    ``x <- Exp_x(-eta (P_x(scale[j] Z_i' Z_i x - offset[j]) - mu Log_x(anchor)))`` with
+    ``P_x u = u - <x,u> x``, and the other terms as there (``coef``: the direction
+    ``P_x(... + coef[j] Log_anchor(x))``; ``ambient``: ``x <- zhat/|zhat|``)."""
+    return _sphere_steps("sphere_local_steps", pca_local_steps_reference, Z, offsets, idx, x0,
+                         scale, eta, steps, offset, anchor, mu, accumulate, ambient, drift,
+                         coef, h)
+
+
+def sphere_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None,
+                       mu=0.0, accumulate=False, ambient=False, drift=None, coef=None, h=None,
+                       *, threads=None, backend=None):
+    """The iterates of :func:`sphere_local_steps_reference` by :func:`pca_local_steps`'s route
+    (its C++ loop with ``retraction="exp"``, or its reference)."""
+    return _sphere_steps("sphere_local_steps", pca_local_steps, Z, offsets, idx, x0, scale,
+                         eta, steps, offset, anchor, mu, accumulate, ambient, drift, coef, h,
+                         threads=threads, backend=backend)
+
+
+def sphere_projection_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps,
+                                            offset=None, anchor=None, mu=0.0,
+                                            accumulate=False, ambient=False, drift=None,
+                                            coef=None, h=None):
+    """NumPy reference of :func:`sphere_projection_local_steps`: as
+    :func:`sphere_local_steps_reference` with the projection retraction
+    ``(x + u)/|x + u|`` and its inverse ``y/<x,y> - x`` (the polar pair at ``r = 1``)."""
+    return _sphere_steps("sphere_projection_local_steps", pca_local_steps_reference, Z,
+                         offsets, idx, x0, scale, eta, steps, offset, anchor, mu, accumulate,
+                         ambient, drift, coef, h)
+
+
+def sphere_projection_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None,
+                                  anchor=None, mu=0.0, accumulate=False, ambient=False,
+                                  drift=None, coef=None, h=None, *, threads=None, backend=None):
+    """The iterates of :func:`sphere_projection_local_steps_reference` by
+    :func:`pca_local_steps`'s route (its polar mode at ``r = 1``)."""
+    return _sphere_steps("sphere_projection_local_steps", pca_local_steps, Z, offsets, idx, x0,
+                         scale, eta, steps, offset, anchor, mu, accumulate, ambient, drift,
+                         coef, h, threads=threads, backend=backend)
 
 
 def local_stepper(rows, step_kernels, inverse=None, projection=None):
@@ -356,11 +447,12 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
     if rows is None or kernel is None:
         return None
     fn = globals()[kernel]
+    core = 1 if kernel in SPHERE_STEPS else 2     # the points' core ndim: (d,) or (d, r)
 
     def steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False,
               ambient=False, drift=None, coef=None):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
-        shape = np.shape(x)[-2:]                 # the kernels' points are matrices (d, r)
+        shape = np.shape(x)[-core:]
         x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + shape), dtype=np.float64)
         if offset is not None:
             offset = np.ascontiguousarray(offset, dtype=np.float64)

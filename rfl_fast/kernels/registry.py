@@ -238,6 +238,16 @@ FUSED = by_name((
           "+ drift_j), X <- polar(zhat))",
           steps=("stiefel_proj", "stiefel_retr_polar"), inverse="stiefel_inv_retr_polar",
           projection="polar"),
+    Fused("sphere_local_steps", ("cpp", "numpy"),
+          "pca_local_steps on the sphere's points (d,) with its Exp and Log (the retraction "
+          "mode 'exp' of pca_local_steps at r = 1: x <- cos|u| x + sin|u| u/|u|)",
+          steps=("sphere_proj", "sphere_exp"), inverse="sphere_log",
+          projection="sphere_project"),
+    Fused("sphere_projection_local_steps", ("cpp", "numpy"),
+          "pca_local_steps on the sphere's points (d,) with the projection retraction "
+          "(x + u)/|x + u| and its inverse y/<x,y> - x (the polar pair at r = 1)",
+          steps=("sphere_proj", "sphere_retr_projection"),
+          inverse="sphere_inv_retr_projection", projection="sphere_project"),
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
 ), lambda f: f.name, "kernels.FUSED")

@@ -59,6 +59,17 @@ class Sphere(Manifold):
     nonexpanding_transports = ("parallel", "projection")
     has_project = True
     has_tangent_gaussian = True
+    #: the kernels of one step (``Manifold.step_kernels``): the tangent projection
+    #: ``u - <x,u> x`` (the Riemannian gradient's) and the retraction, by which the fused local
+    #: steps (``kernels.registry.FUSED``: ``sphere_local_steps``,
+    #: ``sphere_projection_local_steps``) are found
+    step_kernels = {"exp": ("sphere_proj", "sphere_exp"),
+                    "projection": ("sphere_proj", "sphere_retr_projection")}
+    #: the projection transport ``(I - yy')v`` is the gradient's kernel at ``y``
+    #: (``Manifold.transport_kernels``); the parallel transport is not (it depends on ``x``)
+    transport_kernels = {"projection": "sphere_proj"}
+    inverse_kernels = {"exp": "sphere_log", "projection": "sphere_inv_retr_projection"}
+    project_kernel = "sphere_project"
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "sphere_proj", "retr": "sphere_retr", "inv_retr": "sphere_inv_retr",
                     "exp": "sphere_exp", "log": "sphere_log", "dist": "sphere_dist",

@@ -1,0 +1,293 @@
+"""The sphere's fused local steps (``kernels.fused.sphere_local_steps``: Exp / Log;
+``sphere_projection_local_steps``: the projection retraction): their NumPy references against
+the steps written out with ``Sphere``'s own methods, the compiled kernel (``pca_local_steps``'
+loop at r = 1) against the references, and every algorithm on ``SpherePCA`` fused against its
+composed loop."""
+
+import numpy as np
+import pytest
+
+import rfl_fast as rf
+from rfl_fast.algorithms import (RFedAGS, RFedAvg, RFedProj, RFedProx, RFedSVRG, RFedSVRG2BB,
+                                 RFedSVRG2BBS)
+from rfl_fast.federation import Full, run
+from rfl_fast.kernels import fused
+from rfl_fast.problems import SpherePCA
+
+EPS = np.finfo(float).eps
+needs_cpp = pytest.mark.skipif(not fused.compiled_available("pca_local_steps"),
+                               reason="C++ extension not built")
+MODES = {"sphere_local_steps": "exp", "sphere_projection_local_steps": "projection"}
+#: the terms of each algorithm's steps (the keyword arguments of the kernel, built from rng)
+TERMS = ("plain", "offset", "prox", "2bb", "accumulate", "ambient")
+
+
+def _problem(sizes, d, seed, gram=False):
+    rng = np.random.default_rng(seed)
+    data = [rng.standard_normal((m, d)) for m in sizes]
+    return SpherePCA(data, gram=gram), data
+
+
+def _terms(term, rng, k, d, x_t):
+    """The kernel's keywords for ``term`` (points (k, d) of S^(d-1), anchor x_t (d,))."""
+    if term == "offset":
+        return {"offset": 0.3 * rng.standard_normal((k, d))}
+    if term == "prox":
+        return {"anchor": x_t, "mu": 0.7}
+    if term == "2bb":
+        return {"offset": 0.3 * rng.standard_normal((k, d)), "anchor": x_t,
+                "coef": rng.uniform(-1.0, 1.0, k)}
+    if term == "accumulate":
+        return {"accumulate": True}
+    if term == "ambient":
+        return {"accumulate": True, "ambient": True, "drift": 0.2 * rng.standard_normal((k, d))}
+    return {}
+
+
+def _written_out(P, idx, x0, eta, steps, method, offset=None, anchor=None, mu=0.0,
+                 accumulate=False, ambient=False, drift=None, coef=None):
+    """The steps with ``Sphere``'s methods, one at a time (the oracle of the references):
+    ``x <- R_x(-eta (P_x(egrad - offset + coef R_anchor^{-1}(x)) - mu R_x^{-1}(anchor)))``,
+    or the ambient steps ``zhat <- zhat - eta (P_x(egrad) + drift)``, ``x <- zhat/|zhat|``."""
+    M = P.manifold
+    x = np.array(np.broadcast_to(x0, (idx.size, M.shape[0])))
+    zhat, total = x.copy(), np.zeros_like(x)
+    for step in range(steps):
+        g = P.egrad(idx, x)
+        if offset is not None:
+            g = g - offset
+        if coef is not None:
+            g = g + coef[:, None] * M.inv_retr(np.broadcast_to(anchor, x.shape), x, method)
+        d = M.proj(x, g)
+        if anchor is not None and coef is None:
+            d = d - mu * M.inv_retr(x, np.broadcast_to(anchor, x.shape), method)
+        total += d
+        if ambient:
+            zhat = zhat - eta * d - (0.0 if drift is None else eta * drift)
+            if not (accumulate and step + 1 == steps):
+                x = M.project(zhat)
+            continue
+        if accumulate and step + 1 == steps:
+            break
+        x = M.retr(x, -eta * d, method)
+    out = zhat if ambient else x
+    return (out, total) if accumulate else out
+
+
+def _bound(P, idx, eta, steps, kw, rows_d):
+    """``steps (1 + a + 3 eta (mu + |coef|))^steps (a rows_d + 3 (1 + a) + 10) eps`` with
+    ``a = eta (|s| |Z|^2 + |offset| + |drift|)`` the largest over the clients: each step's
+    direction is formed to ``rows_d eps`` relatively (``rows_d``: the longest sum of products of
+    the gradient, ``m d``), the projection, Exp / Log (or the projection retraction) and the
+    normalization add a few ``eps`` (``3 (1 + a)``, ``10``), and a step maps a perturbation of
+    ``x`` to one at most ``1 + a + 3 eta (mu + |coef|)`` times larger (the gradient's Lipschitz
+    constant ``|s| |Z|^2``; ``R^{-1}`` taken 3-Lipschitz this close to the anchor)."""
+    rows = P.quadratic_rows()
+    a = max(eta * abs(rows.scale[i]) * np.linalg.norm(
+        rows.rows[rows.offsets[i]:rows.offsets[i + 1]], 2) ** 2 for i in idx)
+    for key in ("offset", "drift"):
+        if kw.get(key) is not None:
+            a += eta * np.abs(kw[key]).max() * np.sqrt(P.d)
+    c = eta * (kw.get("mu", 0.0) + np.abs(kw.get("coef", 0.0)).max() if "coef" in kw
+               else eta * kw.get("mu", 0.0))
+    growth = 1 + a + 3 * c
+    return steps * growth ** steps * (a * rows_d + 3 * (1 + a) + 10) * EPS
+
+
+def _compare(got, want, bound):
+    for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
+        assert g.shape == w.shape
+        assert np.max(np.abs(g - w)) <= bound
+
+
+@pytest.mark.parametrize("kernel", list(MODES))
+@pytest.mark.parametrize("term", TERMS)
+@pytest.mark.parametrize("gram", [False, True])
+def test_references_equal_the_steps_written_out(kernel, term, gram):
+    """Each sphere kernel's NumPy reference (``pca_local_steps_reference`` with the sphere's
+    retraction, its points (k, d) mapped to (k, d, 1)) takes the steps of ``Sphere``'s own
+    ``proj``, ``retr``, ``inv_retr`` and ``project`` on the problem's Euclidean gradients, for
+    every term an algorithm adds; tolerance :func:`_bound`."""
+    P, _ = _problem((30, 45, 12), 9, 3, gram)
+    rng = np.random.default_rng(7)
+    idx = np.array([2, 0, 1], dtype=np.int64)
+    x0 = P.manifold.random_point(rng=1)
+    x_t = P.manifold.exp(x0, P.manifold.proj(x0, 0.2 * rng.standard_normal(9)))
+    kw = _terms(term, rng, 3, 9, x_t)
+    rows = P.quadratic_rows()
+    ref = getattr(fused, kernel + "_reference")
+    got = ref(rows.rows, rows.offsets, idx, np.broadcast_to(x0, (3, 9)), rows.scale[idx], 0.05,
+              4, h=rows.h, **kw)
+    want = _written_out(P, idx, x0, 0.05, 4, MODES[kernel], **kw)
+    _compare(got, want, _bound(P, idx, 0.05, 4, kw, 45 * 9))
+    assert not np.allclose(want[0] if isinstance(want, tuple) else want, x0)
+
+
+CASES = [((30, 45, 12, 7, 20, 9, 33, 15, 8, 11), 9),     # small clients: lockstep groups of 8
+         ((30, 700, 12), 40)]                            # a client of two 512-row chunks
+
+
+@needs_cpp
+@pytest.mark.parametrize("kernel", list(MODES))
+@pytest.mark.parametrize("term", TERMS)
+@pytest.mark.parametrize("sizes,d", CASES)
+def test_compiled_kernel_equals_its_reference(kernel, term, sizes, d):
+    """The compiled route (``pca_local_steps``' C++ loop with ``retraction="exp"``, or the
+    polar mode at r = 1) against the reference, for every term, clients in groups or alone;
+    the thread count changes no bit. Tolerance :func:`_bound` (the two differ in the order of
+    the gradient's sums and in Exp / Log's or the polar factor's rounding)."""
+    P, _ = _problem(sizes, d, 5)
+    rng = np.random.default_rng(11)
+    k = len(sizes)
+    idx = np.ascontiguousarray(rng.permutation(k), dtype=np.int64)
+    M = P.manifold
+    x_t = M.random_point(rng=3)               # the clients' starts within ~0.5 of the anchor:
+    x0 = M.exp(np.broadcast_to(x_t, (k, d)),  # the projection's inverse exists there
+               M.proj(x_t, 0.5 / np.sqrt(d) * rng.standard_normal((k, d))))
+    kw = _terms(term, rng, k, d, x_t)
+    rows = P.quadratic_rows()
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.02, 3)
+    want = getattr(fused, kernel + "_reference")(*args, **kw)
+    fn = getattr(fused, kernel)
+    got = fn(*args, **kw, threads=1, backend="cpp")
+    _compare(got, want, _bound(P, idx, 0.02, 3, kw, max(sizes) * d))
+    again = fn(*args, **kw, threads=2, backend="cpp")
+    for g, a in zip(got, again) if isinstance(got, tuple) else [(got, again)]:
+        np.testing.assert_array_equal(g, a)
+
+
+@needs_cpp
+def test_projection_mode_is_the_polar_kernel_at_r_1():
+    """The projection retraction's kernel is ``pca_local_steps``' polar mode on the points as
+    (d, 1) matrices: the same bits."""
+    P, _ = _problem((30, 45, 12), 9, 3)
+    rows = P.quadratic_rows()
+    idx = np.array([1, 2], dtype=np.int64)
+    x0 = P.manifold.random_point(2, rng=1)
+    args = (rows.rows, rows.offsets, idx)
+    np.testing.assert_array_equal(
+        fused.sphere_projection_local_steps(*args, x0, rows.scale[idx], 0.05, 3),
+        fused.pca_local_steps(*args, np.ascontiguousarray(x0[..., None]), rows.scale[idx],
+                              0.05, 3)[..., 0])
+
+
+@needs_cpp
+def test_compiled_kernel_refusals_name_the_argument():
+    """The binding checks every argument before any work; a refusal names it."""
+    from rfl_fast import _core
+
+    Z = np.ones((5, 4))
+    off = np.array([0, 2, 5], dtype=np.int64)
+    idx = np.array([0, 1], dtype=np.int64)
+    x0 = np.zeros((2, 4, 1))
+    one = np.ones(2)
+    with pytest.raises(ValueError, match="retraction must be 'polar' or 'exp'"):
+        _core.pca_local_steps(Z, off, idx, x0, one, 0.1, 1, retraction="qr")
+    with pytest.raises(ValueError, match="retraction 'exp'.*needs r = 1"):
+        _core.pca_local_steps(Z, off, idx, np.zeros((2, 4, 2)), one, 0.1, 1, retraction="exp")
+    with pytest.raises(ValueError, match="offset .* must have the shape of x0"):
+        _core.pca_local_steps(Z, off, idx, x0, one, 0.1, 1, offset=np.zeros((2, 4, 2)),
+                              retraction="exp")
+    with pytest.raises(ValueError, match="drift .* must have the shape of x0"):
+        _core.pca_local_steps(Z, off, idx, x0, one, 0.1, 1, ambient=True,
+                              drift=np.zeros((1, 4, 1)))
+    with pytest.raises(ValueError, match="drift needs ambient"):
+        _core.pca_local_steps(Z, off, idx, x0, one, 0.1, 1, drift=np.zeros((2, 4, 1)))
+    with pytest.raises(TypeError, match="argument drift"):
+        _core.pca_local_steps(Z, off, idx, x0, one, 0.1, 1, ambient=True,
+                              drift=np.zeros((2, 4, 1), dtype=complex))
+    with pytest.raises(ValueError, match="needs r = 1"):
+        fused.pca_local_steps_reference(Z, off, idx, np.zeros((2, 4, 2)), one, 0.1, 1,
+                                        retraction="exp")
+
+
+def test_sphere_declares_its_fused_steps():
+    """The fused kernels are found from ``Sphere``'s declarations alone: its step kernels of
+    both retractions, their inverses and its projection; the projection transport is the
+    gradient's kernel, the parallel transport is not."""
+    from rfl_fast.algorithms.fedavg_prox import fused_local_steps
+
+    P, _ = _problem((30, 45, 12), 9, 3)
+    x = P.manifold.random_point(rng=1)
+    idx = np.array([0, 2])
+    for method in ("exp", "projection"):
+        assert fused_local_steps(P, method)(idx, x, 0.1, 2).shape == (2, 9)
+        assert fused_local_steps(P, method, inverse=True) is not None
+    assert fused_local_steps(P, None, ambient=True) is not None
+    assert fused_local_steps(_problem((30, 45, 12), 9, 3, gram=True)[0], "exp") is not None
+    assert RFedSVRG(0.1, 3)._fused_steps(P, "exp", "projection") is not None
+    assert RFedSVRG(0.1, 3)._fused_steps(P, "exp", "parallel") is None
+    assert RFedAGS(0.1, 3)._fused_steps(P, "exp", "parallel") is None
+    assert RFedSVRG2BB(0.1, 3)._fused_steps(P, "projection", "projection") is not None
+
+
+def _fused_then_composed(P, alg, rounds, kw, backend):
+    """``alg`` run with the fused kernels (the number of ``pca_local_steps`` calls counted),
+    then with every algorithm's composed loop (no fused kernel found)."""
+    from rfl_fast.algorithms import ags, fedavg_prox, proj, svrg
+
+    calls = []
+    with rf.backend(backend), pytest.MonkeyPatch.context() as mp:
+        kernel = fused.pca_local_steps
+        mp.setattr(fused, "pca_local_steps", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+        a = run(P, alg, rounds, **kw)
+        for module in (fedavg_prox, svrg, ags, proj):
+            mp.setattr(module, "fused_local_steps", lambda *args, **k: None)
+        n = len(calls)
+        b = run(P, alg, rounds, **kw)
+    assert len(calls) == n
+    return a, b, n
+
+
+ALGORITHMS = {
+    "RFedAvg": (RFedAvg(0.05, 5), 1.0),
+    "RFedProx": (RFedProx(0.05, 5, mu=0.5), 1.0),
+    "RFedProx-projection": (RFedProx(0.05, 5, mu=0.5, retraction="projection"), 1.0),
+    "RFedSVRG": (RFedSVRG(0.05, 5, transport="projection"), 1.0),
+    "2BB": (RFedSVRG2BB(0.05, 5, transport="projection"), 1.0),
+    "2BBS": (RFedSVRG2BBS(0.05, 5, eta_min=0.05, eta_max=0.5, transport="projection"), 1.0),
+    "RFedAGS": (RFedAGS(0.05, 5, transport="projection"), 1.0),
+    "RFedProj": (RFedProj(0.05, 5), 10.0),
+}
+
+
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_algorithms_fused_equal_their_composed_loop(name, backend):
+    """Each algorithm on SpherePCA takes the fused kernel once per round (RFedSVRG's, 2BB's,
+    2BBS's and RFedAGS's with the projection transport, the gradient's own kernel; with the
+    default parallel transport they stay on the composed loop) and gives the composed loop's
+    iterates to rounding.
+
+    Tolerance: as the kPCA tests of ``tests/test_algorithms.py``: a difference of
+    ``3 a (d + 10) + 10`` eps per step (the gradient's sums in another order, ``P_x(g - v)``
+    against ``P_x g - P_x v``, the Exp / Log or projection retraction's rounding), enlarged at
+    most ``1 + a + 3 eta mu`` times by each later step (``a = eta |s| |Z|^2``, the largest over
+    the clients) and not by the tangent mean (beta = 1): ``rounds tau growth^tau per_step
+    eps``; RFedProj times 10 for its drift correction's round trip (divided by ``eta tau`` and
+    multiplied back)."""
+    P, data = _problem((30, 50, 600, 20), 40, 9)
+    alg, factor = ALGORITHMS[name]
+    rounds, tau, eta = 3, 5, 0.05
+    x0 = P.manifold.random_point(rng=1)
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    a, b, n = _fused_then_composed(P, alg, rounds, kw, backend)
+    assert n == rounds                          # one fused call per round
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip((30, 50, 600, 20),
+                                                                           data))
+    mu = getattr(alg, "mu", 0.0)
+    bound = factor * rounds * tau * (1 + a_max + 3 * eta * mu) ** tau * \
+        (3 * a_max * (40 + 10) + 10) * EPS
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
+
+
+def test_parallel_transport_stays_on_the_composed_loop():
+    """RFedSVRG and RFedAGS with the sphere's default (parallel) transport: its correction is
+    not the projection of a constant vector, so no fused kernel is taken."""
+    P, _ = _problem((30, 50, 20), 12, 2)
+    kw = dict(participation=Full(), x0=P.manifold.random_point(rng=1), seed=0, metrics=False)
+    for alg in (RFedSVRG(0.05, 3), RFedAGS(0.05, 3)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(fused, "pca_local_steps", lambda *a, **k: pytest.fail("fused taken"))
+            assert np.isfinite(run(P, alg, 2, **kw).x).all()
