@@ -70,6 +70,7 @@ def test_one_projection_refuses_a_right_angle_as_inv_retr_does():
     e = np.eye(12)
     x = e[:, :3].copy()
     y[1] = e[:, [0, 1, 5]]                                  # X'Y singular for item 1
+    v = M.proj(x, v)                                        # tangent at the new X
     with pytest.raises(NoSolutionError, match="inv_retr"):
         M.inv_retr(x, y, "polar")
     with pytest.raises(NoSolutionError, match="inv_retr.*batch index \\[\\[1\\]\\]"):

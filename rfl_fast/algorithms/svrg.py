@@ -42,7 +42,10 @@ Riemannian gradient's own kernel (``Manifold.transport_kernels``: Stiefel's proj
 variants' corrected vector ``diff - c_i R_{x_t}^{-1}(x)`` (``svrg_bb``) adds the inverse
 retraction's kernel (``Manifold.inverse_kernels``) to the fused step. Decided from the
 declarations before the round (the problem's ``quadratic_rows()``, the manifold's step,
-transport and inverse retraction kernels, client option 1); the composed loop otherwise.
+transport and inverse retraction kernels, client option 1); the composed loop otherwise. On
+Grassmann with the projection transport the composed loop's direction takes one projection
+for the gradient and the transported vector together (``Grassmann._corrected_direction``;
+the composed maps' iterates to rounding).
 
 Global output option 1: ``x_T``; option 2: ``x_s`` with ``s`` uniform in ``{1, .., T}``, drawn
 from the server stream when the run starts. The paper writes Exp, Log and parallel transport;
@@ -310,12 +313,14 @@ class RFedSVRG(_RetractionBased):
         default ``egrad2rgrad(x, egrad)`` and the manifold's ``egrad2rgrad`` its projection
         (the one projection then serves the gradient too), else ``rgrad`` (tangent: the
         projection leaves it as it is). ``(direction, grad)`` or ``(None, None)``."""
+        from .._validation import validation_enabled
         from ..manifolds import Grassmann
         from ..manifolds.base import Manifold
         from ..problems.base import Problem
         M = problem.manifold
         if (type(M) is not Grassmann or transport != "projection"
-                or diff.dtype != np.float64 or x_t.dtype != np.float64):
+                or diff.dtype != np.float64 or x_t.dtype != np.float64
+                or validation_enabled(M.validate)):    # on-manifold checks: the maps' own
             return None, None
         plain = (type(problem).rgrad is Problem.rgrad
                  and type(M).egrad2rgrad is Manifold.egrad2rgrad)
