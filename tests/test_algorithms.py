@@ -741,9 +741,9 @@ def test_fused_local_steps_only_where_they_apply():
     assert fused_local_steps(KPCA(data, 2, gram=True), "polar")(idx, x, 0.1, 2).shape == (2, 8, 2)
     assert fused_local_steps(KPCA(data, 2, gram=False), "qr") is None
     assert fused_local_steps(KPCA(data, 2, gram=False), "polar")(idx, x, 0.1, 2).shape == (2, 8, 2)
-    S = SpherePCA(data, gram=False)
-    assert S.quadratic_rows() is not None     # declared, but the kernel steps on Stiefel only
-    assert fused_local_steps(S, "exp") is None
+    S = SpherePCA(data, gram=False)           # the sphere's points (d,), its Exp steps
+    assert fused_local_steps(S, "exp")(idx, x[:, 0], 0.1, 2).shape == (2, 8)
+    assert fused_local_steps(S, "projection")(idx, x[:, 0], 0.1, 2).shape == (2, 8)
 
 
 def test_fused_local_steps_that_leave_the_manifold_raise_naming_the_clients():
