@@ -106,6 +106,40 @@ RFL_INLINE void dots8(const double* Z, const double* x, std::size_t d, double* y
     }
 }
 
+// dots at r = 1 for the clipped pass's 4 rows with their |z|^2 (the same sums as the general
+// form, the eight accumulators as named locals, as dots8).
+RFL_INLINE void dots4_clipped(const double* Z, const double* x, std::size_t d, double* y,
+                              double* z2) {
+    const std::size_t d4 = d & ~static_cast<std::size_t>(3);
+    const double *z0 = Z, *z1 = Z + d, *z2p = Z + 2 * d, *z3 = Z + 3 * d;
+    v4d s0 = simd::splat(0.0), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+    for (std::size_t k = 0; k < d4; k += 4) {
+        if ((k & 7) == 0)
+            for (int b = 0; b < 4; ++b) RFL_PREFETCH(Z + (b + kPrefetchRows) * d + k);
+        const v4d xk = simd::load(x + k);
+        const v4d a0 = simd::load(z0 + k), a1 = simd::load(z1 + k), a2 = simd::load(z2p + k),
+                  a3 = simd::load(z3 + k);
+        s0 += a0 * xk;
+        s1 += a1 * xk;
+        s2 += a2 * xk;
+        s3 += a3 * xk;
+        q0 += a0 * a0;
+        q1 += a1 * a1;
+        q2 += a2 * a2;
+        q3 += a3 * a3;
+    }
+    const v4d s[4] = {s0, s1, s2, s3}, q[4] = {q0, q1, q2, q3};
+    for (int b = 0; b < 4; ++b) {
+        const double* z = Z + b * d;
+        double t = simd::hsum(s[b]);
+        for (std::size_t k = d4; k < d; ++k) t += z[k] * x[k];
+        y[b] = t;
+        double u = simd::hsum(q[b]);
+        for (std::size_t k = d4; k < d; ++k) u += z[k] * z[k];
+        z2[b] = u;
+    }
+}
+
 // y[b * r + l] = <Xt[l], z_b> for B rows z_b = Z + b*d (and z2[b] = |z_b|^2 when CLIP);
 // R = compile-time r (0: runtime r, one l at a time).
 template <int R, int B, bool CLIP>
@@ -115,6 +149,9 @@ RFL_INLINE void dots(const double* Z, const double* Xt, std::size_t d, int r_, d
     if constexpr (R == 1 && B == 8 && !CLIP) {
         (void)r_, (void)z2, (void)d4;
         dots8(Z, Xt, d, y);
+    } else if constexpr (R == 1 && B == 4 && CLIP) {
+        (void)r_, (void)d4;
+        dots4_clipped(Z, Xt, d, y, z2);
     } else if constexpr (R == 0) {
         for (int b = 0; b < B; ++b) {
             const double* z = Z + b * d;
