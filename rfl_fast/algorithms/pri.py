@@ -547,7 +547,7 @@ class PriRFed(FederatedAlgorithm):
         streams = ctx.rng.streams() if noisy.size == k else None
         xs = stacked(x_t, k)
         path = [] if self.output_option == 2 else None
-        both = np.concatenate([idx, idx])
+        both = np.repeat(idx, 2)
         n_list = sizes.tolist()
         for _ in range(K):
             g = problem.clipped_rgrad_sum(idx, xs, tau) / sizes[per_item]   # full clipped mean
@@ -557,12 +557,13 @@ class PriRFed(FederatedAlgorithm):
                     path.append(x)
                 sel = np.fromiter(map(np.random.Generator.integers, gens, n_list),
                                   dtype=np.int64, count=k)[:, None]   # gen.integers(N_j)
-                # the picked sample's clipped term at x and at xs: one call on 2k rows (each
-                # row's sum is its own, as in a call of its own)
-                av = problem.clipped_rgrad_sum(both, np.concatenate([x, xs]), tau,
-                                               np.concatenate([sel, sel]))
-                a, v = av[:k], av[k:]
-                v -= g
+                # the picked sample's clipped term at x and at xs: one call on 2k rows, client
+                # j's two side by side (its sample read once while in cache; each row's sum is
+                # its own, as in a call of its own)
+                av = problem.clipped_rgrad_sum(both, np.stack([x, xs], axis=1).reshape(
+                    (2 * k,) + x.shape[1:]), tau, np.repeat(sel, 2, axis=0))
+                av = av.reshape((k, 2) + av.shape[1:])
+                a, v = av[:, 0], av[:, 1] - g
                 d = a - M.transport(xs, x, v, transport)                    # clipped
                 _add_noise(M, d, x, sig, noisy, ctx, streams)               # noise
                 x = M.retr(x, -eta * d, method)                              # step

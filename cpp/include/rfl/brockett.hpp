@@ -57,9 +57,11 @@ RFL_INLINE double norm2(const double* a, std::size_t n) {
 // Gt (P x d, rows of stride ds) = (A Y)' = Y' A for the symmetric A (d x d) and Y (d x P): row l of Gt is
 // sum_m Y[m][l] A[m][.], formed 4 columns at a time (two such column blocks per pass, their
 // P x 2 vector sums in registers over m); where 4 does not divide d the last block starts at
-// d - 4 and recomputes a few columns (the same sums, the same values). d >= 4.
+// d - 4 and recomputes a few columns (the same sums, the same values). d >= 4. Yb holds each
+// Y[m][l] four times (a vector load, where a broadcast of Y's entry compiled to lane shuffles
+// that bounded the loop).
 template <int P>
-RFL_INLINE void gradient_t(const double* A, std::size_t d, std::size_t ds, const double* Y,
+RFL_INLINE void gradient_t(const double* A, std::size_t d, std::size_t ds, const double* Yb,
                             double* Gt) {
     using simd::v4d;
     const std::size_t blocks = (d + 3) / 4;
@@ -72,7 +74,7 @@ RFL_INLINE void gradient_t(const double* A, std::size_t d, std::size_t ds, const
         for (std::size_t m = 0; m < d; ++m) {
             const v4d a0 = simd::load(A + m * d + c0), a1 = simd::load(A + m * d + c1);
             for (int l = 0; l < P; ++l) {
-                const v4d y = simd::splat(Y[m * P + l]);
+                const v4d y = simd::load(Yb + (m * P + l) * 4);
                 s0[l] += y * a0;
                 s1[l] += y * a1;
             }
@@ -88,7 +90,7 @@ RFL_INLINE void gradient_t(const double* A, std::size_t d, std::size_t ds, const
         for (int l = 0; l < P; ++l) s0[l] = simd::splat(0.0);
         for (std::size_t m = 0; m < d; ++m) {
             const v4d a0 = simd::load(A + m * d + c0);
-            for (int l = 0; l < P; ++l) s0[l] += simd::splat(Y[m * P + l]) * a0;
+            for (int l = 0; l < P; ++l) s0[l] += simd::load(Yb + (m * P + l) * 4) * a0;
         }
         for (int l = 0; l < P; ++l) simd::store(Gt + l * ds + c0, s0[l]);
     }
@@ -109,24 +111,32 @@ RFL_INLINE void gradient_t_any(const double* A, std::size_t d, std::size_t ds, i
 }
 
 // st (p x p) = Xt Gt' for rows of length ds (a multiple of 4, zero-padded): st[a][l] =
-// Xt[a] . Gt[l], the p^2 sums side by side (independent vector accumulators, not p^2 chains).
+// Xt[a] . Gt[l], the sums side by side (independent vector accumulators, not p^2 chains).
 template <int P>
 RFL_INLINE void cross(const double* Xt, const double* Gt, std::size_t ds, int p_rt, double* st) {
     using simd::v4d;
     if constexpr (P > 0) {
-        v4d acc[P][P];
-        for (int a = 0; a < P; ++a)
-            for (int l = 0; l < P; ++l) acc[a][l] = simd::splat(0.0);
-        for (std::size_t c = 0; c < ds; c += 4) {
-            v4d xa[P];
-            for (int a = 0; a < P; ++a) xa[a] = simd::load(Xt + a * ds + c);
-            for (int l = 0; l < P; ++l) {
-                const v4d g = simd::load(Gt + l * ds + c);
-                for (int a = 0; a < P; ++a) acc[a][l] += xa[a] * g;
+        // two rows of Gt at a time: 2 P accumulators and the loaded vectors fit the 16
+        // registers of AVX2 for P <= 6 (no spills); the order of each sum is the same either way
+        for (int l = 0; l < P; l += 2) {
+            const bool two = l + 1 < P;
+            v4d acc0[P], acc1[P];
+            for (int a = 0; a < P; ++a) acc0[a] = acc1[a] = simd::splat(0.0);
+            const double* g0 = Gt + l * ds;
+            const double* g1 = Gt + (two ? l + 1 : l) * ds;
+            for (std::size_t c = 0; c < ds; c += 4) {
+                const v4d u = simd::load(g0 + c), w = simd::load(g1 + c);
+                for (int a = 0; a < P; ++a) {
+                    const v4d xa = simd::load(Xt + a * ds + c);
+                    acc0[a] += xa * u;
+                    acc1[a] += xa * w;
+                }
+            }
+            for (int a = 0; a < P; ++a) {
+                st[a * P + l] = simd::hsum(acc0[a]);
+                if (two) st[a * P + l + 1] = simd::hsum(acc1[a]);
             }
         }
-        for (int a = 0; a < P; ++a)
-            for (int l = 0; l < P; ++l) st[a * P + l] = simd::hsum(acc[a][l]);
     } else {
         for (int a = 0; a < p_rt; ++a)
             for (int l = 0; l < p_rt; ++l)
@@ -135,10 +145,10 @@ RFL_INLINE void cross(const double* Xt, const double* Gt, std::size_t ds, int p_
     }
 }
 
-// Doubles of scratch client() needs: Y (d x p), Xt, Gt, S (p x ds each), st (p x p).
+// Doubles of scratch client() needs: Y (d x p), Yb (4 d p), Xt, Gt, S (p x ds each), st (p x p).
 inline std::size_t scratch_size(std::size_t d, int p) {
     const std::size_t ds = (d + 3) / 4 * 4;
-    return d * p + 3 * ds * p + static_cast<std::size_t>(p) * p;
+    return 5 * d * p + 3 * ds * p + static_cast<std::size_t>(p) * p;
 }
 
 // One client: b samples at A[0], ..., A[b - 1] (each d x d), X (d x p), h2 = 2 h (p), tau > 0
@@ -152,19 +162,27 @@ RFL_INLINE bool client(const double* const* A, std::size_t b, std::size_t d, int
     const int p = P > 0 ? P : p_rt;
     const std::size_t ds = (d + 3) / 4 * 4, pd = static_cast<std::size_t>(p) * ds;
     double* Y = scratch;          // d x p: X diag(2h)
-    double* Xt = Y + d * p;       // p x ds
+    double* Yb = Y + d * p;       // d x p x 4: Y's entries repeated (P > 0)
+    double* Xt = Yb + 4 * d * p;  // p x ds
     double* Gt = Xt + pd;         // p x ds: one sample's G'
     double* S = Gt + pd;          // p x ds: sum_j c_j G_j'
     double* st = S + pd;          // p x p
-    for (std::size_t q = 0; q < 3 * pd; ++q) Xt[q] = 0.0;   // Xt, Gt, S (and their pads)
+    const bool blocked = P > 0 && d >= 4;
+    for (std::size_t q = 0; q < pd; ++q) S[q] = 0.0;
+    for (int l = 0; l < p; ++l)               // the pads of Xt and Gt (never written after)
+        for (std::size_t i = d; i < ds; ++i) Xt[l * ds + i] = Gt[l * ds + i] = 0.0;
     for (std::size_t i = 0; i < d; ++i)
         for (int l = 0; l < p; ++l) {
-            Y[i * p + l] = X[i * p + l] * h2[l];
+            const double y = X[i * p + l] * h2[l];
             Xt[l * ds + i] = X[i * p + l];
+            if (blocked)
+                simd::store(Yb + (i * p + l) * 4, simd::splat(y));
+            else
+                Y[i * p + l] = y;
         }
     for (std::size_t j = 0; j < b; ++j) {
-        if (P > 0 && d >= 4)
-            gradient_t<(P > 0 ? P : 1)>(A[j], d, ds, Y, Gt);
+        if (blocked)
+            gradient_t<(P > 0 ? P : 1)>(A[j], d, ds, Yb, Gt);
         else
             gradient_t_any(A[j], d, ds, p, Y, Gt);
         const double g2 = norm2(Gt, pd);
@@ -188,12 +206,15 @@ RFL_INLINE bool client(const double* const* A, std::size_t b, std::size_t d, int
             const double v = 0.5 * (st[a * p + l] + st[l * p + a]);
             st[a * p + l] = st[l * p + a] = v;
         }
-    for (std::size_t i = 0; i < d; ++i)
-        for (int l = 0; l < p; ++l) {
-            double v = S[static_cast<std::size_t>(l) * ds + i];
-            for (int a = 0; a < p; ++a) v -= X[i * p + a] * st[a * p + l];
-            out[i * p + l] = v;
+    // row l of out' = S[l] - sum_a sym[a][l] Xt[a], 4 entries at a time (into Gt), then out
+    for (int l = 0; l < p; ++l)
+        for (std::size_t c = 0; c < ds; c += 4) {
+            simd::v4d v = simd::load(S + l * ds + c);
+            for (int a = 0; a < p; ++a) v -= simd::splat(st[a * p + l]) * simd::load(Xt + a * ds + c);
+            simd::store(Gt + l * ds + c, v);
         }
+    for (std::size_t i = 0; i < d; ++i)
+        for (int l = 0; l < p; ++l) out[i * p + l] = Gt[l * ds + i];
     return true;
 }
 
