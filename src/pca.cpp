@@ -1,5 +1,6 @@
 // Fused kernels of the PCA problems: the gradient sums over clients' rows (pca_grad_sum) and
-// the fused local steps of the quadratic losses (pca_local_steps: kPCA's rows, Brockett's matrices).
+// the fused local steps of the quadratic losses (pca_local_steps: kPCA's rows, Brockett's matrices,
+// and at r = 1 with the sphere's Exp / Log, SpherePCA).
 #include <algorithm>
 #include <atomic>
 #include <cmath>

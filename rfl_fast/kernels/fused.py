@@ -329,7 +329,8 @@ def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=
 
     The C++ kernel works client by client (each client's rows stay in cache over its steps)
     through the very functions of the batched C++ route, so its iterates are that route's bit
-    for bit (without ``offset`` and ``anchor``). ``threads``: as :func:`pca_grad_sum`. Arrays
+    for bit (without ``offset`` and ``anchor``); ``retraction="exp"`` (``r = 1``) steps with the
+    sphere's Exp and Log in the same loop. ``threads``: as :func:`pca_grad_sum`. Arrays
     must be C-contiguous float64 (``Z``, ``x0``, ``scale``, ``offset``, ``anchor``) and int64
     (``offsets``, ``idx``).
     """

@@ -21,6 +21,11 @@ class SpherePCA(QuadraticProblem):
     * ``SpherePCA.from_covariances(A)`` -- Li & Ma 2022 and Xiao et al. 2024: ``f_i(x) = -x' A_i x / 2`` with
       the client matrix ``A_i`` as given (Xiao et al. 2024 uses ``A_i = C_i' C_i``, a sum, not a mean).
 
+    Its full local gradients are declared (``quadratic_rows()``, as kPCA's at ``r = 1``), so the
+    algorithms' full-gradient local loops run as one fused call per round on ``Sphere``'s
+    declared steps (``kernels.fused.sphere_local_steps``: Exp / Log, the default retraction;
+    ``sphere_projection_local_steps``).
+
     The optimum is the top eigenvector of ``A = sum_i w_i A_i``; both ``x*`` and ``-x*`` are
     optimal and ``solution()`` returns the one whose largest-magnitude entry is positive.
 
