@@ -88,8 +88,7 @@ def _bound(P, idx, eta, steps, kw, rows_d):
     for key in ("offset", "drift"):
         if kw.get(key) is not None:
             a += eta * np.abs(kw[key]).max() * np.sqrt(P.d)
-    c = eta * (kw.get("mu", 0.0) + np.abs(kw.get("coef", 0.0)).max() if "coef" in kw
-               else eta * kw.get("mu", 0.0))
+    c = eta * (kw.get("mu", 0.0) + (np.abs(kw["coef"]).max() if "coef" in kw else 0.0))
     growth = 1 + a + 3 * c
     return steps * growth ** steps * (a * rows_d + 3 * (1 + a) + 10) * EPS
 
