@@ -59,7 +59,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._validation import Choice
+from .._validation import Choice, validation_enabled
+from ..manifolds import Grassmann
+from ..manifolds.base import Manifold
+from ..problems.base import Problem
 from ._checks import transport_name
 from .base import _RetractionBased, check_problem, participant_weights, stacked
 from .fedavg_prox import check_fused_steps, fused_local_steps
@@ -313,10 +316,6 @@ class RFedSVRG(_RetractionBased):
         default ``egrad2rgrad(x, egrad)`` and the manifold's ``egrad2rgrad`` its projection
         (the one projection then serves the gradient too), else ``rgrad`` (tangent: the
         projection leaves it as it is). ``(direction, grad)`` or ``(None, None)``."""
-        from .._validation import validation_enabled
-        from ..manifolds import Grassmann
-        from ..manifolds.base import Manifold
-        from ..problems.base import Problem
         M = problem.manifold
         if (type(M) is not Grassmann or transport != "projection"
                 or diff.dtype != np.float64 or x_t.dtype != np.float64

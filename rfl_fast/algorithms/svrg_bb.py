@@ -180,7 +180,9 @@ class RFedSVRG2BB(RFedSVRG):
         up, cstate, memo = super().client_prepare(problem, idx, msg, cstate, ctx)
         M = problem.manifold
         x_t, grad = memo["x"], memo["grad"]
-        y = grad - M.transport(cstate["x_prev"], x_t, cstate["g_prev"], self._transport(M))
+        # x_t one point (the stacked view's row) against the rows: the manifolds broadcast it
+        # (the same numbers; Lorentz's kernels then take the stack as it is)
+        y = grad - M.transport(cstate["x_prev"], x_t[0], cstate["g_prev"], self._transport(M))
         cstate = {**cstate, "g_prev": grad, "x_prev": np.array(x_t, order="C")}
         return up, cstate, {**memo, "y": y}
 
