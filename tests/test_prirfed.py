@@ -316,3 +316,44 @@ def test_e7_small_reproduction(small_runs):
         assert rows["eps0.15"]["sigma"] > rows["eps2"]["sigma"] > 0 == rows["sigma0"]["sigma"]
         if "DP-RSGD" in name:
             assert rows["sigma0_equals_RFedAvg_bitwise"], name
+
+
+# ----------------------------------------------------------------------------- DP-RSVRG's pairs
+
+def _brockett(seed=0):
+    from rfl_fast.problems import Brockett
+    a = np.random.default_rng(seed).standard_normal((4, 6, 7, 7))
+    return Brockett(list(a + np.swapaxes(a, -1, -2)), 3)
+
+
+def test_dp_rsvrg_pairs_match_calls_of_one_point_each():
+    """DP-RSVRG takes the picked sample's clipped term at ``x`` and at the snapshot in one call
+    on ``2k`` rows (each client's two side by side). Where that call refuses a sample, the step
+    answers with the two calls of ``k`` rows (whose errors name the participant's position);
+    both ways give the same numbers, bit for bit (every row of a call is its own sum), with the
+    same noise."""
+    from rfl_fast.problems import Brockett
+    calls = []
+
+    class Refusing(Brockett):
+        def clipped_rgrad_sum(self, idx, x, tau, batch=None):
+            calls.append(len(idx))
+            if len(idx) == 2 * self.n_clients:
+                raise ValueError("refused")
+            return super().clipped_rgrad_sum(idx, x, tau, batch)
+
+    P = _brockett()
+    R = Refusing(list(P._flat.reshape(4, 6, 7, 7)), 3)
+    alg = PriRFed(0.01, 2, local="DP-RSVRG", sigma=0.05, clip=0.5, inner_steps=3)
+    a = run(P, alg, 3, Full(), seed=4, metrics=False)
+    b = run(R, alg, 3, Full(), seed=4, metrics=False)
+    assert 8 in calls and calls.count(4) > calls.count(8)
+    np.testing.assert_array_equal(a.x, b.x)
+    # the pair call itself: each row as in a call of its own
+    M, idx = P.manifold, np.arange(4)
+    x, xs = M.random_point(4, rng=1), M.random_point(4, rng=2)
+    sel = np.array([[1], [5], [0], [3]])
+    av = P.clipped_rgrad_sum(np.repeat(idx, 2), np.stack([x, xs], axis=1).reshape(8, 7, 3),
+                             0.5, np.repeat(sel, 2, axis=0)).reshape(4, 2, 7, 3)
+    np.testing.assert_array_equal(av[:, 0], P.clipped_rgrad_sum(idx, x, 0.5, sel))
+    np.testing.assert_array_equal(av[:, 1], P.clipped_rgrad_sum(idx, xs, 0.5, sel))

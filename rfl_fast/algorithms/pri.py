@@ -560,10 +560,15 @@ class PriRFed(FederatedAlgorithm):
                 # the picked sample's clipped term at x and at xs: one call on 2k rows, client
                 # j's two side by side (its sample read once while in cache; each row's sum is
                 # its own, as in a call of its own)
-                av = problem.clipped_rgrad_sum(both, np.stack([x, xs], axis=1).reshape(
-                    (2 * k,) + x.shape[1:]), tau, np.repeat(sel, 2, axis=0))
-                av = av.reshape((k, 2) + av.shape[1:])
-                a, v = av[:, 0], av[:, 1] - g
+                try:
+                    av = problem.clipped_rgrad_sum(both, np.stack([x, xs], axis=1).reshape(
+                        (2 * k,) + x.shape[1:]), tau, np.repeat(sel, 2, axis=0))
+                    av = av.reshape((k, 2) + av.shape[1:])
+                    a, v = av[:, 0], av[:, 1] - g
+                except ValueError:      # a sample refused: the calls of one point each, whose
+                    # errors name the participant's position as a call of k rows does
+                    a = problem.clipped_rgrad_sum(idx, x, tau, sel)
+                    v = problem.clipped_rgrad_sum(idx, xs, tau, sel) - g
                 d = a - M.transport(xs, x, v, transport)                    # clipped
                 _add_noise(M, d, x, sig, noisy, ctx, streams)               # noise
                 x = M.retr(x, -eta * d, method)                              # step
