@@ -300,8 +300,13 @@ class RFedSVRG(_RetractionBased):
                 d = direction(x_t, x, grad(idx, x), diff, coef, method, scratch, buf)
                 d *= -eta                  # buf: free again once the retraction has read it
             else:
-                v = diff if coef is None else diff - coef[expand] * M.inv_retr(x_t, x, method)
-                d = problem.rgrad(idx, x) - M.transport(x_t, x, v, transport)
+                if scratch is None:     # vector points (Lorentz, sphere): x_t's rows once,
+                    # the maps then take equal stacks (the same numbers; matrix manifolds
+                    # factor the one point once instead: SPD's transport and log)
+                    scratch = (np.array(stacked(x_t, k), order="C") if M.core_ndim == 1
+                               else x_t)
+                v = diff if coef is None else diff - coef[expand] * M.inv_retr(scratch, x, method)
+                d = problem.rgrad(idx, x) - M.transport(scratch, x, v, transport)
                 d = -eta * d
             x = M.retr(x, d, method)
         return {"x": out if self.client_option == 2 else x}, cstate, memo
