@@ -13,9 +13,11 @@
 
 namespace {
 
-// Multiply-adds (samples * d^2 * p) below which one more thread costs more than it saves
-// (pca_grad_sum's rule).
-constexpr double kMinWorkPerThread = 1 << 19;
+// Multiply-adds (samples * d^2 * p) each thread must have: about a millisecond of the loop
+// (~400 ns a 30 x 30 sample at p = 5). A thread started for less costs its start and, on a busy
+// machine, the wait for a thread that is descheduled holding a client: Brockett at k = 100 (4.5 M)
+// took 2.4 ms a call on two threads against 0.4 on one at load 5; k = 1000 (45 M) still splits.
+constexpr double kMinWorkPerThread = 1 << 22;
 
 struct Args {
     const double* a;
