@@ -279,7 +279,7 @@ def test_e7_records_a_diverging_noise_level_and_goes_on(monkeypatch, tmp_path):
 def test_e7_sphere_rows_use_seed_002s_three_columns(small_runs):
     """Measured (40 rounds, 2 repeats): f - f* floors eps 0.15 / 2 / sigma = 0 -- left
     1.1e-2 / 5.0e-3 / 4.5e-3, middle 1.1e-2 / 8.3e-3 / 3.1e-5, right 8.0e-3 / 4.2e-3 /
-    6.1e-4; sigma = 0 DP-RSGD is RFedAvg bitwise."""
+    6.1e-4; sigma = 0 DP-RSGD is RFedAvg to rounding."""
     from rfl_fast.app.experiments import e7
     from rfl_fast.problems import SpherePCA
     c = e7.CONFIGS
@@ -299,8 +299,10 @@ def test_e7_sphere_rows_use_seed_002s_three_columns(small_runs):
         rows = r["results"][name]
         assert rows["eps0.15"]["f_gap_floor"] > rows["sigma0"]["f_gap_floor"], name
         assert rows["floor_decreases_with_eps"], (name, rows)
-        if "DP-RSGD" in name:
-            assert rows["sigma0_equals_RFedAvg_bitwise"], name
+        if "DP-RSGD" in name:   # RFedAvg's full-batch steps run fused (the compiled Exp),
+            # sigma = 0 DP-RSGD's composed: the same arithmetic in another order, equal to
+            # rounding (~10 eps a step, K <= 5 steps a round, 40 rounds: below 1e-12)
+            assert rows["sigma0_vs_RFedAvg_max_abs_diff"] <= 1e-12, name
     assert sum(lb.startswith("sphere") for lb in r["runs"]["declared"]) == 9
 
 
