@@ -66,7 +66,6 @@ import numpy as np
 from .._validation import (COUNT, POSITIVE, Bool, Choice, Optional, Real, Reals, brief,
                            check_choice, check_int, check_positive)
 from ..errors import InvalidParameterError, ParameterError, ParameterTypeError
-from ..manifolds import Stiefel
 from ..privacy.accounting import ACCOUNTANTS, DELTA, DPSettings
 from ..privacy.ledger import DEFAULT_DELTA, PrivacyLedger
 from ._checks import inverse_pair, transport_name
@@ -546,11 +545,6 @@ class PriRFed(FederatedAlgorithm):
         sig = plan.sigma[idx]
         noisy = np.flatnonzero(sig > 0)
         streams = ctx.rng.streams() if noisy.size == k else None
-        # Stiefel's projection transport and its tangent Gaussian (P_x of sigma times the
-        # stream's normals) are both P_x: the transported term and the noise in one projection
-        fold = (streams is not None and transport == "projection" and isinstance(M, Stiefel)
-                and type(M).transport is Stiefel.transport
-                and type(M).tangent_gaussian is Stiefel.tangent_gaussian)
         xs = stacked(x_t, k)
         path = [] if self.output_option == 2 else None
         both = np.repeat(idx, 2)
@@ -575,14 +569,8 @@ class PriRFed(FederatedAlgorithm):
                     # errors name the participant's position as a call of k rows does
                     a = problem.clipped_rgrad_sum(idx, x, tau, sel)
                     v = problem.clipped_rgrad_sum(idx, xs, tau, sel) - g
-                if fold:    # a + P_x(sigma e - v): the same draws, one projection
-                    e = streams.standard_normal(np.shape(x))
-                    e *= sig[per_item]
-                    e -= v
-                    d = a + M.proj(x, e)
-                else:
-                    d = a - M.transport(xs, x, v, transport)                # clipped
-                    _add_noise(M, d, x, sig, noisy, ctx, streams)           # noise
+                d = a - M.transport(xs, x, v, transport)                    # clipped
+                _add_noise(M, d, x, sig, noisy, ctx, streams)               # noise
                 x = M.retr(x, -eta * d, method)                              # step
             xs = x
         if path is None:
