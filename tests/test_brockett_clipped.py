@@ -76,6 +76,7 @@ def test_one_sample_moves_the_sum_by_at_most_tau():
 # ---------------------------------------------------------------- the compiled pass
 
 _core = pytest.importorskip("rfl_fast._core")
+from rfl_fast.kernels import fused  # noqa: E402
 EPS = np.finfo(np.float64).eps
 
 
@@ -151,6 +152,11 @@ def test_compiled_pass_equals_the_numpy_reference(d, p, tau):
     with rf.backend("numpy"):
         np.testing.assert_array_equal(P.clipped_rgrad_sum(idx, X, tau), P._clipped_blocks(
             X, tau, P._flat, m))
+        assert fused.brockett_clipped_sum(P._flat, full, X, P.h, tau) is None   # the route
+    # the registered kernel's oracle: the per-sample sums written out
+    want, _ = fused.brockett_clipped_sum_reference(P._flat, full, X, P.h, tau)
+    got, trusted = fused.brockett_clipped_sum(P._flat, full, X, P.h, tau, backend="cpp")
+    assert trusted and np.abs(got - want).max() <= _bound(P, X, tau, full)
 
 
 def test_compiled_pass_is_the_same_on_any_thread_count():

@@ -38,7 +38,8 @@ __all__ = ["route", "pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps",
            "pca_local_steps_reference", "sphere_local_steps", "sphere_local_steps_reference",
            "sphere_projection_local_steps", "sphere_projection_local_steps_reference",
            "SPHERE_STEPS", "local_stepper", "compiled_available", "BLOCK_BYTES",
-           "row_norms", "clipped_pca_rows", "clipped_pca_sum", "clipped_pca_sum_reference"]
+           "row_norms", "clipped_pca_rows", "clipped_pca_sum", "clipped_pca_sum_reference",
+           "brockett_clipped_sum", "brockett_clipped_sum_reference"]
 
 #: Rows of ``Z_i`` per block in the reference (about this many bytes stay in cache between the
 #: two products, so the data is read from memory once).
@@ -495,3 +496,33 @@ def clipped_pca_sum_reference(Z, Xt, tau, c):
     """NumPy reference of :func:`clipped_pca_sum`: ``St`` (r, d)."""
     return pca_grad_sum_reference(Z, np.array([0, Z.shape[0]]), [0], Xt[None], tau, c,
                                   True)[0][0]
+
+
+def brockett_clipped_sum(a, rows, x, h, tau, *, threads=None, backend=None):
+    """Brockett's clipped per-sample gradient sums by the compiled one-pass kernel
+    (``rfl/brockett.hpp``) where :func:`route` picks it: ``(out, trusted)``, ``out`` (k, d, p)
+    the sums of :func:`brockett_clipped_sum_reference` and ``trusted`` whether every sample's
+    norm came from ``|G|^2 - |sym(X'G)|^2`` within its trust rule (where not, ``out`` is not to
+    be used: the caller's exact form answers). ``None`` where the route is the reference: the
+    caller's NumPy form (``Brockett``'s blocked sums) runs then. ``a`` (M, d, d), ``rows`` (k, b)
+    int64 sample indices, ``x`` (k, d, p), ``h`` (p,): C-contiguous; ``threads`` only changes
+    the speed."""
+    if route("brockett_clipped_sum", backend) != "cpp":
+        return None
+    return _dispatch.load("cpp").brockett_clipped_sum(
+        a, rows, x, h, float(tau), get_threads() if threads is None else int(threads))
+
+
+def brockett_clipped_sum_reference(a, rows, x, h, tau):
+    """NumPy reference of :func:`brockett_clipped_sum` (the test oracle): for client ``j`` and
+    each of its samples ``A`` (``a[rows[j]]``) the Riemannian gradient ``g = P_X(2 A X H)``
+    (``X = x[j]``, ``H = diag(h)``), clipped to norm ``tau`` (``g min(1, tau/|g|)``), summed;
+    ``(out, True)``."""
+    g = np.matmul(a[rows], (x * (2.0 * h))[:, None])                  # (k, b, d, p)
+    xb = x[:, None]
+    s = np.matmul(np.swapaxes(xb, -1, -2), g)
+    g = g - np.matmul(xb, 0.5 * (s + np.swapaxes(s, -1, -2)))
+    norms = np.sqrt(np.einsum("kbij,kbij->kb", g, g))
+    with np.errstate(divide="ignore"):
+        factor = np.minimum(1.0, tau / norms)
+    return np.einsum("kb,kbij->kij", factor, g), True

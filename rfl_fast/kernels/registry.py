@@ -250,6 +250,9 @@ FUSED = by_name((
           inverse="sphere_inv_retr_projection", projection="sphere_project"),
     Fused("clipped_pca_sum", ("cpp", "numba", "numpy"),
           "one client's rows at X -> the clipped per-sample PCA gradient sum"),
+    Fused("brockett_clipped_sum", ("cpp", "numpy"),
+          "Brockett's samples A (M, d, d), b rows per client at X_j -> sum over the client's "
+          "samples of clip_tau(P_X(2 A X H)), and whether every norm's fast form was trusted"),
 ), lambda f: f.name, "kernels.FUSED")
 
 

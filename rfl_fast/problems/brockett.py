@@ -6,7 +6,7 @@ import numpy as np
 
 from .._typing import ArrayLike, ClientId, ClientSamples, FloatArray, Weighting
 from ..errors import InvalidParameterError
-from ..kernels import _dispatch
+from ..kernels import fused
 from ..manifolds import Stiefel
 from ..privacy.clipping import _TAU, clip_factors
 from ._clients import batch_rows, pack_clients
@@ -23,14 +23,6 @@ def _t(a):
 #: clipped sums: |P_X G|^2 = |G|^2 - |sym(X'G)|^2 is trusted where it keeps a quarter of |G|^2
 #: and the squares are in range (no overflow, no underflow)
 _TRUST, _LO, _HI = 0.25, 1e-280, 1e280
-
-
-def _compiled_sum():
-    """``_core.brockett_clipped_sum`` (``rfl/brockett.hpp``) where the backend in force may take
-    the C++ core (``"auto"``, ``"cpp"``) and the extension has it, else ``None``."""
-    if _dispatch.get_backend() not in ("auto", "cpp"):
-        return None
-    return getattr(_dispatch.load("cpp"), "brockett_clipped_sum", None)
 
 
 class Brockett(Problem):
@@ -173,14 +165,12 @@ class Brockett(Problem):
         blocks = self._blocks(idx, batch)
         if blocks is not None:
             tau = _TAU(tau, "tau")
-            fn = _compiled_sum()
-            if fn is not None and math.isfinite(tau):
+            if math.isfinite(tau):
                 k, b = idx.size, blocks[1]
                 rows = (np.arange(k * b) if isinstance(blocks[0], slice) else blocks[0])
-                out, trusted = fn(self._flat, rows.reshape(k, b), x, self.h, tau,
-                                  _dispatch.get_threads())
-                if trusted:
-                    return out
+                out = fused.brockett_clipped_sum(self._flat, rows.reshape(k, b), x, self.h, tau)
+                if out is not None and out[1]:
+                    return out[0]
             return self._clipped_blocks(x, tau, self._flat[blocks[0]], blocks[1])
         rows, seg, starts, _ = self._select(idx, batch)
         xs = x[seg]
