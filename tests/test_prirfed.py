@@ -43,7 +43,8 @@ PROBLEMS = {"sphere": sphere, "stiefel": kpca, "spd": spd, "lorentz": lorentz}
 
 @pytest.mark.parametrize("name", list(PROBLEMS))
 @pytest.mark.parametrize("batch", [None, 5])
-def test_dp_rsgd_without_noise_and_clipping_is_rfedavg_bit_for_bit(name, batch):
+def test_dp_rsgd_without_noise_and_clipping_is_rfedavg(name, batch):
+    """Bit for bit where both take the same route; to rounding where RFedAvg fuses."""
     P = PROBLEMS[name]()
     retr = "polar" if name == "stiefel" else None      # RFedAvg's pair on Stiefel
     pri = PriRFed(0.05, 3, sigma=0.0, clip=math.inf, batch_size=batch, retraction=retr,
@@ -51,8 +52,15 @@ def test_dp_rsgd_without_noise_and_clipping_is_rfedavg_bit_for_bit(name, batch):
     avg = RFedAvg(0.05, 3, batch_size=batch, retraction=retr)
     a = run(P, pri, 6, Uniform(2), seed=3)
     b = run(P, avg, 6, Uniform(2), seed=3)
-    assert np.array_equal(a.x, b.x)
-    assert np.array_equal(a.history.f_gap, b.history.f_gap)
+    if name == "sphere" and batch is None:
+        # RFedAvg's full-batch sphere steps run in the fused kernel (its compiled Exp and r = 1
+        # gradient), DP-RSGD's composed: the same arithmetic in another order, each of the 18
+        # steps within ~5 eps (d = 8 terms a dot product) and the Exp map 1-Lipschitz: to 100 eps
+        np.testing.assert_allclose(a.x, b.x, rtol=0, atol=100 * np.finfo(float).eps)
+        np.testing.assert_allclose(a.history.f_gap, b.history.f_gap, rtol=1e-12, atol=1e-15)
+    else:
+        assert np.array_equal(a.x, b.x)
+        assert np.array_equal(a.history.f_gap, b.history.f_gap)
     assert np.isinf(a.history["eps_seed"][1:]).all()            # sigma = 0 spends inf
 
 
@@ -305,7 +313,7 @@ def test_dpsettings_reexported_for_users():
 def test_e7_small_reproduction(small_runs):
     """Measured (small, seed 0): floor ratio eps 0.15 / sigma 0 = 1.44 (sphere DP-RSGD), 1.73
     (sphere DP-RSVRG), 9.3 / 19.4 (SPD), 1.24 / 19.4 (hyperbolic); sigma = 0 is RFedAvg
-    bit for bit."""
+    to rounding."""
     r = small_runs("E7")[0]
     for name, rows in r["results"].items():
         assert rows["floor_decreases_with_eps"], (name, rows)
@@ -314,8 +322,8 @@ def test_e7_small_reproduction(small_runs):
         else:
             assert rows["eps0.15"]["f_gap_floor"] > 1.1 * rows["sigma0"]["f_gap_floor"], name
         assert rows["eps0.15"]["sigma"] > rows["eps2"]["sigma"] > 0 == rows["sigma0"]["sigma"]
-        if "DP-RSGD" in name:
-            assert rows["sigma0_equals_RFedAvg_bitwise"], name
+        if "DP-RSGD" in name:   # RFedAvg fused, DP-RSGD composed (see above): to rounding
+            assert rows["sigma0_vs_RFedAvg_max_abs_diff"] <= 1e-12, name
 
 
 # ----------------------------------------------------------------------------- DP-RSVRG's pairs
