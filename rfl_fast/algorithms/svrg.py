@@ -44,7 +44,7 @@ retraction's kernel (``Manifold.inverse_kernels``) to the fused step. Decided fr
 declarations before the round (the problem's ``quadratic_rows()``, the manifold's step,
 transport and inverse retraction kernels, client option 1); the composed loop otherwise. On
 Grassmann with the projection transport the composed loop's direction takes one projection
-for the gradient and the transported vector together (``Grassmann._corrected_direction``;
+for the gradient and the transported vector together (``Manifold.corrected_direction``;
 the composed maps' iterates to rounding).
 
 Global output option 1: ``x_T``; option 2: ``x_s`` with ``s`` uniform in ``{1, .., T}``, drawn
@@ -60,9 +60,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import Choice, validation_enabled
-from ..manifolds import Grassmann
-from ..manifolds.base import Manifold
-from ..problems.base import Problem
 from ._checks import transport_name
 from .base import _RetractionBased, check_problem, participant_weights, stacked
 from .fedavg_prox import check_fused_steps, fused_local_steps
@@ -286,7 +283,7 @@ class RFedSVRG(_RetractionBased):
         expand = (slice(None),) + (None,) * len(M.shape)
         x = np.array(stacked(x1, k), order="C")   # not order K: a broadcast's copy would
         # keep the stride-0 axis innermost ((8, 8 n p, 8 n)-like strides), slowing every pass
-        direction, grad = self._one_projection(problem, transport, diff, x_t)
+        direction = self._one_projection(problem, transport, diff, x_t)
         scratch = buf = None
         for step in range(1, self.local_steps + 1):
             if self.client_option == 2:
@@ -297,7 +294,7 @@ class RFedSVRG(_RetractionBased):
             if direction is not None:               # the same direction, one projection
                 if scratch is None:
                     scratch, buf = np.empty_like(x), np.empty_like(x)
-                d = direction(x_t, x, grad(idx, x), diff, coef, method, scratch, buf)
+                d = direction(x_t, x, problem.rgrad(idx, x), diff, coef, method, scratch, buf)
                 d *= -eta                  # buf: free again once the retraction has read it
             else:
                 if scratch is None:     # vector points (Lorentz, sphere): x_t's rows once,
@@ -313,22 +310,16 @@ class RFedSVRG(_RetractionBased):
 
     @staticmethod
     def _one_projection(problem, transport, diff, x_t):
-        """The manifold's one-projection form of the local direction
-        ``grad f_i(x) - T_{x_t -> x}(diff - c R^-1_{x_t}(x))`` where it declares one for
-        ``transport`` (``Grassmann._corrected_direction``: the projection transport is the
-        projection of a rotated vector, so gradient and transport share one projection), else
-        ``None``. Its ``grad``: the Euclidean gradient where the problem's ``rgrad`` is the
-        default ``egrad2rgrad(x, egrad)`` and the manifold's ``egrad2rgrad`` its projection
-        (the one projection then serves the gradient too), else ``rgrad`` (tangent: the
-        projection leaves it as it is). ``(direction, grad)`` or ``(None, None)``."""
+        """The manifold's one-map form of the local direction ``grad f_i(x) - T_{x_t -> x}(diff
+        - c R^-1_{x_t}(x))`` where it declares one for ``transport``
+        (:meth:`~rfl_fast.manifolds.Manifold.corrected_direction`; Grassmann's projection
+        transport: gradient and transport share one projection) and the arrays are float64
+        without on-manifold checks in force, else ``None``."""
         M = problem.manifold
-        if (type(M) is not Grassmann or transport != "projection"
-                or diff.dtype != np.float64 or x_t.dtype != np.float64
+        if (diff.dtype != np.float64 or x_t.dtype != np.float64
                 or validation_enabled(M.validate)):    # on-manifold checks: the maps' own
-            return None, None
-        plain = (type(problem).rgrad is Problem.rgrad
-                 and type(M).egrad2rgrad is Manifold.egrad2rgrad)
-        return M._corrected_direction, (problem.egrad if plain else problem.rgrad)
+            return None
+        return M.corrected_direction(transport)
 
     def _fused_steps(self, problem, method, transport):
         """The fused kernel of local steps ``l = 1 .. tau-1`` (``steps(idx, x, eta, n,

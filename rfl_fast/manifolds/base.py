@@ -639,6 +639,26 @@ class Manifold:
         """
         self._missing("transport")
 
+    def corrected_direction(self, transport: str):
+        """RFedSVRG's and 2BB's local direction ``g - T_{x_t -> x}(v - c R^-1_{x_t}(x))`` as one
+        map, where the manifold has one for ``transport``: ``direction(x_t, x, g, v, coef,
+        method, scratch, out)`` on float64 C-contiguous arrays the caller built (no checks;
+        ``g`` tangent at ``x``, ``v`` at ``x_t``, ``coef`` (k,) or ``None``, ``method`` the
+        inverse retraction, ``scratch`` and ``out`` buffers it may write); ``None`` here
+        (the algorithm composes ``transport`` and ``inv_retr``).
+
+        Parameters
+        ----------
+        transport : str
+            The transport in use.
+
+        Returns
+        -------
+        callable or None
+            The one-map direction, or ``None``.
+        """
+        return None
+
     def project(self, z: ArrayLike) -> FloatArray:
         """Nearest point ``P_M(z)`` on the manifold (embedded compact manifolds only).
 

@@ -251,6 +251,11 @@ class Grassmann(Manifold):
                  + a @ ((np.cos(pair.theta) - 1.0)[..., :, None] * atv))
         return (w @ pair.rotation()).astype(dtype, copy=False)
 
+    def corrected_direction(self, transport: str):
+        """The projection transport's one-projection direction (:meth:`_corrected_direction`);
+        ``None`` for any other transport."""
+        return self._corrected_direction if transport == "projection" else None
+
     def _corrected_direction(self, x, y, g, v, coef=None, method="polar", scratch=None,
                              out=None):
         """``proj_Y(G) - T_{X -> Y}(V - c R^-1_X(Y))`` with the projection transport, in one

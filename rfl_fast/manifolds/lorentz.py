@@ -8,8 +8,7 @@ import numpy as np
 from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from .._validation import as_rng
 from .._validation import FLOAT64, validation_enabled
-from ..kernels import call
-from ..kernels._dispatch import resolve
+from ..kernels import call, resolve
 from .base import Manifold, _all_finite
 
 __all__ = ["Lorentz"]

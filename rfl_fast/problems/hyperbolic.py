@@ -202,7 +202,7 @@ class HyperbolicPrediction(Problem):
         """``-(2/N_i) sum_j alpha_ij (theta/sinh theta) y_ij`` -> (k, d+1), a new array."""
         idx = self._clients(idx)
         x = self._points(idx, x)
-        m = getattr(self, "_m", 0)     # 0: uneven sizes (or an instance pickled before _m)
+        m = self._m                    # 0: uneven sizes
         if (batch is None and m and idx.size == self.n_clients and idx.size * m <= _ONE_SPAN
                 and (idx == self._every).all()):
             # every client in order, m samples each, few enough rows for one span: the
