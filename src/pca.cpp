@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct PcaUnit {
     std::int64_t item, lo, hi;
     double* St;  // r x d: the output slot of the item, or a private partial
     double q;
+    double* G = nullptr;  // a whole client's gradient form scale St' (d x r): St then in the
+    double scale = 0.0;   // unit's thread's own buffer, transposed in cache; nullptr: none
 };
 
 // Rows per unit: a client with more rows is split into fixed chunks (partials summed in chunk
@@ -33,11 +36,17 @@ constexpr double kPcaMinWorkPerThread = 1 << 19;
 template <int R>
 RFL_INLINE void pca_units_r(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>& next,
                             const double* pz, std::size_t d, const double* pxt, int r,
-                            const rfl::pca::Weight& wt, double* coef) {
+                            const rfl::pca::Weight& wt, double* coef, double* own) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
     for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
+        double* st = u[i].G ? own : u[i].St;  // a gradient form's St: the thread's own, in cache
         u[i].q = rfl::pca::client<R>(pz + u[i].lo * d, static_cast<std::size_t>(u[i].hi - u[i].lo),
-                                     d, pxt + u[i].item * item, r, wt, u[i].St, coef);
+                                     d, pxt + u[i].item * item, r, wt, st, coef);
+        if (double* g = u[i].G) {  // G = scale St'
+            const double sc = u[i].scale;
+            for (std::size_t e = 0; e < d; ++e)
+                for (int l = 0; l < r; ++l) g[e * r + l] = sc * st[l * d + e];
+        }
     }
 }
 
@@ -48,16 +57,19 @@ RFL_CLONES_V4 void pca_units(PcaUnit* u, std::size_t nu, std::atomic<std::size_t
                              int r, rfl::pca::Weight wt) {
     std::vector<double> coef(static_cast<std::size_t>(rfl::pca::kRowsMax) * r);
     double* c = coef.data();
+    // one St of its own for the gradient form's units (uninitialized: untouched otherwise)
+    std::unique_ptr<double[]> own(new double[static_cast<std::size_t>(r) * d]);
+    double* o = own.get();
     switch (r) {
-        case 1: return pca_units_r<1>(u, nu, *next, pz, d, pxt, r, wt, c);
-        case 2: return pca_units_r<2>(u, nu, *next, pz, d, pxt, r, wt, c);
-        case 3: return pca_units_r<3>(u, nu, *next, pz, d, pxt, r, wt, c);
-        case 4: return pca_units_r<4>(u, nu, *next, pz, d, pxt, r, wt, c);
-        case 5: return pca_units_r<5>(u, nu, *next, pz, d, pxt, r, wt, c);
-        case 6: return pca_units_r<6>(u, nu, *next, pz, d, pxt, r, wt, c);
-        case 7: return pca_units_r<7>(u, nu, *next, pz, d, pxt, r, wt, c);
-        case 8: return pca_units_r<8>(u, nu, *next, pz, d, pxt, r, wt, c);
-        default: return pca_units_r<0>(u, nu, *next, pz, d, pxt, r, wt, c);
+        case 1: return pca_units_r<1>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        case 2: return pca_units_r<2>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        case 3: return pca_units_r<3>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        case 4: return pca_units_r<4>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        case 5: return pca_units_r<5>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        case 6: return pca_units_r<6>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        case 7: return pca_units_r<7>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        case 8: return pca_units_r<8>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        default: return pca_units_r<0>(u, nu, *next, pz, d, pxt, r, wt, c, o);
     }
 }
 
@@ -101,11 +113,13 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
     }
     const auto R_ = static_cast<py::ssize_t>(r), D_ = static_cast<py::ssize_t>(d);
     Arr out = gradient ? Arr({k, D_, R_}) : Arr({k, R_, D_});
-    std::vector<double> st_scratch(gradient ? static_cast<std::size_t>(k) * r * d : 0);
+    // (uninitialized, and untouched by the one-unit clients of the gradient form: no page faults)
+    std::unique_ptr<double[]> st_scratch(gradient ? new double[static_cast<std::size_t>(k) * r * d]
+                                                  : nullptr);
     py::array_t<double> q(k);
     const double* pz = z.data();
     const double* pxt = xt.data();
-    double* pout = gradient ? st_scratch.data() : out.mutable_data();
+    double* pout = gradient ? st_scratch.get() : out.mutable_data();
     double* pg = out.mutable_data();
     const double* psc = gradient ? sc.data() : nullptr;
     double* pq = q.mutable_data();
@@ -133,6 +147,10 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
             const std::size_t nc = first[j + 1] - first[j];
             for (std::size_t s = first[j]; s < first[j + 1]; ++s)
                 units[s].St = nc == 1 ? pout + j * item : partial.data() + (slot++) * item;
+            if (gradient && nc == 1) {  // a one-unit client's gradient form by its thread
+                units[first[j]].G = pg + j * item;
+                units[first[j]].scale = psc[j];
+            }
         }
         const std::size_t nu = units.size();
         std::int64_t all_rows = 0;
@@ -156,7 +174,7 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
             }
             for (std::size_t s = first[j]; s < first[j + 1]; ++s) qj += units[s].q;
             pq[j] = qj;
-            if (gradient) {  // G[j] = scale[j] St[j]'
+            if (gradient && nc > 1) {  // G[j] = scale[j] St[j]' (one-unit clients: done)
                 const double* st = pout + j * item;
                 double* g = pg + j * item;
                 for (std::size_t i = 0; i < d; ++i)
