@@ -388,9 +388,10 @@ def _composed(mp):
         mp.setattr(module, "fused_local_steps", lambda *args, **k: None)
 
 
-def _fused_then_composed(P, alg, rounds, kw, backend="auto", record=lambda k: 1):
+def _fused_then_composed(P, alg, rounds, kw, backend="auto", record=lambda k: 1, moved=1e-2):
     """``alg`` run on the fused route (each ``pca_local_steps`` call's ``record(kwargs)``
-    kept), then on the composed loop: the two results, the records."""
+    kept), then on the composed loop: the two results, the records; the runs moved by more
+    than ``moved``."""
     from rfl_fast.kernels import fused
 
     calls = []
@@ -403,7 +404,7 @@ def _fused_then_composed(P, alg, rounds, kw, backend="auto", record=lambda k: 1)
         _composed(mp)
         b = run(P, alg, rounds, **kw)
     assert len(calls) == rounds                  # the composed loop took none
-    assert np.max(np.abs(a.x - kw["x0"])) > 1e-3    # the runs moved
+    assert np.max(np.abs(a.x - kw["x0"])) > moved    # the runs moved
     return a, b, calls
 
 
@@ -604,7 +605,7 @@ def test_fused_steps_on_the_matrices_form_equal_the_composed_loop(name, problem)
            "RFedProj": RFedProj(eta, tau), "RFedAGS": RFedAGS(eta, tau)}[name]
     x0 = P.manifold.random_point(rng=1)
     kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    a, b, _ = _fused_then_composed(P, alg, rounds, kw)
+    a, b, _ = _fused_then_composed(P, alg, rounds, kw, moved=1e-3)
     a_max = eta * a_norm
     bound = 10 * _rounding_bound(rounds, tau, 1 + a_max, 3 * a_max * (d + 10 * r) + 10 * r)
     assert np.max(np.abs(a.x - b.x)) <= bound

@@ -126,7 +126,7 @@ def test_stiefel_exp_at_every_step_size_and_item_by_item(backend, p):
     """Stiefel Exp over step norms from 1e-9 to 6 (the compiled route's Pade degrees 3 to 13 and
     its squarings): the reference's degree-13 answer within ``1e3 eps`` (both backward-stable
     scaling and squaring of the same exponentials; the squarings at ``|u| = 6`` multiply the
-    rounding by at most ``2^s``, s <= 2 here, and the entries are at most 1); it is on the
+    rounding by at most ``2^s``, s <= 3 here, and the entries are at most 1); it is on the
     manifold and ``Exp_x(0) = x`` exactly; a non-finite item is NaN alone, and an item's bits do
     not depend on its batch."""
     rng = np.random.default_rng(p)

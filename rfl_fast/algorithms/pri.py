@@ -109,7 +109,7 @@ def _add_noise(M, d, x, sig, noisy, ctx, streams=None):
     if not noisy.size:
         return
     if noisy.size == sig.size:
-        np.add(d, M.tangent_gaussian(x, sig, rng=streams or ctx.rng.streams()), out=d)
+        np.add(d, M.tangent_gaussian(x, sig, rng=streams if streams is not None else ctx.rng.streams()), out=d)
     else:
         d[noisy] += M.tangent_gaussian(x[noisy], sig[noisy], rng=ctx.rng.streams(noisy))
 

@@ -161,7 +161,10 @@ def _solve_or_nan(a, b):
     ok = np.isfinite(a).all(axis=(-2, -1)) & np.isfinite(b).all(axis=(-2, -1))
     out = np.full(np.shape(b), np.nan)
     if ok.all():
-        return np.linalg.solve(a, b)
+        try:
+            return np.linalg.solve(a, b)
+        except np.linalg.LinAlgError:   # a singular item: item by item below
+            pass
     for j in np.flatnonzero(ok):
         try:
             out[j] = np.linalg.solve(a[j], b[j])

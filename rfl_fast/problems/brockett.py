@@ -152,9 +152,9 @@ class Brockett(Problem):
         """All selected samples at once: ``g = P_X(2 A_ij X H)`` (the terms of
         :meth:`sample_rgrads`), clipped by their norms and summed per client (segment sums).
         Per-client batch sizes (a list) go the default way. Equal batches (every client's
-        samples, or ``(k, b)`` picks) with a finite ``tau`` take the compiled pass
-        (``_core.brockett_clipped_sum``, ``rfl/brockett.hpp``: each sample's ``G_j``, norm, clip
-        factor and term while it is in cache) where the backend in force allows the C++ core;
+        samples, or ``(k, b)`` picks) with a finite ``tau`` take the fused kernel
+        :func:`rfl_fast.kernels.fused.brockett_clipped_sum` (each sample's ``G_j``, norm, clip
+        factor and term while it is in cache) where the kernels route it to a compiled pass;
         its rule is :meth:`_clipped_blocks`', whose NumPy form answers the calls with a sample
         that rule does not trust (so a non-finite norm is refused as there, naming the
         sample)."""

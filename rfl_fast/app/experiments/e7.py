@@ -3,7 +3,9 @@ differential privacy on the sphere, SPD and hyperbolic problems.
 
 Claim checked: the smaller ``eps``, the larger the noise ``sigma_i`` and the higher the noise
 floor (``f - f*`` averaged over the last quarter of the rounds and over repeats); with
-``sigma = 0`` (and no clipping) PriRFed with DP-RSGD is RFedAvg exactly.
+``sigma = 0`` (and no clipping) PriRFed with DP-RSGD is RFedAvg to rounding (within 1e-12; bit
+for bit where both take the same route, but RFedAvg's full-batch sphere steps run in the fused
+kernel and DP-RSGD's are composed).
 
 Problems and parameters (Huang et al. 2024's slides; values the text extraction lost are chosen
 here and marked):
@@ -261,11 +263,10 @@ def table_rows(res):
                      "figure only", ""))
         rows.append((name, "claim: smaller eps, higher noise floor", "", "",
                      verdict(r["floor_decreases_with_eps"])))
-        if "sigma0_equals_RFedAvg_bitwise" in r:
+        if "sigma0_vs_RFedAvg_max_abs_diff" in r:   # the same iterates to rounding
             rows.append((name, "claim: sigma = 0 recovers the non-private algorithm",
                          f"max |diff| {cell(r['sigma0_vs_RFedAvg_max_abs_diff'])}", "",
-                         verdict(r["sigma0_equals_RFedAvg_bitwise"],
-                                 r["sigma0_vs_RFedAvg_max_abs_diff"] < 1e-12)))
+                         verdict(r["sigma0_vs_RFedAvg_max_abs_diff"] <= 1e-12)))
     rows.append(("all", "Huang et al. 2024, Theorem 9 vs Theorem 8", "", "",
                  "paper inconsistent: Theorem 9 "
                  "drops Theorem 8's e^((s-1) eps) factor on delta (eps_seed follows the paper)"))
