@@ -227,3 +227,27 @@ def test_no_dict_literal_of_the_package_repeats_a_key():
     found = {str(p.relative_to(PACKAGE)): r for p in sorted(PACKAGE.rglob("*.py"))
              if (r := _repeated_literal_keys(p.read_text(encoding="utf-8")))}
     assert not found, found
+
+
+def test_every_declared_step_kernel_name_is_a_kernel_or_a_fused_kernels_name():
+    """A manifold's step, transport, inverse and projection declarations name a kernel of
+    ``REGISTRY`` or an operation some ``FUSED`` entry declares: a misspelt name would silently
+    never fuse."""
+    from dataclasses import fields
+
+    from rfl_fast.kernels.registry import FUSED
+
+    fused_names = set()
+    for f in FUSED.values():
+        for field in fields(f):
+            value = getattr(f, field.name)
+            if field.name in ("name", "order", "summary"):
+                continue
+            fused_names.update(value if isinstance(value, tuple) else (value,))
+    known = set(REGISTRY) | fused_names - {""}
+    for name in rfl_fast.manifolds.MANIFOLDS:
+        cls = getattr(rfl_fast.manifolds, name)
+        declared = [k for ks in cls.step_kernels.values() for k in ks]
+        declared += [*cls.transport_kernels.values(), *cls.inverse_kernels.values()]
+        declared += [cls.project_kernel] if cls.project_kernel else []
+        assert set(declared) <= known, (name, sorted(set(declared) - known))

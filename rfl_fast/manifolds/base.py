@@ -92,23 +92,26 @@ class Manifold:
     nonexpanding_transports = ()
     has_project = False
     has_tangent_gaussian = False
-    #: Retraction name -> the kernels (``kernels.REGISTRY``) that compute one point's
-    #: ``egrad2rgrad`` and ``retr`` with it, a declared capability by which the kernels layer
-    #: finds fused routes (``kernels.fused.local_stepper``); empty here.
+    #: Retraction name -> the kernels that compute one point's ``egrad2rgrad`` and ``retr``
+    #: with it, a declared capability by which the kernels layer finds fused routes
+    #: (``kernels.fused.local_stepper``); empty here. Here and in the three declarations
+    #: below a name is a kernel of ``kernels.REGISTRY`` where the operation has one (Stiefel's),
+    #: else the operation's name as a fused kernel (``registry.FUSED``) declares it (the
+    #: sphere's projection, whose one-line maps have no kernel of their own).
     step_kernels = {}
-    #: Transport name -> the kernel (``kernels.REGISTRY``) that computes ``transport(x, y, v)``
+    #: Transport name -> the kernel that computes ``transport(x, y, v)``
     #: as ``kernel(y, v)``, linear in ``v`` (a transport that forgets ``x``, e.g. the
     #: projection onto the tangent space at ``y``), a declared capability: where it is the
     #: gradient's kernel of ``step_kernels``, RFedSVRG's corrected direction
     #: ``grad f_i(y) - T(v)`` is that kernel of ``egrad f_i(y) - v``, and its local steps fuse
     #: as RFedAvg's do; empty here.
     transport_kernels = {}
-    #: Inverse retraction name -> the kernel (``kernels.REGISTRY``) that computes
+    #: Inverse retraction name -> the kernel that computes
     #: ``inv_retr(x, y)`` with it, a declared capability: where a fused kernel of local steps
     #: has it (``registry.Fused.inverse``), RFedProx's direction
     #: ``grad f_i(x) - mu R_x^{-1}(x_t)`` fuses as RFedAvg's does; empty here.
     inverse_kernels = {}
-    #: The kernel (``kernels.REGISTRY``) that computes ``project(z)``, the nearest point, a
+    #: The kernel that computes ``project(z)``, the nearest point, a
     #: declared capability: where a fused kernel of local steps has it
     #: (``registry.Fused.projection``), RFedProj's ambient steps fuse; ``None`` here.
     project_kernel = None
