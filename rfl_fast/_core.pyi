@@ -86,7 +86,8 @@ def pca_local_steps(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, x0: _Ar
                     mu: float = 0.0, accumulate: bool = False, ambient: bool = False,
                     drift: _ArrayLike | None = None, coef: _ArrayLike | None = None,
                     h: _ArrayLike | None = None,
-                    retraction: str = "polar") -> _Array | tuple[_Array, _Array]: ...
+                    retraction: str = "polar",
+                    transport: str = "projection") -> _Array | tuple[_Array, _Array]: ...
 
 # fast lanes of the public API (Manifold._compiled): a, b float64 C-contiguous ndarrays of one
 # shape (..., *core) -> the kernel's result with that shape ((...) for spd_dist); the 1-tuple

@@ -212,7 +212,79 @@ struct LocalSteps {
     rfl::pca::Terms terms;  // per-client arrays for all k clients, from client 0
     const double* h;  // (r,) or nullptr: the rows are each client's d x d matrix
     bool geodesic;    // r = 1: the sphere's Exp / Log in place of the polar pair
+    bool parallel;    // with geodesic: the offset is parallel-transported from the anchor
 };
+
+// Below this 1 + <x, y> the sphere's parallel transport takes the logarithm's form (the
+// threshold of rfl_fast.manifolds.sphere: Sphere.transport's _NEAR_ANTIPODAL).
+constexpr double kNearAntipodal = 1e-6;
+
+// The sphere's parallel transport of v from x to y as Sphere.transport: the kernel's
+// v - <y,v>/(1 + <x,y>) (x + y) (rfl::sphere::transport), or where 1 + <x,y> < kNearAntipodal
+// the logarithm's form v + <e,v>((cos t - 1) e - sin t x), e the unit direction of
+// w = y - <x,y> x, t = atan2(|w|, <x,y>) (NaN at the antipode).
+void sphere_parallel_transport(const double* x, const double* y, const double* v, double* out,
+                               std::size_t d) {
+    double c = 0.0;
+    for (std::size_t k = 0; k < d; ++k) c += x[k] * y[k];
+    if (!(1.0 + c < kNearAntipodal)) return rfl::sphere::transport(x, y, v, out, d);
+    double ww = 0.0;
+    for (std::size_t k = 0; k < d; ++k) {
+        out[k] = y[k] - c * x[k];
+        ww += out[k] * out[k];
+    }
+    const double nw = std::sqrt(ww), t = std::atan2(nw, c);
+    const double inv = nw > 0.0 ? 1.0 / nw : std::numeric_limits<double>::quiet_NaN();
+    double ev = 0.0;
+    for (std::size_t k = 0; k < d; ++k) ev += out[k] * inv * v[k];
+    const double ct = std::cos(t) - 1.0, st = std::sin(t);
+    for (std::size_t k = 0; k < d; ++k) out[k] = v[k] + ev * (ct * (out[k] * inv) - st * x[k]);
+}
+
+// The sphere's steps (r = 1, the points' d x 1 matrices as vectors) with the offset
+// parallel-transported from the anchor x_t (RFedSVRG's correction under the sphere's default
+// transport): g clients in lockstep, `steps` times, with the composed loop's maps in its order
+//   v = offset_c - coef_c Log_{x_t}(x)     (v = offset_c without coef)
+//   d = P_x(s_c G_c(x)) - PT_{x_t -> x}(v),   x <- Exp_x(-eta d)
+// (P_x: the Stiefel projection loop at p = 1, as the header's loop; NaN where a Log or the
+// transport has no answer, which Exp carries into x).
+template <class Grad>
+void sphere_parallel_steps(const LocalSteps& a, std::size_t g, double* X,
+                           const double* s, const rfl::pca::Terms& t, Grad&& grad) {
+    const std::size_t d = a.d, all = g * d;
+    std::vector<double> work(d + 4 * all + 2 * d);
+    double* St = work.data();
+    double* G = St + d;
+    double* U = G + all;
+    double* Y = U + all;
+    double* V = Y + all;
+    double* pull = V + all;
+    double* T = pull + d;
+    const int n = static_cast<int>(d);
+    for (int step = 0; step < a.steps; ++step) {
+        for (std::size_t c = 0; c < g; ++c) {
+            grad(c, static_cast<const double*>(X + c * d), St);
+            const double sc = s[c];
+            for (std::size_t i = 0; i < d; ++i) G[c * d + i] = sc * St[i];
+        }
+        stiefel_proj_loop(X, G, U, static_cast<py::ssize_t>(g), n, 1);
+        for (std::size_t c = 0; c < g; ++c) {
+            const double* xc = X + c * d;
+            const double* v = t.offset + c * d;
+            if (t.coef != nullptr) {
+                rfl::sphere::log(t.anchor, xc, pull, d);
+                const double cj = t.coef[c];
+                for (std::size_t i = 0; i < d; ++i) V[c * d + i] = v[i] - cj * pull[i];
+                v = V + c * d;
+            }
+            sphere_parallel_transport(t.anchor, xc, v, T, d);
+            double* uc = U + c * d;
+            for (std::size_t i = 0; i < d; ++i) uc[i] = -a.eta * (uc[i] - T[i]);
+            rfl::sphere::exp(xc, uc, Y + c * d, d);
+        }
+        std::copy(Y, Y + all, X);
+    }
+}
 
 // St (r x d) = (A X diag(h))' = diag(h) X' A for the symmetric A (d x d, row-major) and X
 // (d x r, row-major): row l of St is the sum over k of h_l X[k][l] A[k][.], each a contiguous
@@ -259,9 +331,7 @@ void pca_local_steps_group(const LocalSteps& a, std::size_t j0, std::size_t g, d
     double* partials = Xt + item;
     const rfl::pca::Weight plain{false, INFINITY, 1.0};
     const auto N = [](std::size_t m) { return static_cast<py::ssize_t>(m); };
-    rfl::pca::local_steps(
-        g, d, r, X, a.ps + j0, a.eta, a.steps, t, work.data(),
-        [&](std::size_t c, const double* Xc, double* St) {  // the Euclidean gradient's St
+    const auto grad = [&](std::size_t c, const double* Xc, double* St) {  // the Euclidean
             const std::int64_t lo = a.po[a.pi[j0 + c]], hi = a.po[a.pi[j0 + c] + 1];
             if (a.h != nullptr) return gram_rows(a.pz + lo * d, d, r, Xc, a.h, St);
             rfl::pca::rows_gradient(
@@ -271,7 +341,10 @@ void pca_local_steps_group(const LocalSteps& a, std::size_t j0, std::size_t g, d
                     std::atomic<std::size_t> next{0};
                     pca_units(&unit, 1, &next, rows, d, xt, r, plain);
                 });
-        },
+    };  // gradient's St
+    if (a.parallel) return sphere_parallel_steps(a, g, X, a.ps + j0, t, grad);
+    rfl::pca::local_steps(
+        g, d, r, X, a.ps + j0, a.eta, a.steps, t, work.data(), grad,
         [&](const double* x, const double* u, double* o, std::size_t m) {
             stiefel_proj_loop(x, u, o, N(m), n, r);
         },
@@ -314,7 +387,7 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
                     const py::object& offset, const py::object& anchor, double mu,
                     bool accumulate, bool ambient, const py::object& drift,
                     const py::object& coef, const py::object& h,
-                    const std::string& retraction) {
+                    const std::string& retraction, const std::string& transport) {
     const char* kernel = "pca_local_steps";
     // every argument is checked before any work
     check_ndim(z, 2, kernel, "z", "(M, d)");
@@ -380,6 +453,15 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
             if (!std::isfinite(cf.data()[j])) fail(kernel, "coef must be finite");
     }
     if (!drift.is_none() && !ambient) fail(kernel, "drift needs ambient=True (RFedProj's steps)");
+    const bool parallel = transport == "parallel";  // the offset's transport from the anchor
+    if (!parallel && transport != "projection")
+        fail(kernel, "transport must be 'projection' or 'parallel', got '" + transport + "'");
+    if (parallel && !geodesic)
+        fail(kernel, "transport 'parallel' (the sphere's parallel transport of the offset) needs "
+                     "retraction 'exp' at r = 1, got retraction '" + retraction + "'");
+    if (parallel && (offset.is_none() || anchor.is_none() || mu != 0.0 || accumulate || ambient))
+        fail(kernel, "transport 'parallel' needs an offset and its anchor x_t (the point it is "
+                     "tangent at), mu = 0, and neither accumulate nor ambient");
     const Arr dr = like_x0(drift, x0, kernel, "drift");  // RFedProj's drift corrections
     // the outputs
     Arr x({k, x0.shape(1), x0.shape(2)});
@@ -403,7 +485,7 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
     terms.ambient = ambient ? zh.mutable_data() : nullptr;
     terms.drift = drift.is_none() ? nullptr : dr.data();
     const LocalSteps args{z.data(), po, pi, d, r, scale.data(), eta, steps, terms,
-                          h.is_none() ? nullptr : hh.data(), geodesic};
+                          h.is_none() ? nullptr : hh.data(), geodesic, parallel};
     double* px = x.mutable_data();
     std::int64_t rows_max = 0, rows_all = 0;  // small clients step in groups
     for (py::ssize_t j = 0; j < k; ++j) {
@@ -440,10 +522,11 @@ void register_pca(py::module_& m) {
              double eta, int steps, int threads, const py::object& offset,
              const py::object& anchor, double mu, bool accumulate, bool ambient,
              const py::object& drift, const py::object& coef,
-             const py::object& h, const std::string& retraction) -> py::object {
+             const py::object& h, const std::string& retraction,
+             const std::string& transport) -> py::object {
               return pca_local_steps(z, offsets, idx, x0, scale, eta, steps, threads, offset,
                                      anchor, mu, accumulate, ambient, drift, coef, h,
-                                     retraction);
+                                     retraction, transport);
           },
           py::arg("z"), py::arg("offsets"), py::arg("idx"),
           py::arg("x0"), py::arg("scale"), py::arg("eta"), py::arg("steps"),
@@ -451,7 +534,7 @@ void register_pca(py::module_& m) {
           py::arg("anchor") = py::none(), py::arg("mu") = 0.0, py::arg("accumulate") = false,
           py::arg("ambient") = false, py::arg("drift") = py::none(),
           py::arg("coef") = py::none(), py::arg("h") = py::none(),
-          py::arg("retraction") = "polar",
+          py::arg("retraction") = "polar", py::arg("transport") = "projection",
           R"pbdoc(Fused local steps of the quadratic losses (kPCA, Brockett): for each j,
 ``steps`` times ``X <- polar(X - eta P_X(scale[j] Z_i'(Z_i X)))`` from ``x0[j]`` (k, d, r) on the rows of client
 ``idx[j]``; returns the last iterates (k, d, r), NaN where a retraction had no solution. The
@@ -475,7 +558,10 @@ float64): each client's rows ``offsets[i]:offsets[i+1]`` are its symmetric d x d
 covariances with ``h = 1``). With ``retraction="exp"`` (r = 1: the sphere S^(d-1), its points
 as d x 1 matrices) the retraction and its inverse are the sphere's Exp ``cos|u| x + sin|u| u/|u|``
 and Log in place of the polar pair (the projection and the nearest point are the polar loops'
-at p = 1: ``u - x x'u``, ``x/|x|``).)pbdoc");
+at p = 1: ``u - x x'u``, ``x/|x|``). With ``transport="parallel"`` (retraction ``"exp"`` only;
+``offset``, tangent at ``anchor`` = x_t, and ``mu = 0``): RFedSVRG's steps under the sphere's
+parallel transport, ``x <- Exp_x(-eta (P_x(scale[j] Z_i'(Z_i x)) - PT_{x_t -> x}(v)))`` with
+``v = offset[j] - coef[j] Log_{x_t}(x)`` (``v = offset[j]`` without ``coef``).)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

@@ -215,7 +215,14 @@ def test_sphere_declares_its_fused_steps():
     assert fused_local_steps(P, None, ambient=True) is not None
     assert fused_local_steps(_problem((30, 45, 12), 9, 3, gram=True)[0], "exp") is not None
     assert RFedSVRG(0.1, 3)._fused_steps(P, "exp", "projection") is not None
-    assert RFedSVRG(0.1, 3)._fused_steps(P, "exp", "parallel") is None
+    # the parallel transport's kernel is declared by sphere_local_steps (Exp / Log) only
+    assert P.manifold.transport_kernels["parallel"] == "sphere_transport"
+    assert "sphere_transport" in rf.kernels.registry.FUSED["sphere_local_steps"].transports
+    for alg in (RFedSVRG(0.1, 3), RFedSVRG2BB(0.1, 3)):
+        steps = alg._fused_steps(P, "exp", "parallel")
+        assert steps is not None and steps.keywords == {"transport": "sphere_transport"}
+        assert alg._fused_steps(P, "projection", "parallel") is None
+    assert RFedSVRG(0.1, 3, client_option=2)._fused_steps(P, "exp", "parallel") is None
     assert RFedAGS(0.1, 3)._fused_steps(P, "exp", "parallel") is None
     assert RFedSVRG2BB(0.1, 3)._fused_steps(P, "projection", "projection") is not None
 
@@ -281,12 +288,200 @@ def test_algorithms_fused_equal_their_composed_loop(name, backend):
     assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
 
 
-def test_parallel_transport_stays_on_the_composed_loop():
-    """RFedSVRG and RFedAGS with the sphere's default (parallel) transport: its correction is
-    not the projection of a constant vector, so no fused kernel is taken."""
+def test_ags_parallel_transport_stays_on_the_composed_loop():
+    """RFedAGS with the sphere's default (parallel) transport: its stream
+    ``sum_k T_{x_k -> x_t}(v_k)`` is one transport of the sum only for a projection, so no
+    fused kernel is taken (its gate refuses ``sphere_transport``, which is not the gradient's
+    kernel)."""
     P, _ = _problem((30, 50, 20), 12, 2)
     kw = dict(participation=Full(), x0=P.manifold.random_point(rng=1), seed=0, metrics=False)
-    for alg in (RFedSVRG(0.05, 3), RFedAGS(0.05, 3)):
+    for alg in (RFedAGS(0.05, 3),):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(fused, "pca_local_steps", lambda *a, **k: pytest.fail("fused taken"))
             assert np.isfinite(run(P, alg, 2, **kw).x).all()
+
+
+# ---------------------------------------------------------------- the parallel transport
+
+
+def _parallel_case(sizes, d, seed, gram=False, spread=0.5):
+    """A problem, clients ``idx`` (a permutation), the anchor ``x_t``, starts within ~spread
+    of it, offsets tangent at ``x_t`` and 2BB weights."""
+    P, _ = _problem(sizes, d, seed, gram)
+    rng = np.random.default_rng(seed + 1)
+    k, M = len(sizes), P.manifold
+    idx = np.ascontiguousarray(rng.permutation(k), dtype=np.int64)
+    x_t = M.random_point(rng=seed + 2)
+    x0 = M.exp(np.broadcast_to(x_t, (k, d)),
+               M.proj(x_t, spread / np.sqrt(d) * rng.standard_normal((k, d))))
+    offset = M.proj(x_t, 0.3 * rng.standard_normal((k, d)))
+    return P, idx, x_t, x0, offset, rng.uniform(-1.0, 1.0, k)
+
+
+def _composed_parallel(P, idx, x_t, x0, eta, steps, offset, coef):
+    """RFedSVRG's composed local loop (``algorithms.svrg``' ``client_update``, steps
+    ``l = 1 .. tau-1``) written out with the problem's ``rgrad`` and ``Sphere``'s maps:
+    ``v = diff - coef Log_{x_t}(x)``, ``d = rgrad f_i(x) - PT_{x_t -> x}(v)``,
+    ``x <- Exp_x(-eta d)``."""
+    M = P.manifold
+    at = np.broadcast_to(x_t, x0.shape)
+    x = np.array(x0)
+    for _ in range(steps):
+        v = offset if coef is None else offset - coef[:, None] * M.inv_retr(at, x, "exp")
+        d = P.rgrad(idx, x) - M.transport(at, x, v, "parallel")
+        x = M.retr(x, -eta * d, "exp")
+    return x
+
+
+@pytest.mark.parametrize("corrected", [False, True])
+@pytest.mark.parametrize("gram", [False, True])
+def test_parallel_reference_equals_the_composed_maps(corrected, gram):
+    """``transport="parallel"``: the reference's steps are RFedSVRG's (2BB's with ``coef``)
+    composed loop under the sphere's parallel transport, step by step (the loop written out
+    with ``Sphere``'s methods; the reference takes their NumPy kernels, the kernels layer
+    importing no manifold, in the same order); they differ only in the gradient's sums
+    (``pca_grad_sum_reference`` against the problem's ``rgrad``): :func:`_bound` (offset and coef
+    in its growth: the transport and Log are Lipschitz in ``x`` with constants ``|v|`` and ~1
+    this close to ``x_t``). The transported offset is not its projection: the projection
+    kernel's iterates differ by far more than the bound."""
+    P, idx, x_t, x0, offset, coef = _parallel_case((30, 45, 12), 9, 3, gram)
+    coef = coef if corrected else None
+    rows = P.quadratic_rows()
+    kw = {"offset": offset, "anchor": x_t} | ({"coef": coef} if corrected else {})
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.05, 4)
+    got = fused.sphere_local_steps_reference(*args, h=rows.h, transport="parallel", **kw)
+    want = _composed_parallel(P, idx, x_t, x0, 0.05, 4, offset, coef)
+    bound = _bound(P, idx, 0.05, 4, kw, 45 * 9)
+    _compare(got, want, bound)
+    projected = fused.sphere_local_steps_reference(*args, h=rows.h, **kw) if corrected else \
+        fused.sphere_local_steps_reference(*args, h=rows.h, offset=offset)
+    assert np.max(np.abs(projected - want)) > 1e6 * bound
+    assert np.max(np.abs(want - x0)) > 1e-3
+
+
+@needs_cpp
+@pytest.mark.parametrize("corrected", [False, True])
+@pytest.mark.parametrize("sizes,d", CASES)
+def test_parallel_compiled_kernel_equals_its_reference(corrected, sizes, d):
+    """The C++ loop of ``transport="parallel"`` (``rfl::sphere`` log, transport, exp on the
+    group's clients) against the reference, clients in lockstep groups or alone; the thread
+    count changes no bit. Tolerance :func:`_bound` (the gradient's sums in another order, the
+    maps' rounding: the same formulas)."""
+    P, idx, x_t, x0, offset, coef = _parallel_case(sizes, d, 5)
+    kw = {"offset": offset, "anchor": x_t, "transport": "parallel"}
+    if corrected:
+        kw["coef"] = coef
+    rows = P.quadratic_rows()
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.02, 3)
+    want = fused.sphere_local_steps_reference(*args, **kw)
+    got = fused.sphere_local_steps(*args, **kw, threads=1, backend="cpp")
+    _compare(got, want, _bound(P, idx, 0.02, 3, kw, max(sizes) * d))
+    np.testing.assert_array_equal(
+        got, fused.sphere_local_steps(*args, **kw, threads=2, backend="cpp"))
+
+
+@needs_cpp
+def test_parallel_compiled_kernel_near_the_antipode():
+    """Where ``1 + <x_t, x> < 1e-6`` the kernel takes the logarithm's form of the transport, as
+    ``Sphere.transport`` does (the closed form's error ~ eps/(1 + <x_t, x>) would be ~1e-8
+    here). One step from ``x ~ -x_t`` at distance ``w ~ 1e-4``: the form's error is
+    ``~ (d + 3) eps |v| / |w|`` in the transported vector (``e = w/|w|`` carries the rounding of
+    ``w``), times ``eta`` in the step; bound ``10`` times that plus :func:`_bound`. The
+    reference takes the same form there: it equals ``Sphere.transport``'s steps too."""
+    P, idx, x_t, _, offset, _ = _parallel_case((30, 45, 12), 9, 3)
+    M = P.manifold
+    rng = np.random.default_rng(4)
+    x0 = M.exp(np.broadcast_to(-x_t, (3, 9)), M.proj(-x_t, 1e-4 * rng.standard_normal((3, 9))))
+    assert (1.0 + x0 @ x_t < 1e-6).all()
+    rows = P.quadratic_rows()
+    kw = {"offset": offset, "anchor": x_t, "transport": "parallel"}
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.05, 1)
+    want = fused.sphere_local_steps_reference(*args, **kw)
+    got = fused.sphere_local_steps(*args, **kw, backend="cpp")
+    composed = _composed_parallel(P, idx, x_t, x0, 0.05, 1, offset, None)
+    w = np.linalg.norm(x0 - (x0 @ x_t)[:, None] * x_t, axis=1).min()
+    bound = 10 * 0.05 * 12 * EPS * np.abs(offset).max() * np.sqrt(9) / w + \
+        _bound(P, idx, 0.05, 1, kw, 45 * 9)
+    _compare(got, want, bound)
+    _compare(want, composed, bound)
+
+
+@needs_cpp
+def test_parallel_transport_refusals_name_the_argument():
+    """``transport`` is checked with the other arguments, by the binding and the reference:
+    the parallel transport only with retraction 'exp' (r = 1), an offset, its anchor,
+    ``mu = 0``, and neither accumulate nor ambient; the stepper refuses a transport kernel its
+    fused kernel does not declare."""
+    from rfl_fast import _core
+    from rfl_fast.algorithms.fedavg_prox import fused_local_steps
+
+    Z = np.ones((5, 4))
+    off = np.array([0, 2, 5], dtype=np.int64)
+    idx = np.array([0, 1], dtype=np.int64)
+    x0 = np.zeros((2, 4, 1))
+    one = np.ones(2)
+    v, a = np.zeros((2, 4, 1)), np.zeros((4, 1))
+    for fn in (_core.pca_local_steps, fused.pca_local_steps_reference):
+        with pytest.raises(ValueError, match="transport must be 'projection' or 'parallel'"):
+            fn(Z, off, idx, x0, one, 0.1, 1, offset=v, anchor=a, retraction="exp",
+               transport="schild")
+        with pytest.raises(ValueError, match="transport 'parallel'.*needs retraction 'exp'"):
+            fn(Z, off, idx, x0, one, 0.1, 1, offset=v, anchor=a, transport="parallel")
+        for bad in ({"anchor": a}, {"offset": v}, {"offset": v, "anchor": a, "mu": 0.5},
+                    {"offset": v, "anchor": a, "accumulate": True}):
+            with pytest.raises(ValueError, match="transport 'parallel' needs an offset and its "
+                                                 "anchor"):
+                fn(Z, off, idx, x0, one, 0.1, 1, retraction="exp", transport="parallel", **bad)
+    P, _ = _problem((30, 45, 12), 9, 3)
+    x = P.manifold.random_point(rng=1)
+    steps = fused_local_steps(P, "projection", inverse=True)
+    assert steps.transports == ()
+    with pytest.raises(ValueError, match="transport: sphere_projection_local_steps"):
+        steps(np.array([0]), x, 0.1, 1, offset=np.zeros((1, 9)), anchor=x,
+              transport="sphere_transport")
+
+
+PARALLEL = {"RFedSVRG": RFedSVRG(0.05, 5),
+            "2BB": RFedSVRG2BB(0.05, 5),
+            "2BBS": RFedSVRG2BBS(0.05, 5, eta_min=0.05, eta_max=0.5)}
+
+
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+@pytest.mark.parametrize("name", list(PARALLEL))
+def test_parallel_transport_algorithms_fused_equal_their_composed_loop(name, backend,
+                                                                       monkeypatch):
+    """RFedSVRG, 2BB and 2BBS with the sphere's default (parallel) transport take the fused
+    kernel once per round and give the composed loop's iterates to rounding; 2BB's and 2BBS's
+    correction forced on (weights in [-1, 1]; the PCA runs' curvature pairs would leave it
+    off), so the ``coef Log_{x_t}(x)`` term is exercised.
+
+    Tolerance: :func:`test_algorithms_fused_equal_their_composed_loop`'s, the growth per step
+    enlarged by ``3 eta |coef|`` (the Log term) and by ``eta |diff|`` (the transport of
+    ``diff`` moves with ``x``: Lipschitz constant ``|v|``), ``|diff| <= 2 max_i |grad f_i|``
+    (``<= 2 a_max / eta`` on the unit sphere)."""
+    from rfl_fast.algorithms import svrg as svrg_module
+    P, data = _problem((30, 50, 600, 20), 40, 9)
+    alg = PARALLEL[name]
+    assert alg.transport is None or alg.transport == "parallel"
+    coef = None
+    if name != "RFedSVRG":
+        coef = np.random.default_rng(2).uniform(-1.0, 1.0, 4)
+        monkeypatch.setattr(RFedSVRG2BB, "_correction",
+                            lambda self, problem, idx, x_t, msg, memo: coef[idx])
+    seen = []
+    gate = svrg_module.RFedSVRG._fused_steps
+    monkeypatch.setattr(svrg_module.RFedSVRG, "_fused_steps",
+                        lambda self, *a: seen.append(a[-1]) or gate(self, *a))
+    rounds, tau, eta = 3, 5, 0.05
+    x0 = P.manifold.random_point(rng=1)
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    a, b, n = _fused_then_composed(P, alg, rounds, kw, backend)
+    assert set(seen) == {"parallel"}
+    assert n == rounds                          # one fused call per round
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip((30, 50, 600, 20),
+                                                                           data))
+    c = 0.0 if coef is None else np.abs(coef).max()
+    growth = 1 + 3 * a_max + 3 * eta * c
+    bound = rounds * tau * growth ** tau * (3 * a_max * (40 + 10) + 10) * EPS
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved

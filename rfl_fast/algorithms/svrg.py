@@ -56,6 +56,7 @@ default transport (parallel on Sphere/SPD/Lorentz, projection on Stiefel) unless
 """
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -278,6 +279,8 @@ class RFedSVRG(_RetractionBased):
         x1 = M.retr(x_t, -eta * g, method)
         if steps is not None and self.local_steps > 1:      # l = 1 .. tau-1 in one fused call
             terms = {} if coef is None else {"anchor": x_t, "coef": coef}
+            if "transport" in getattr(steps, "keywords", ()):  # the offset transported by
+                terms["anchor"] = x_t                           # the kernel from x_t
             x = steps(idx, x1, eta, self.local_steps - 1, offset=diff, **terms)
             return {"x": check_fused_steps(self.name, M, idx, x, eta)}, cstate, memo
         expand = (slice(None),) + (None,) * len(M.shape)
@@ -324,7 +327,12 @@ class RFedSVRG(_RetractionBased):
     def _fused_steps(self, problem, method, transport):
         """The fused kernel of local steps ``l = 1 .. tau-1`` (``steps(idx, x, eta, n,
         offset)``, :func:`rfl_fast.kernels.fused.local_stepper`) where the declarations allow
-        it (module docstring), else ``None``; decided before any work.
+        it (module docstring), else ``None``; decided before any work. The transport's
+        declared kernel (``Manifold.transport_kernels``) is either the gradient's own (a
+        projection: the offset's ``P_x(egrad - diff)``) or one the fused kernel declares for
+        its offset (``steps.transports``, ``registry.Fused.transports``: the sphere's parallel
+        transport from ``x_t``, passed as the anchor); the stepper then carries that kernel
+        (``functools.partial``'s ``transport``).
 
         Parameters
         ----------
@@ -339,10 +347,15 @@ class RFedSVRG(_RetractionBased):
         """
         M = problem.manifold
         kernels = M.step_kernels.get(method)
-        if (self.client_option != 1 or kernels is None
-                or M.transport_kernels.get(transport) != kernels[0]):
+        kernel = M.transport_kernels.get(transport)
+        if self.client_option != 1 or kernels is None or kernel is None:
             return None
-        return fused_local_steps(problem, method, inverse=self._corrected)
+        if kernel == kernels[0]:
+            return fused_local_steps(problem, method, inverse=self._corrected)
+        steps = fused_local_steps(problem, method, inverse=True)   # x_t: the anchor
+        if steps is None or kernel not in getattr(steps, "transports", ()):
+            return None
+        return partial(steps, transport=kernel)
 
     # hooks of the second-order variants (svrg_bb.py)
     def _correction(self, problem, idx, x_t, msg, memo):

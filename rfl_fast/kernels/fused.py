@@ -37,7 +37,7 @@ from .registry import FUSED
 __all__ = ["route", "pca_grad_sum", "pca_grad_sum_reference", "pca_local_steps",
            "pca_local_steps_reference", "sphere_local_steps", "sphere_local_steps_reference",
            "sphere_projection_local_steps", "sphere_projection_local_steps_reference",
-           "SPHERE_STEPS", "local_stepper", "compiled_available", "BLOCK_BYTES",
+           "SPHERE_STEPS", "TRANSPORT_MODES", "local_stepper", "compiled_available", "BLOCK_BYTES",
            "row_norms", "clipped_pca_rows", "clipped_pca_sum", "clipped_pca_sum_reference",
            "brockett_clipped_sum", "brockett_clipped_sum_reference"]
 
@@ -203,6 +203,78 @@ def _sphere_log(x, y):
     return reference.sphere_log(x[..., 0], y[..., 0])[..., None]
 
 
+#: The transports of the offset (``pca_local_steps``' argument ``transport``) by the kernel
+#: (``registry.Fused.transports``) a manifold declares for them (``Manifold.transport_kernels``):
+#: beside the gradient's own projection ``P_x(egrad - offset)`` ("projection"), the sphere's
+#: parallel transport of the offset from the anchor x_t ("parallel", retraction "exp" only).
+TRANSPORT_MODES = {"sphere_transport": "parallel"}
+
+
+#: Below this ``1 + <x, y>`` the sphere's parallel transport takes the logarithm's form (the
+#: threshold of ``Sphere.transport``, as ``xp_routes``' and the compiled kernel's).
+NEAR_ANTIPODAL = 1e-6
+
+
+def _sphere_parallel_transport(x, y, v):
+    """``Sphere.transport(x, y, v, "parallel")`` on (k, d) arrays from the kernels' NumPy
+    forms: :func:`reference.sphere_transport` (``v - <y,v>/(1 + <x,y>) (x + y)``), or where
+    ``1 + <x,y> < NEAR_ANTIPODAL`` the logarithm's form ``v + <e,v>((cos t - 1) e - sin t x)``
+    (``e`` the unit direction of ``w = y - <x,y> x``, ``t = atan2(|w|, <x,y>)``; NaN at the
+    antipode)."""
+    out = reference.sphere_transport(x, y, v)
+    c = np.add.reduce(x * y, axis=-1, keepdims=True)
+    near = (1.0 + c[..., 0]) < NEAR_ANTIPODAL
+    if near.any():
+        xn, vn, cn = x[near], v[near], c[near]
+        w = y[near] - cn * xn
+        nw = np.sqrt(np.add.reduce(w * w, axis=-1, keepdims=True))
+        t = np.arctan2(nw, cn)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            e = np.where(nw > 0, w / np.where(nw > 0, nw, 1.0), np.nan)
+        out[near] = vn + np.add.reduce(e * vn, axis=-1, keepdims=True) * (
+            (np.cos(t) - 1.0) * e - np.sin(t) * xn)
+    return out
+
+
+def _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor, coef,
+                               h):
+    """:func:`pca_local_steps_reference`'s ``transport="parallel"`` steps in the composed
+    loop's order (``algorithms.svrg``), with the sphere's maps' NumPy kernels (those
+    ``Sphere``'s methods call: :func:`reference.sphere_log`, :func:`_sphere_parallel_transport`,
+    :func:`reference.sphere_exp`; the kernels layer imports no manifold):
+    ``v = offset[j] - coef[j] Log_{x_t}(x)`` (``v = offset[j]`` without ``coef``),
+    ``d = P_x(egrad) - PT_{x_t -> x}(v)``, ``x <- Exp_x(-eta d)``, ``x_t`` the anchor. (k, d, 1)
+    arrays in and out; NaN where a Log or the transport has no answer (the antipode)."""
+    x = np.array(x0[..., 0], dtype=np.float64)
+    at = np.ascontiguousarray(np.broadcast_to(np.asarray(anchor, dtype=np.float64)[..., 0],
+                                              x.shape))
+    off = np.asarray(offset, dtype=np.float64)[..., 0]
+    for _ in range(steps):
+        rg = reference.stiefel_proj(x[..., None], _egrad(Z, offsets, idx, x[..., None], scale,
+                                                         h))[..., 0]
+        v = off if coef is None else off - coef[:, None] * reference.sphere_log(at, x)
+        d = rg - _sphere_parallel_transport(at, x, v)
+        x = reference.sphere_exp(x, -eta * d)
+    return x[..., None]
+
+
+def _check_transport(transport, retraction, x0, offset, anchor, mu, accumulate, ambient):
+    """Refuse a ``transport`` (``pca_local_steps``' argument) the steps cannot take, naming
+    it, as the compiled binding does."""
+    if transport not in ("projection", "parallel"):
+        raise ValueError(f"pca_local_steps: transport must be 'projection' or 'parallel', "
+                         f"got {transport!r}")
+    if transport == "parallel" and retraction != "exp":
+        raise ValueError(f"pca_local_steps: transport 'parallel' (the sphere's parallel "
+                         f"transport of the offset) needs retraction 'exp' at r = 1, got "
+                         f"retraction {retraction!r}")
+    if transport == "parallel" and (offset is None or anchor is None or mu != 0.0
+                                    or accumulate or ambient):
+        raise ValueError("pca_local_steps: transport 'parallel' needs an offset and its anchor "
+                         "x_t (the point it is tangent at), mu = 0, and neither accumulate "
+                         "nor ambient")
+
+
 #: retraction mode -> (retraction, inverse retraction) of the local steps' reference
 _RETRACTIONS = {"polar": (reference.stiefel_retr_polar, reference.stiefel_inv_retr_polar),
                 "exp": (_sphere_exp, _sphere_log)}
@@ -210,7 +282,7 @@ _RETRACTIONS = {"polar": (reference.stiefel_retr_polar, reference.stiefel_inv_re
 
 def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
                               anchor=None, mu=0.0, accumulate=False, ambient=False, drift=None,
-                              coef=None, h=None, retraction="polar"):
+                              coef=None, h=None, retraction="polar", transport="projection"):
     """NumPy reference of :func:`pca_local_steps`: from ``x0[j]``, ``steps`` times
     ``X <- polar(X - eta P_X(scale[j] Z_i' Z_i X))`` (``P_X`` the Stiefel tangent projection)
     for each selected client ``i = idx[j]``, through :func:`pca_grad_sum_reference` and the
@@ -263,6 +335,14 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         ``(d, 1)`` matrices) the sphere's Exp ``cos|u| x + sin|u| u/|u|`` and Log; the
         projection ``P_X`` and the ambient steps' nearest point (``x/|x|`` at ``r = 1``) are the
         same.
+    transport : {"projection", "parallel"}
+        How the offset reaches ``X``: ``P_X`` of it (the projection transport, above), or
+        (retraction ``"exp"``, ``anchor`` the point ``x_t`` the offset is tangent at, ``mu = 0``)
+        the sphere's parallel transport from ``x_t``: the direction
+        ``P_x(scale[j] Z_i' Z_i x) - PT_{x_t -> x}(offset[j] - coef[j] Log_{x_t}(x))``
+        (``coef`` optional), RFedSVRG's (and 2BB's) steps under the sphere's default transport,
+        computed with the NumPy kernels of the sphere's maps (``Sphere.log``, ``transport``,
+        ``exp``; NaN where they have no answer).
 
     Returns
     -------
@@ -274,6 +354,10 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
     if retraction == "exp" and np.shape(x0)[-1] != 1:
         raise ValueError(f"pca_local_steps: retraction 'exp' (the sphere's Exp and Log) needs "
                          f"r = 1, got x0 of shape {np.shape(x0)}")
+    _check_transport(transport, retraction, x0, offset, anchor, mu, accumulate, ambient)
+    if transport == "parallel":
+        return _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset,
+                                          anchor, coef, h)
     x = np.array(x0, dtype=np.float64)
     if anchor is None:
         total = np.zeros_like(x)
@@ -325,13 +409,14 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
 
 def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None, mu=0.0,
                     accumulate=False, ambient=False, drift=None, coef=None, h=None,
-                    retraction="polar", *, threads=None, backend=None):
+                    retraction="polar", transport="projection", *, threads=None, backend=None):
     """The iterates of :func:`pca_local_steps_reference` by the route :func:`route` picks.
 
     The C++ kernel works client by client (each client's rows stay in cache over its steps)
     through the very functions of the batched C++ route, so its iterates are that route's bit
     for bit (without ``offset`` and ``anchor``); ``retraction="exp"`` (``r = 1``) steps with the
-    sphere's Exp and Log in the same loop. ``threads``: as :func:`pca_grad_sum`. Arrays
+    sphere's Exp and Log in the same loop; ``transport="parallel"`` (with ``"exp"``) transports
+    the offset in its own loop of the sphere's kernels (``rfl/sphere.hpp``). ``threads``: as :func:`pca_grad_sum`. Arrays
     must be C-contiguous float64 (``Z``, ``x0``, ``scale``, ``offset``, ``anchor``) and int64
     (``offsets``, ``idx``).
     """
@@ -339,45 +424,49 @@ def pca_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=
         return _dispatch.load("cpp").pca_local_steps(
             Z, offsets, idx, x0, scale, float(eta), int(steps),
             get_threads() if threads is None else int(threads), offset, anchor, float(mu),
-            bool(accumulate), bool(ambient), drift, coef, h, retraction)
+            bool(accumulate), bool(ambient), drift, coef, h, retraction, transport)
     return pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor,
-                                     mu, accumulate, ambient, drift, coef, h, retraction)
+                                     mu, accumulate, ambient, drift, coef, h, retraction,
+                                     transport)
 
 
 def _sphere_steps(name, fn, Z, offsets, idx, x0, scale, eta, steps, offset, anchor, mu,
-                  accumulate, ambient, drift, coef, h, **route):
+                  accumulate, ambient, drift, coef, h, transport="projection", **route):
     """The sphere's local steps ``name`` (:data:`SPHERE_STEPS`) through ``fn``
     (:func:`pca_local_steps` or its reference): the one place where the sphere's points and
     vectors ``(k, d)`` (``anchor`` ``(d,)``) become the kernel's ``(k, d, 1)`` matrices and
     back (views, no copies)."""
     col = (lambda a: None if a is None else np.asarray(a, dtype=np.float64)[..., None])
     out = fn(Z, offsets, idx, col(x0), scale, eta, steps, col(offset), col(anchor), mu,
-             accumulate, ambient, col(drift), coef, h, SPHERE_STEPS[name], **route)
+             accumulate, ambient, col(drift), coef, h, SPHERE_STEPS[name], transport, **route)
     return tuple(a[..., 0] for a in out) if accumulate else out[..., 0]
 
 
 def sphere_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=None,
                                  anchor=None, mu=0.0, accumulate=False, ambient=False,
-                                 drift=None, coef=None, h=None):
+                                 drift=None, coef=None, h=None, transport="projection"):
     """NumPy reference of :func:`sphere_local_steps`: :func:`pca_local_steps_reference`'s steps
     with the sphere's Exp and Log, on points ``x0`` ``(k, d)`` of ``S^(d-1)`` (``offset``,
     ``drift`` ``(k, d)``, ``anchor`` ``(d,)``; ``h`` ``(1,)``): from ``x0[j]``, ``steps`` times
     ``x <- Exp_x(-eta (P_x(scale[j] Z_i' Z_i x - offset[j]) - mu Log_x(anchor)))`` with
     ``P_x u = u - <x,u> x``, and the other terms as there (``coef``: the direction
-    ``P_x(... + coef[j] Log_anchor(x))``; ``ambient``: ``x <- zhat/|zhat|``)."""
+    ``P_x(... + coef[j] Log_anchor(x))``; ``ambient``: ``x <- zhat/|zhat|``; ``transport=
+    "parallel"``: the offset, tangent at ``anchor``, parallel-transported from it, the
+    direction ``P_x(scale[j] Z_i' Z_i x) - PT_{anchor -> x}(offset[j] - coef[j]
+    Log_anchor(x))``)."""
     return _sphere_steps("sphere_local_steps", pca_local_steps_reference, Z, offsets, idx, x0,
                          scale, eta, steps, offset, anchor, mu, accumulate, ambient, drift,
-                         coef, h)
+                         coef, h, transport)
 
 
 def sphere_local_steps(Z, offsets, idx, x0, scale, eta, steps, offset=None, anchor=None,
                        mu=0.0, accumulate=False, ambient=False, drift=None, coef=None, h=None,
-                       *, threads=None, backend=None):
+                       transport="projection", *, threads=None, backend=None):
     """The iterates of :func:`sphere_local_steps_reference` by :func:`pca_local_steps`'s route
     (its C++ loop with ``retraction="exp"``, or its reference)."""
     return _sphere_steps("sphere_local_steps", pca_local_steps, Z, offsets, idx, x0, scale,
                          eta, steps, offset, anchor, mu, accumulate, ambient, drift, coef, h,
-                         threads=threads, backend=backend)
+                         transport, threads=threads, backend=backend)
 
 
 def sphere_projection_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps,
@@ -436,7 +525,12 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
         projection; with ``anchor`` ``(*shape)`` (``inverse`` given) the direction also
         subtracts ``mu R_x^{-1}(anchor)``: RFedProx's steps (with ``coef`` (k,) instead, the
         direction is ``P_x(egrad f_i(x) - offset_j + coef_j R_anchor^{-1}(x))``: RFedSVRG-2BB's
-        corrected steps); with ``accumulate``, ``(x, sum)``,
+        corrected steps); with ``transport`` a transport kernel the fused kernel declares
+        (``registry.Fused.transports``, e.g. ``"sphere_transport"``) and ``anchor`` the point
+        ``x_t`` the offset is tangent at, the offset is that transport's from ``x_t`` instead
+        of ``P_x`` of it: ``x <- R_x(-eta (grad f_i(x) - T_{x_t -> x}(offset_j - coef_j
+        R_{x_t}^{-1}(x))))`` (RFedSVRG's and 2BB's steps under the sphere's parallel transport;
+        ``steps.transports`` lists the kernels it takes); with ``accumulate``, ``(x, sum)``,
         ``sum`` each client's directions summed over its steps (the last retraction not taken):
         RFedAGS's gradient stream before its transport; with ``ambient`` (``projection``
         given), RFedProj's steps ``zhat <- zhat - eta (grad f_i(x) + drift_j)``,
@@ -452,7 +546,7 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
     core = 1 if kernel in SPHERE_STEPS else 2     # the points' core ndim: (d,) or (d, r)
 
     def steps(idx, x, eta, n, offset=None, anchor=None, mu=0.0, accumulate=False,
-              ambient=False, drift=None, coef=None):
+              ambient=False, drift=None, coef=None, transport=None):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         shape = np.shape(x)[-core:]
         x0 = np.ascontiguousarray(np.broadcast_to(x, (idx.size,) + shape), dtype=np.float64)
@@ -464,10 +558,17 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
             drift = np.ascontiguousarray(drift, dtype=np.float64)
         if coef is not None:
             coef = np.ascontiguousarray(coef, dtype=np.float64)
+        terms = {}
+        if transport is not None:
+            if transport not in FUSED[kernel].transports:
+                raise ValueError(f"transport: {kernel} transports its offset by "
+                                 f"{FUSED[kernel].transports or 'none'}, not {transport!r}")
+            terms["transport"] = TRANSPORT_MODES[transport]
         return fn(rows.rows, rows.offsets, idx, x0, rows.scale[idx], eta, n, offset=offset,
                   anchor=anchor, mu=mu, accumulate=accumulate, ambient=ambient, drift=drift,
-                  coef=coef, h=rows.h)
+                  coef=coef, h=rows.h, **terms)
 
+    steps.transports = FUSED[kernel].transports
     return steps
 
 

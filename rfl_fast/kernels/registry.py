@@ -217,7 +217,10 @@ class Fused:
     kernel of the proximal term ``-mu R_X^{-1}(anchor)`` it can add to the direction
     (``Manifold.inverse_kernels``; empty: none); ``projection``: the nearest-point projection's
     kernel of the ambient steps it can take instead of retractions (``Manifold.project_kernel``;
-    empty: none)."""
+    empty: none); ``transports``: the transport kernels (``Manifold.transport_kernels``) by
+    which it can carry a constant offset tangent at the anchor ``x_t`` to each iterate besides
+    the gradient's own projection ``P_X(egrad - offset)`` (RFedSVRG's correction under a
+    transport that remembers ``x_t``; ``kernels.fused.TRANSPORT_MODES``; empty: none)."""
 
     name: str
     order: tuple
@@ -225,6 +228,7 @@ class Fused:
     steps: tuple = ()
     inverse: str = ""
     projection: str = ""
+    transports: tuple = ()
 
 
 FUSED = by_name((
@@ -240,9 +244,10 @@ FUSED = by_name((
           projection="polar"),
     Fused("sphere_local_steps", ("cpp", "numpy"),
           "pca_local_steps on the sphere's points (d,) with its Exp and Log (the retraction "
-          "mode 'exp' of pca_local_steps at r = 1: x <- cos|u| x + sin|u| u/|u|)",
+          "mode 'exp' of pca_local_steps at r = 1: x <- cos|u| x + sin|u| u/|u|; transport "
+          "'parallel': the offset parallel-transported from the anchor x_t)",
           steps=("sphere_proj", "sphere_exp"), inverse="sphere_log",
-          projection="sphere_project"),
+          projection="sphere_project", transports=("sphere_transport",)),
     Fused("sphere_projection_local_steps", ("cpp", "numpy"),
           "pca_local_steps on the sphere's points (d,) with the projection retraction "
           "(x + u)/|x + u| and its inverse y/<x,y> - x (the polar pair at r = 1)",

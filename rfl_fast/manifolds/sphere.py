@@ -66,8 +66,11 @@ class Sphere(Manifold):
     step_kernels = {"exp": ("sphere_proj", "sphere_exp"),
                     "projection": ("sphere_proj", "sphere_retr_projection")}
     #: the projection transport ``(I - yy')v`` is the gradient's kernel at ``y``
-    #: (``Manifold.transport_kernels``); the parallel transport is not (it depends on ``x``)
-    transport_kernels = {"projection": "sphere_proj"}
+    #: (``Manifold.transport_kernels``); the parallel transport's kernel ``sphere_transport``
+    #: is not (it takes ``x`` as well: not a projection), but the fused local steps
+    #: ``sphere_local_steps`` declare it for their offset (``registry.Fused.transports``), so
+    #: RFedSVRG's steps under it fuse (RFedAGS's stream, which needs a projection, does not)
+    transport_kernels = {"projection": "sphere_proj", "parallel": "sphere_transport"}
     inverse_kernels = {"exp": "sphere_log", "projection": "sphere_inv_retr_projection"}
     project_kernel = "sphere_project"
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
