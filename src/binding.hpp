@@ -3,7 +3,8 @@
 //
 // The module is split by kernel family so that a build compiles the units in parallel
 // (setup.py: ParallelCompile): _core.cpp (the module, the fast lanes), stiefel_polar.cpp,
-// stiefel_qr.cpp, spd.cpp, vectors.cpp (sphere, Lorentz) and pca.cpp.
+// stiefel_qr.cpp (and stiefel_exp), spd.cpp, vectors.cpp (sphere, Lorentz), pca.cpp, brockett.cpp
+// and normal.cpp (NumPy's normals, reached through ctypes).
 #pragma once
 
 #include <pybind11/numpy.h>

@@ -147,3 +147,25 @@ def test_stiefel_exp_at_every_step_size_and_item_by_item(backend, p):
     out = call("stiefel_exp", x, bad, backend=backend)
     assert np.isnan(out[[3, 5]]).all()
     np.testing.assert_array_equal(np.delete(out, [3, 5], 0), np.delete(got, [3, 5], 0))
+
+
+@pytest.mark.parametrize("backend", ["numpy"] + COMPILED)
+def test_stiefel_exp_refuses_a_step_too_long_for_its_accuracy(backend):
+    """A step so long that the scaled and squared exponentials lose their accuracy (|u| = 1e10:
+    the answer came back as zeros, finite and far off the manifold) is NaN on every backend,
+    and ``Stiefel.exp`` raises naming ``u``; steps up to |u| = 1e3 are answered on the
+    manifold (``Y'Y = I`` within 1e-10)."""
+    import rfl_fast as rf
+    from rfl_fast.errors import NoSolutionError
+
+    rng = np.random.default_rng(0)
+    x = kernel_inputs("stiefel_proj", rng, 4, 30, 3)[0]
+    u = rng.standard_normal(x.shape)
+    u -= x @ (0.5 * (np.swapaxes(x, 1, 2) @ u + np.swapaxes(u, 1, 2) @ x))
+    u *= (np.array([1.0, 1e3, 1e10, 2.0]) / np.linalg.norm(u, axis=(1, 2)))[:, None, None]
+    got = call("stiefel_exp", x, u, backend=backend)
+    assert np.isnan(got[2]).all() and np.isfinite(got[[0, 1, 3]]).all()
+    gram = np.swapaxes(got[[0, 1, 3]], 1, 2) @ got[[0, 1, 3]]
+    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(3), gram.shape), atol=1e-10)
+    with rf.backend(backend), pytest.raises(NoSolutionError, match=r"Stiefel.exp: .* u \(a step"):
+        rf.Stiefel(30, 3).exp(x[2], u[2])

@@ -173,16 +173,30 @@ def _solve_or_nan(a, b):
     return out
 
 
+#: Largest ``max |Y'Y - I|`` of an Exp answer: beyond it (a step so long that the scaled and
+#: squared exponentials lost their accuracy, |U| ~ 1e4 and more) the item is NaN.
+EXP_GRAM_TOL = 1.5e-8
+
+
 def stiefel_exp(x, u):
     """Exponential map (Edelman's geodesic) ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
-    ``A = X'U``, ``S = U'U``; x, u: (N, n, p). NaN for items with non-finite entries."""
+    ``A = X'U``, ``S = U'U``; x, u: (N, n, p). NaN for items with non-finite entries and for
+    answers off the manifold by more than :data:`EXP_GRAM_TOL` (``Y'Y`` from ``A``, ``S``
+    and the p x p factors, without another pass over the rows)."""
     p = x.shape[-1]
     a = _t(x) @ u
     s = _t(u) @ u
     eye = np.broadcast_to(np.eye(p), a.shape)
     block = np.concatenate([np.concatenate([a, -s], -1), np.concatenate([eye, a], -1)], -2)
     e = expm_pade13(block)[..., :, :p] @ expm_pade13(-a)
-    return x @ e[..., :p, :] + u @ e[..., p:, :]   # [X U] e, without forming [X U]
+    ex, eu = e[..., :p, :], e[..., p:, :]
+    out = x @ ex + u @ eu                          # [X U] e, without forming [X U]
+    with np.errstate(invalid="ignore", over="ignore"):
+        cm = ex + a @ eu                           # [[I, A], [A', S]] e, top and bottom
+        gram = _t(ex) @ cm + _t(eu) @ (_t(a) @ ex + s @ eu)
+        off = np.max(np.abs(gram - np.eye(p)), axis=(-2, -1))
+    out[~(off <= EXP_GRAM_TOL)] = np.nan
+    return out
 
 
 def stiefel_retr_qr(x, u):

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "batch.hpp"
+#include "brockett.hpp"
 #include "blas.hpp"
 #include "linalg_small.hpp"
 #include "lorentz.hpp"

@@ -1,11 +1,13 @@
 // The Stiefel manifold's exponential map (Edelman, Arias & Smith 1998) on one row-major (n, p)
 // float64 item, and the small dense matrix exponential it needs:
 //
-//   expm(a, e, m)        e = exp(a), a m x m: Higham's (2005) scaling and squaring of the Pade
-//                        approximant of the least degree 3, 5, 7, 9 or 13 whose bound holds at
-//                        ||a||_1 (the algorithm of scipy.linalg.expm), the solve by Gaussian
-//                        elimination with partial pivoting; NaN for non-finite a
-//   exp<P>(x, u, o)      o = [x u] expm([[A, -S], [I, A]]) [I; 0] expm(-A), A = x'u, S = u'u
+//   expm(a, e, m)        e = exp(a), a m x m: Higham's (2005, Algorithm 2.3) scaling and
+//                        squaring of the Pade approximant of the least degree 3, 5, 7, 9 or 13
+//                        whose bound holds at ||a||_1, the solve by Gaussian elimination with
+//                        partial pivoting; NaN for non-finite a
+//   exp<P>(x, u, o)      o = [x u] expm([[A, -S], [I, A]]) [I; 0] expm(-A), A = x'u, S = u'u;
+//                        NaN where o'o is off I by more than kExpGramTol (a step so long that
+//                        the exponentials lost their accuracy; o'o from the p x p factors)
 //
 // The degrees below 13 are where Higham's backward-error bound keeps the approximant's
 // relative error below the unit roundoff, so the answer is the degree-13 one (the NumPy
@@ -23,7 +25,10 @@
 namespace rfl {
 namespace stiefel {
 
-inline std::size_t expm_work_size(int m) { return 9 * static_cast<std::size_t>(m) * m + m; }
+inline std::size_t expm_work_size(int m) { return 9 * static_cast<std::size_t>(m) * m; }
+
+// Largest max |o'o - I| of an Exp answer (rfl_fast.kernels.reference.EXP_GRAM_TOL).
+constexpr double kExpGramTol = 1.5e-8;
 
 inline std::size_t exp_work_size(int p) {
     const std::size_t q = 2 * static_cast<std::size_t>(p);
@@ -95,7 +100,7 @@ inline void expm(const double* a, double* e, int m, double* work) {
     double* x2 = x + mm;
     double* x4 = x2 + mm;
     double* x6 = x4 + mm;
-    double* x8 = x6 + mm;        // (degree 9; degree 13: a product's scratch)
+    double* x8 = x6 + mm;        // (degree 9 only)
     double* u = x8 + mm;
     double* v = u + mm;
     double* t = v + mm;
@@ -172,7 +177,7 @@ template <int P = 0>
 RFL_INLINE void exp(const double* x, const double* u, double* o, int n, int p_, double* work) {
     const int p = P > 0 ? P : p_, q = 2 * p;
     const std::size_t pp = static_cast<std::size_t>(p) * p, qq = static_cast<std::size_t>(q) * q;
-    double* B = work;            // q x q, then its exponential's first p columns times expm(-A)
+    double* B = work;            // q x q: [[A, -S], [I, A]], then scratch
     double* A = B + qq;
     double* S = A + pp;
     double* F = S + pp;          // expm(-A)
@@ -189,8 +194,8 @@ RFL_INLINE void exp(const double* x, const double* u, double* o, int n, int p_, 
             B[(p + i) * q + p + j] = A[i * p + j];
         }
     expm(B, E, q, w);
-    for (std::size_t i = 0; i < pp; ++i) S[i] = -A[i];
-    expm(S, F, p, w);
+    for (std::size_t i = 0; i < pp; ++i) B[i] = -A[i];  // (B is free again; S is kept)
+    expm(B, F, p, w);
     for (int i = 0; i < q; ++i)
         for (int j = 0; j < p; ++j) {
             double acc = 0.0;
@@ -198,6 +203,30 @@ RFL_INLINE void exp(const double* x, const double* u, double* o, int n, int p_, 
             M[i * p + j] = acc;
         }
     const double* Mu = M + pp;
+    // o'o = M' [[I, A], [A', S]] M from the p x p factors (x'x = I): off I beyond the tolerance,
+    // the item has no answer (NaN); B is free again
+    double off = 0.0;
+    for (int i = 0; i < p; ++i)
+        for (int j = 0; j < p; ++j) {
+            double top = M[i * p + j], bot = 0.0;  // column j of C M: rows i (top), p + i (bottom)
+            for (int k = 0; k < p; ++k) {
+                top += A[i * p + k] * Mu[k * p + j];
+                bot += A[k * p + i] * M[k * p + j] + S[i * p + k] * Mu[k * p + j];
+            }
+            B[i * p + j] = top;
+            B[pp + i * p + j] = bot;
+        }
+    for (int i = 0; i < p; ++i)
+        for (int j = 0; j < p; ++j) {
+            double g = 0.0;
+            for (int k = 0; k < p; ++k) g += M[k * p + i] * B[k * p + j] + Mu[k * p + i] * B[pp + k * p + j];
+            const double dev = std::fabs(g - (i == j ? 1.0 : 0.0));
+            off = dev > off || std::isnan(dev) ? dev : off;
+        }
+    if (!(off <= kExpGramTol)) {
+        for (std::size_t r = 0; r < static_cast<std::size_t>(n) * p; ++r) o[r] = std::nan("");
+        return;
+    }
     if constexpr (P >= 2) {
         detail::mul_small<P, false>(x, nullptr, M, 1.0, 0.0, nullptr, o, n);
         detail::mul_small<P, false>(u, nullptr, Mu, 1.0, 1.0, o, o, n);

@@ -14,7 +14,7 @@ their exact inverses, and the polar factor.
   the positive-diagonal factor directly.
 * QR inverse: the reference's column-by-column triangular systems, NaN on an exactly zero pivot.
 * Exp: Edelman's geodesic with the reference's degree-13 Pade exponentials (``_expm_item``);
-  NaN for a non-finite item.
+  NaN for a non-finite item and where the answer is off the manifold (the reference's rule).
 """
 
 import math
@@ -339,6 +339,7 @@ _PADE13 = np.array([64764752532480000.0, 32382376266240000.0, 7771770303897600.0
                     1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
                     33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0])
 _THETA13 = 5.371920351148152
+_EXP_GRAM_TOL = 1.5e-8   # reference.EXP_GRAM_TOL
 
 
 @njit(**_JIT)
@@ -404,7 +405,18 @@ def _exp_chunk(x, u, out, lo, hi):
         _expm_item(block, e)
         _expm_item(-a, f)
         m = np.ascontiguousarray(e[:, :p]) @ f
-        out[i] = x[i] @ m[:p] + u[i] @ m[p:]
+        ex = np.ascontiguousarray(m[:p])
+        eu = np.ascontiguousarray(m[p:])
+        out[i] = x[i] @ ex + u[i] @ eu
+        gram = ex.T @ (ex + a @ eu) + eu.T @ (a.T @ ex + s @ eu)   # Y'Y from the p x p factors
+        off = 0.0
+        for r in range(p):
+            for c in range(p):
+                dev = abs(gram[r, c] - (1.0 if r == c else 0.0))
+                if not dev <= off:
+                    off = dev
+        if not off <= _EXP_GRAM_TOL:            # lost accuracy (or NaN): no answer
+            out[i] = np.nan
 
 
 # ---------------------------------------------------------------- serial / parallel drivers
