@@ -57,8 +57,12 @@ RFL_CLONES_V4 void pca_units(PcaUnit* u, std::size_t nu, std::atomic<std::size_t
                              int r, rfl::pca::Weight wt) {
     std::vector<double> coef(static_cast<std::size_t>(rfl::pca::kRowsMax) * r);
     double* c = coef.data();
-    // one St of its own for the gradient form's units (uninitialized: untouched otherwise)
-    std::unique_ptr<double[]> own(new double[static_cast<std::size_t>(r) * d]);
+    // one St of its own for the gradient form's units (uninitialized), only where one is
+    // (the local steps' one-unit calls have none: no allocation per chunk and step)
+    bool transposing = false;
+    for (std::size_t i = 0; i < nu && !transposing; ++i) transposing = u[i].G != nullptr;
+    std::unique_ptr<double[]> own(transposing ? new double[static_cast<std::size_t>(r) * d]
+                                              : nullptr);
     double* o = own.get();
     switch (r) {
         case 1: return pca_units_r<1>(u, nu, *next, pz, d, pxt, r, wt, c, o);

@@ -218,3 +218,38 @@ def test_header_local_steps_match_the_reference(tmp_path, m, d, r, offset):
         np.finfo(float).eps
     assert np.max(np.abs(got - want)) <= bound
     assert not np.array_equal(want, x0) or m == 0
+
+
+@pytest.mark.full  # compiles a C++ program
+def test_header_local_steps_refuse_coef_without_anchor(tmp_path):
+    """``rfl::pca::local_steps`` with ``Terms.coef`` (2BB's term ``c R_anchor^{-1}(X)``) but no
+    ``Terms.anchor`` throws ``std::invalid_argument`` before any work, instead of reading
+    scratch it never wrote (the extension's binding refuses the same call by name)."""
+    if CXX is None:
+        pytest.skip("no C++ compiler (g++/c++) on PATH")
+    src = tmp_path / "refuse.cpp"
+    src.write_text(r"""
+#include <rfl/pca.hpp>
+#include <cstdio>
+#include <stdexcept>
+int main() {
+    double X[2] = {1.0, 0.0}, s = 1.0, c = 0.5, work[64];
+    rfl::pca::Terms t;
+    t.coef = &c;
+    auto none = [](auto...) {};
+    try {
+        rfl::pca::local_steps(1, 2, 1, X, &s, 0.1, 1, t, work, none, none, none, none, none);
+    } catch (const std::invalid_argument& e) {
+        std::puts(e.what());
+        return 0;
+    }
+    return 1;
+}
+""")
+    exe = tmp_path / "refuse"
+    proc = subprocess.run([CXX, "-O1", "-std=c++17", "-Wall", "-Wno-psabi", "-I",
+                           rf.get_include(), str(src), "-o", str(exe)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "Terms.coef needs Terms.anchor" in out.stdout

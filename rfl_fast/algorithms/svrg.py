@@ -38,7 +38,9 @@ kernel, as RFedAvg's do (``fedavg_prox.fused_local_steps``): with the transport 
 Riemannian gradient's own kernel (``Manifold.transport_kernels``: Stiefel's projection
 ``T_{x_t -> x} v = P_x(v)``, and ``grad f_i(x) = P_x(egrad f_i(x))``), the direction is
 ``P_x(egrad f_i(x) - diff)``, the fused kPCA step with the constant per-client offset
-``diff = grad f_i(x_t) - g_t``: the composed loop's iterates to rounding; the second-order
+``diff = grad f_i(x_t) - g_t``; with a transport the fused kernel declares itself
+(``registry.Fused.transports``: the sphere's parallel transport from ``x_t``), the kernel
+transports ``diff`` each step: the composed loop's iterates to rounding; the second-order
 variants' corrected vector ``diff - c_i R_{x_t}^{-1}(x)`` (``svrg_bb``) adds the inverse
 retraction's kernel (``Manifold.inverse_kernels``) to the fused step. Decided from the
 declarations before the round (the problem's ``quadratic_rows()``, the manifold's step,

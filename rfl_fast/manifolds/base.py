@@ -99,12 +99,13 @@ class Manifold:
     #: else the operation's name as a fused kernel (``registry.FUSED``) declares it (the
     #: sphere's projection, whose one-line maps have no kernel of their own).
     step_kernels = {}
-    #: Transport name -> the kernel that computes ``transport(x, y, v)``
-    #: as ``kernel(y, v)``, linear in ``v`` (a transport that forgets ``x``, e.g. the
-    #: projection onto the tangent space at ``y``), a declared capability: where it is the
-    #: gradient's kernel of ``step_kernels``, RFedSVRG's corrected direction
-    #: ``grad f_i(y) - T(v)`` is that kernel of ``egrad f_i(y) - v``, and its local steps fuse
-    #: as RFedAvg's do; empty here.
+    #: Transport name -> the kernel that computes ``transport(x, y, v)``, a declared
+    #: capability: where it is the gradient's kernel of ``step_kernels`` (a transport that
+    #: forgets ``x``, linear in ``v``: the projection onto the tangent space at ``y``),
+    #: RFedSVRG's corrected direction ``grad f_i(y) - T(v)`` is that kernel of
+    #: ``egrad f_i(y) - v``; where a fused kernel of local steps declares it
+    #: (``registry.Fused.transports``: the sphere's parallel transport), that kernel applies
+    #: it to the correction; either way RFedSVRG's local steps fuse as RFedAvg's do; empty here.
     transport_kernels = {}
     #: Inverse retraction name -> the kernel that computes
     #: ``inv_retr(x, y)`` with it, a declared capability: where a fused kernel of local steps

@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "simd.hpp"  // RFL_INLINE, simd::v4d
@@ -530,6 +531,8 @@ template <class Grad, class Proj, class Retr, class Inv, class Project>
 void local_steps(std::size_t g, std::size_t d, int r, double* X, const double* s, double eta,
                  int steps, const Terms& t, double* work, Grad&& grad, Proj&& proj,
                  Retr&& retr, Inv&& inv, Project&& project) {
+    if (t.coef != nullptr && t.anchor == nullptr)  // coef's term is c R_anchor^{-1}(X)
+        throw std::invalid_argument("rfl::pca::local_steps: Terms.coef needs Terms.anchor");
     const std::size_t item = static_cast<std::size_t>(r) * d, all = g * item;
     double* St = work;              // r x d
     double* G = St + item;          // g x d x r
