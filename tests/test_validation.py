@@ -255,6 +255,7 @@ ALLOWED = {
     ("privacy/ledger.py", "check_rebuilt"): "a stored privacy ledger against its rebuild",
     ("privacy/ledger.py", "_check_sizes"): "a ledger's N_i against the problem's",
     ("_files.py", "_check_directory"): "a zip directory against its file's size",
+    ("kernels/fused.py", "_check_transport"): "the fused steps' transport against their terms",
     ("_files.py", "_check_dtype"): "an .npy header's dtype against the one asked for",
     ("algorithms/fedavg_prox.py", "check_fused_steps"): "fused iterates that left the manifold",
     ("data/_pickle.py", "_check_nesting"): "the nesting and cycles of a parsed pickle",

@@ -258,7 +258,7 @@ def _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset, a
     return x[..., None]
 
 
-def _check_transport(transport, retraction, x0, offset, anchor, mu, accumulate, ambient):
+def _check_transport(transport, retraction, offset, anchor, mu, accumulate, ambient):
     """Refuse a ``transport`` (``pca_local_steps``' argument) the steps cannot take, naming
     it, as the compiled binding does."""
     if transport not in ("projection", "parallel"):
@@ -354,7 +354,7 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
     if retraction == "exp" and np.shape(x0)[-1] != 1:
         raise ValueError(f"pca_local_steps: retraction 'exp' (the sphere's Exp and Log) needs "
                          f"r = 1, got x0 of shape {np.shape(x0)}")
-    _check_transport(transport, retraction, x0, offset, anchor, mu, accumulate, ambient)
+    _check_transport(transport, retraction, offset, anchor, mu, accumulate, ambient)
     if transport == "parallel":
         return _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset,
                                           anchor, coef, h)

@@ -173,16 +173,19 @@ def _solve_or_nan(a, b):
     return out
 
 
-#: Largest ``max |Y'Y - I|`` of an Exp answer: beyond it (a step so long that the scaled and
-#: squared exponentials lost their accuracy, |U| ~ 1e4 and more) the item is NaN.
+#: Largest ``max |Y'Y - I|`` of an Exp answer beyond ``EXP_GRAM_SLACK`` times the point's own
+#: ``max |X'X - I|``: beyond it (a step so long that the scaled and squared exponentials lost
+#: their accuracy, |U| ~ 1e5 and more) the item is NaN. (A point off the manifold, as a finite
+#: difference takes it, moves the answer off by about as much: the slack.)
 EXP_GRAM_TOL = 1.5e-8
+EXP_GRAM_SLACK = 10.0
 
 
 def stiefel_exp(x, u):
     """Exponential map (Edelman's geodesic) ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
     ``A = X'U``, ``S = U'U``; x, u: (N, n, p). NaN for items with non-finite entries and for
     answers off the manifold by more than :data:`EXP_GRAM_TOL` (``Y'Y`` from ``A``, ``S``
-    and the p x p factors, without another pass over the rows)."""
+    and the p x p factors) by more than ``EXP_GRAM_SLACK`` times the point's own ``X'X - I``."""
     p = x.shape[-1]
     a = _t(x) @ u
     s = _t(u) @ u
@@ -191,11 +194,13 @@ def stiefel_exp(x, u):
     e = expm_pade13(block)[..., :, :p] @ expm_pade13(-a)
     ex, eu = e[..., :p, :], e[..., p:, :]
     out = x @ ex + u @ eu                          # [X U] e, without forming [X U]
+    xx = _t(x) @ x
     with np.errstate(invalid="ignore", over="ignore"):
-        cm = ex + a @ eu                           # [[I, A], [A', S]] e, top and bottom
+        cm = xx @ ex + a @ eu                      # [[X'X, A], [A', S]] e, top and bottom
         gram = _t(ex) @ cm + _t(eu) @ (_t(a) @ ex + s @ eu)
         off = np.max(np.abs(gram - np.eye(p)), axis=(-2, -1))
-    out[~(off <= EXP_GRAM_TOL)] = np.nan
+        own = np.max(np.abs(xx - np.eye(p)), axis=(-2, -1))
+    out[~(off <= EXP_GRAM_TOL + EXP_GRAM_SLACK * own)] = np.nan
     return out
 
 

@@ -208,8 +208,8 @@ class Stiefel(Manifold):
     def exp(self, x: ArrayLike, u: ArrayLike, *, backend: str | None = None) -> FloatArray:
         """Edelman's geodesic ``[X U] expm([[A, -S], [I, A]]) [I; 0] expm(-A)``,
         ``A = X'U``, ``S = U'U``. A step so long that the exponentials lose their accuracy
-        (``|U|`` of about 1e4 and more; the answer's ``Y'Y`` off ``I`` by more than 1.5e-8)
-        raises ``NoSolutionError``."""
+        (``|U|`` of about 1e5 and more; the answer's ``Y'Y`` off ``I`` by more than 1.5e-8
+        beyond ten times the point's own ``X'X - I``) raises ``NoSolutionError``."""
         x = self._point(x)
         out = call("stiefel_exp", x, self._vector(x, u), backend=backend)
         return self._solved(out, "exp", "u (a step too long for the exponential's accuracy)")

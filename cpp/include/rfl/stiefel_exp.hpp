@@ -6,8 +6,9 @@
 //                        whose bound holds at ||a||_1, the solve by Gaussian elimination with
 //                        partial pivoting; NaN for non-finite a
 //   exp<P>(x, u, o)      o = [x u] expm([[A, -S], [I, A]]) [I; 0] expm(-A), A = x'u, S = u'u;
-//                        NaN where o'o is off I by more than kExpGramTol (a step so long that
-//                        the exponentials lost their accuracy; o'o from the p x p factors)
+//                        NaN where o'o is off I by more than kExpGramTol + kExpGramSlack
+//                        times x'x's own distance from I (a step so long that the
+//                        exponentials lost their accuracy; o'o from the p x p factors)
 //
 // The degrees below 13 are where Higham's backward-error bound keeps the approximant's
 // relative error below the unit roundoff, so the answer is the degree-13 one (the NumPy
@@ -27,12 +28,14 @@ namespace stiefel {
 
 inline std::size_t expm_work_size(int m) { return 9 * static_cast<std::size_t>(m) * m; }
 
-// Largest max |o'o - I| of an Exp answer (rfl_fast.kernels.reference.EXP_GRAM_TOL).
+// Largest max |o'o - I| of an Exp answer beyond kExpGramSlack times max |x'x - I|
+// (rfl_fast.kernels.reference.EXP_GRAM_TOL, EXP_GRAM_SLACK).
 constexpr double kExpGramTol = 1.5e-8;
+constexpr double kExpGramSlack = 10.0;
 
 inline std::size_t exp_work_size(int p) {
     const std::size_t q = 2 * static_cast<std::size_t>(p);
-    return 2 * q * q + 3 * static_cast<std::size_t>(p) * p + q * p + expm_work_size(2 * p);
+    return 2 * q * q + 4 * static_cast<std::size_t>(p) * p + q * p + expm_work_size(2 * p);
 }
 
 namespace detail {
@@ -183,7 +186,8 @@ RFL_INLINE void exp(const double* x, const double* u, double* o, int n, int p_, 
     double* F = S + pp;          // expm(-A)
     double* E = F + pp;          // q x q: expm(B)
     double* M = E + qq;          // q x p: expm(B)[:, :p] expm(-A)
-    double* w = M + static_cast<std::size_t>(q) * p;
+    double* XX = M + static_cast<std::size_t>(q) * p;  // x'x
+    double* w = XX + pp;
     cross<P>(x, u, A, n, p);
     cross<P>(u, u, S, n, p);
     for (int i = 0; i < p; ++i)
@@ -203,14 +207,17 @@ RFL_INLINE void exp(const double* x, const double* u, double* o, int n, int p_, 
             M[i * p + j] = acc;
         }
     const double* Mu = M + pp;
-    // o'o = M' [[I, A], [A', S]] M from the p x p factors (x'x = I): off I beyond the tolerance,
-    // the item has no answer (NaN); B is free again
-    double off = 0.0;
+    // o'o = M' [[x'x, A], [A', S]] M from the p x p factors: off I beyond the tolerance (and
+    // the slack for x's own distance from the manifold), the item has no answer (NaN)
+    cross<P>(x, x, XX, n, p);
+    double off = 0.0, own = 0.0;
     for (int i = 0; i < p; ++i)
         for (int j = 0; j < p; ++j) {
-            double top = M[i * p + j], bot = 0.0;  // column j of C M: rows i (top), p + i (bottom)
+            const double dev = std::fabs(XX[i * p + j] - (i == j ? 1.0 : 0.0));
+            own = dev > own || std::isnan(dev) ? dev : own;
+            double top = 0.0, bot = 0.0;  // column j of C M: rows i (top), p + i (bottom)
             for (int k = 0; k < p; ++k) {
-                top += A[i * p + k] * Mu[k * p + j];
+                top += XX[i * p + k] * M[k * p + j] + A[i * p + k] * Mu[k * p + j];
                 bot += A[k * p + i] * M[k * p + j] + S[i * p + k] * Mu[k * p + j];
             }
             B[i * p + j] = top;
@@ -223,7 +230,7 @@ RFL_INLINE void exp(const double* x, const double* u, double* o, int n, int p_, 
             const double dev = std::fabs(g - (i == j ? 1.0 : 0.0));
             off = dev > off || std::isnan(dev) ? dev : off;
         }
-    if (!(off <= kExpGramTol)) {
+    if (!(off <= kExpGramTol + kExpGramSlack * own)) {
         for (std::size_t r = 0; r < static_cast<std::size_t>(n) * p; ++r) o[r] = std::nan("");
         return;
     }

@@ -340,6 +340,7 @@ _PADE13 = np.array([64764752532480000.0, 32382376266240000.0, 7771770303897600.0
                     33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0])
 _THETA13 = 5.371920351148152
 _EXP_GRAM_TOL = 1.5e-8   # reference.EXP_GRAM_TOL
+_EXP_GRAM_SLACK = 10.0   # reference.EXP_GRAM_SLACK
 
 
 @njit(**_JIT)
@@ -393,6 +394,7 @@ def _exp_chunk(x, u, out, lo, hi):
     block = np.empty((2 * p, 2 * p))
     e = np.empty((2 * p, 2 * p))
     f = np.empty((p, p))
+    xx = np.empty((p, p))
     for i in range(lo, hi):
         cross(x[i], u[i], a)
         cross(u[i], u[i], s)
@@ -408,14 +410,19 @@ def _exp_chunk(x, u, out, lo, hi):
         ex = np.ascontiguousarray(m[:p])
         eu = np.ascontiguousarray(m[p:])
         out[i] = x[i] @ ex + u[i] @ eu
-        gram = ex.T @ (ex + a @ eu) + eu.T @ (a.T @ ex + s @ eu)   # Y'Y from the p x p factors
+        cross(x[i], x[i], xx)
+        gram = ex.T @ (xx @ ex + a @ eu) + eu.T @ (a.T @ ex + s @ eu)   # Y'Y, p x p factors
         off = 0.0
+        own = 0.0
         for r in range(p):
             for c in range(p):
                 dev = abs(gram[r, c] - (1.0 if r == c else 0.0))
                 if not dev <= off:
                     off = dev
-        if not off <= _EXP_GRAM_TOL:            # lost accuracy (or NaN): no answer
+                dev = abs(xx[r, c] - (1.0 if r == c else 0.0))
+                if not dev <= own:
+                    own = dev
+        if not off <= _EXP_GRAM_TOL + _EXP_GRAM_SLACK * own:   # lost accuracy (or NaN)
             out[i] = np.nan
 
 
