@@ -204,6 +204,9 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
 // s A X diag(h). `geodesic` (r = 1, the sphere S^(d-1) on its points as d x 1 matrices): the
 // retraction and its inverse are the sphere's Exp and Log (rfl/sphere.hpp) instead of the polar
 // pair; the projection (u - x x'u) and the nearest point (x/|x|) are the Stiefel loops' at p = 1.
+// Those Exp and Log run inline here, not through the sphere kernels' per-ISA batch loops, so
+// the sphere's iterates equal the composed route's to rounding, not bit for bit (measured:
+// 5.6e-17 after one step).
 struct LocalSteps {
     const double* pz;
     const std::int64_t* po;

@@ -518,8 +518,9 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
         ambient=False, drift=None, coef=None)``: ``n`` full-gradient steps
         ``x <- R_x(-eta grad f_i(x))`` of the clients ``idx`` (k,) from the point ``x``
         ``(*shape)`` (or one point per client, ``(k, *shape)``), the last iterates
-        ``(k, *shape)`` (the bits of stepping through the two kernels; NaN items where a step
-        has no answer); with ``offset`` ``(k, *shape)`` the steps
+        ``(k, *shape)`` (Stiefel's polar steps: the bits of stepping through the two kernels;
+        the sphere's Exp steps: to rounding; NaN items where a step has no answer); with
+        ``offset`` ``(k, *shape)`` the steps
         ``x <- R_x(-eta P_x(egrad f_i(x) - offset_j))``, ``P_x`` the gradient's kernel (a
         projection, linear in its vector): RFedSVRG's steps where the transport is that
         projection; with ``anchor`` ``(*shape)`` (``inverse`` given) the direction also
