@@ -117,3 +117,24 @@ def test_backend_queries_refuse_auto_and_unknown_names(query):
     for bad in ("auto", "fortran"):
         with pytest.raises(ValueError, match=r"backend: expected one of \('cpp', 'numba'"):
             fn(bad)
+
+
+@pytest.mark.parametrize("backend", rf.available_backends())
+def test_a_huge_batch_of_empty_items_is_answered_at_once(backend):
+    """Items with a zero core axis have nothing to compute, but a loop over the batch would
+    still walk every item: a zero-stride batch claiming 2^40 of them hung the Numba route (and
+    NumPy's eigh). ``call`` answers one item and repeats it: at once for empty answers, a
+    MemoryError for a batch of scalars that cannot fit; small batches as before."""
+    from numpy.lib.stride_tricks import as_strided
+
+    from rfl_fast.kernels import call
+
+    huge = as_strided(np.ones(1), (2**40, 0, 0), (0, 0, 0))
+    out = call("spd_exp", huge, huge, backend=backend)
+    assert out.shape == (2**40, 0, 0)
+    with pytest.raises(MemoryError):
+        call("spd_dist", huge, huge, backend=backend)
+    small = np.ones((3, 0, 0))
+    np.testing.assert_array_equal(call("spd_dist", small, small, backend=backend), np.zeros(3))
+    assert call("stiefel_exp", np.ones((4, 5, 0)), np.ones((4, 5, 0)), backend=backend).shape \
+        == (4, 5, 0)

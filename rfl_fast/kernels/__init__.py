@@ -229,7 +229,14 @@ def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarr
         if dt != np.float64 or not a.flags.c_contiguous:
             a = np.ascontiguousarray(a, dtype=np.float64)
         flat.append(a)
-    out = fn(*flat)
+    if count and not all(a.size for a in flat):
+        # empty items (a zero in a core axis): every item's answer is the same, but a loop
+        # would still walk every item of the batch (a zero-stride batch may claim 2^40 of
+        # them): one item by the reference, repeated (a MemoryError where they do not fit)
+        one = getattr(_dispatch.load("numpy"), name)(*(a[:1] for a in flat))
+        out = np.array(np.broadcast_to(one, (count,) + one.shape[1:]))
+    else:
+        out = fn(*flat)
     out = out.reshape(batch + out.shape[1:])
     if all32:
         out = out.astype(np.float32)

@@ -187,6 +187,8 @@ def stiefel_exp(x, u):
     answers off the manifold by more than :data:`EXP_GRAM_TOL` (``Y'Y`` from ``A``, ``S``
     and the p x p factors) by more than ``EXP_GRAM_SLACK`` times the point's own ``X'X - I``."""
     p = x.shape[-1]
+    if x.size == 0:
+        return np.empty_like(x, dtype=np.float64)
     a = _t(x) @ u
     s = _t(u) @ u
     eye = np.broadcast_to(np.eye(p), a.shape)

@@ -515,7 +515,12 @@ def _exp_parallel(x, u, out):
 
 def stiefel_exp(x, u):
     """Exponential map (Edelman's geodesic); x, u: (N, n, p)."""
+    if x.shape != u.shape or x.ndim != 3:   # the items' matrix products need equal shapes
+        raise ValueError(f"stiefel_exp: x and u must have the same shape (N, n, p), got "
+                         f"{x.shape} and {u.shape}")
     out = np.empty_like(x)
+    if x.size == 0:     # no item, or empty items: nothing to compute (BLAS refuses 0 x 0
+        return out      # products, which the items' matrix products would make)
     run(_exp_serial, _exp_parallel, _work(x, 4), _tasks(x), x, u, out)
     return out
 
