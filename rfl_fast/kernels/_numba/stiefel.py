@@ -359,7 +359,8 @@ def _expm_item(a, out):
     if not np.isfinite(norm):
         out[:] = np.nan
         return
-    sq = int(math.ceil(math.log2(norm / _THETA13))) if norm > _THETA13 else 0
+    # (np.log2: the oldest Numba the package supports does not type math.log2)
+    sq = int(math.ceil(np.log2(norm / _THETA13))) if norm > _THETA13 else 0
     b = _PADE13
     x = a * 0.5 ** sq
     eye = np.eye(m)
