@@ -273,6 +273,34 @@ def test_call_refuses_complex(backend):
         call("sphere_exp", x.astype(np.longdouble), x, backend=backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(n for n, k in rf.kernels.REGISTRY.items()
+                                        if len(k.args) > 1))
+def test_call_refuses_unequal_core_shapes(backend, name):
+    """``kernels.call`` (every backend, one item and a batch) refuses arguments of different
+    core shapes before a kernel sees them: the compiled kernels take every argument's size
+    from the first (Numba's stiefel_exp read past the smaller one: a segfault)."""
+    k = rf.kernels.REGISTRY[name]
+    core = {1: (6,), 2: (6, 6) if k.family == "square" else (6, 3)}
+    small = {1: (5,), 2: (5, 5) if k.family == "square" else (6, 2)}
+    args = [np.full(core[n], 0.5) for n in k.args]
+    args[-1] = np.full(small[k.args[-1]], 0.5)
+    for batch in ((), (3,)):
+        arrays = [np.broadcast_to(a, batch + a.shape) for a in args]
+        with pytest.raises(ValueError, match=f"{name}: expected every argument with one core"):
+            call(name, *arrays, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(n for n, k in rf.kernels.REGISTRY.items()
+                                        if k.family == "square"))
+def test_call_refuses_non_square_matrices(backend, name):
+    """A kernel of square matrices refuses an (n, m) core, n != m."""
+    args = [np.full((2, 4, 3), 0.5)] * len(rf.kernels.REGISTRY[name].args)
+    with pytest.raises(ValueError, match=f"{name}: expected square"):
+        call(name, *args, backend=backend)
+
+
 # ------------------------------------------------------------------ 4. dtypes
 
 

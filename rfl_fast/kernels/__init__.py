@@ -174,6 +174,19 @@ def fast_lane(name: str, backend: str | None = None, shape: tuple[int, ...] | No
     return _dispatch.resolve_checked(name, backend, shape)
 
 
+def _check_cores(name, arrays, core_ndims):
+    """Refuse core shapes a kernel would read past: every argument of a registered kernel has
+    one core shape (a point and its tangent vector, two points), and a ``square`` family's is
+    ``(n, n)``. The compiled kernels trust the first argument's shape for all of them."""
+    cores = [a.shape[a.ndim - k:] for a, k in zip(arrays, core_ndims)]
+    if any(c != cores[0] for c in cores[1:]):
+        raise ValueError(f"{name}: expected every argument with one core shape, got core "
+                         f"shapes {', '.join(map(str, cores))}")
+    core = cores[0]
+    if REGISTRY[name].family == "square" and len(core) == 2 and core[0] != core[1]:
+        raise ValueError(f"{name}: expected square (n, n) matrices, got core shape {core}")
+
+
 def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarray:
     """Run kernel ``name`` on arrays with any broadcastable leading axes.
 
@@ -196,12 +209,18 @@ def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarr
     -------
     ndarray, shape (..., *core_out)
         The kernel's result with the broadcast batch axes.
+
+    Raises
+    ------
+    ValueError
+        Batch axes that do not broadcast, arguments of different core shapes, or a
+        non-square matrix for a kernel of square matrices.
     """
     core_ndims, _ = KERNELS[name]
     _, fn = _dispatch.resolve(name, backend, arrays[0].shape)
     if len(arrays) == 2 and core_ndims[0] == core_ndims[1]:  # fast path: one item, each ready
         a, b = arrays
-        if (a.ndim == core_ndims[0] and b.ndim == a.ndim and a.dtype is FLOAT64
+        if (a.ndim == core_ndims[0] and b.shape == a.shape and a.dtype is FLOAT64
                 and b.dtype is FLOAT64 and a.flags.c_contiguous and b.flags.c_contiguous):
             out = fn(a[None], b[None])
             return out.reshape(out.shape[1:])
@@ -214,6 +233,7 @@ def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarr
         elif b != batch:
             batch = broadcast_batch(arrays, ("argument",) * len(arrays), core_ndims)
             break
+    _check_cores(name, arrays, core_ndims)
     count = math.prod(batch)
     flat = []
     all32 = True

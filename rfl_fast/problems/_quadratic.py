@@ -305,10 +305,14 @@ class QuadraticProblem(Problem):
             k, b = batch.shape
             rows = self._flat[batch_rows(self._offsets, idx, batch).reshape(-1)]
             offsets, sel = np.arange(0, k * b + 1, b, dtype=np.int64), np.arange(k)
-        St, _ = fused.pca_grad_sum(rows, offsets, sel, xt, tau, 2.0 * self._c, True)
-        if not np.isfinite(St).all():
+        # the gradient form with scale -1: -St' (k, d, r), C-contiguous, formed in the threads
+        G, _ = fused.pca_grad_sum(rows, offsets, sel, xt, tau, 2.0 * self._c, True,
+                                  np.full(sel.size, -1.0))
+        # one sum instead of a mask: NaN or inf anywhere (or an overflowing sum, then the
+        # default way, which gives the same answer) is not finite
+        if not math.isfinite(np.add.reduce(G, axis=None)):
             return super().clipped_rgrad_sum(idx, x, tau, batch)
-        return self._unmat(-_t(St))
+        return self._unmat(G)
 
     # ------------------------------------------------------------------ global
 
