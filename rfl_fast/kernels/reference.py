@@ -125,6 +125,21 @@ _PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353
 _THETA13 = 5.371920351148152
 
 
+def pade13_uv(x, b, eye):
+    """The odd and even parts ``(u, v)`` of the degree-13 Pade approximant of ``exp`` at ``x``
+    (one matrix or a stack), ``exp(x) ~ (v - u)^{-1} (v + u)``, with coefficients ``b``
+    (:data:`_PADE13`) and ``eye`` the identity: Higham's (2005) six products. Also the Numba
+    kernel's, compiled from this text."""
+    x2 = x @ x
+    x4 = x2 @ x2
+    x6 = x4 @ x2
+    u = x @ (x6 @ (b[13] * x6 + b[11] * x4 + b[9] * x2)
+             + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye)
+    v = x6 @ (b[12] * x6 + b[10] * x4 + b[8] * x2) + b[6] * x6 + b[4] * x4 + b[2] * x2 \
+        + b[0] * eye
+    return u, v
+
+
 def expm_pade13(a):
     """Matrix exponentials of a stack ``a`` (..., n, n) of small matrices: scaling and squaring
     of the degree-13 Pade approximant (Higham 2005, the algorithm of ``scipy.linalg.expm`` at
@@ -140,14 +155,7 @@ def expm_pade13(a):
     eye = np.eye(a.shape[-1])
     for s in np.unique(scale):                                     # one pass per scaling
         sel = scale == s
-        x = a[sel] / 2.0 ** int(s)
-        x2 = x @ x
-        x4 = x2 @ x2
-        x6 = x4 @ x2
-        u = x @ (x6 @ (b[13] * x6 + b[11] * x4 + b[9] * x2)
-                 + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye)
-        v = x6 @ (b[12] * x6 + b[10] * x4 + b[8] * x2) + b[6] * x6 + b[4] * x4 + b[2] * x2 \
-            + b[0] * eye
+        u, v = pade13_uv(a[sel] / 2.0 ** int(s), b, eye)
         with np.errstate(invalid="ignore"):
             r = _solve_or_nan(v - u, v + u)
         for _ in range(int(s)):

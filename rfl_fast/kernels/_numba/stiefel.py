@@ -22,6 +22,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .. import reference
 from ._linalg import congruence, cross, gram, jacobi_eigh, lu_solve, svd_polar
 from ._runtime import run
 
@@ -334,13 +335,12 @@ def _inv_qr_chunk(x, y, out, lo, hi):
         _inv_qr_item(x[i], y[i], out[i], m, lu, rr, b)
 
 
-#: the reference's degree-13 Pade coefficients (``reference._PADE13``) and scaling threshold
-_PADE13 = np.array([64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
-                    1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
-                    33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0])
-_THETA13 = 5.371920351148152
-_EXP_GRAM_TOL = 1.5e-8   # reference.EXP_GRAM_TOL
-_EXP_GRAM_SLACK = 10.0   # reference.EXP_GRAM_SLACK
+#: the reference's degree-13 Pade coefficients and scaling threshold, and its polynomial
+_PADE13 = np.array(reference._PADE13)
+_THETA13 = reference._THETA13
+_pade13_uv = njit(**_JIT)(reference.pade13_uv)
+_EXP_GRAM_TOL = reference.EXP_GRAM_TOL
+_EXP_GRAM_SLACK = reference.EXP_GRAM_SLACK
 
 
 @njit(**_JIT)
@@ -362,15 +362,7 @@ def _expm_item(a, out):
     # (np.log2: the oldest Numba the package supports does not type math.log2)
     sq = int(math.ceil(np.log2(norm / _THETA13))) if norm > _THETA13 else 0
     b = _PADE13
-    x = a * 0.5 ** sq
-    eye = np.eye(m)
-    x2 = x @ x
-    x4 = x2 @ x2
-    x6 = x4 @ x2
-    u = x @ (x6 @ (b[13] * x6 + b[11] * x4 + b[9] * x2)
-             + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye)
-    v = x6 @ (b[12] * x6 + b[10] * x4 + b[8] * x2) + b[6] * x6 + b[4] * x4 + b[2] * x2 \
-        + b[0] * eye
+    u, v = _pade13_uv(a * 0.5 ** sq, b, np.eye(m))
     q = v - u
     r = v + u
     col = np.empty(m)
