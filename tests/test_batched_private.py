@@ -274,6 +274,44 @@ def test_a_batched_tangent_gaussian_is_each_clients_own_draw(M):
         np.testing.assert_allclose(batched[j], one, rtol=0, atol=16 * EPS * np.abs(one).max())
 
 
+@pytest.mark.skipif("cpp" not in rf.available_backends(), reason="no compiled core")
+@pytest.mark.parametrize("M", [rf.Stiefel(784, 5), rf.Stiefel(40, 12), rf.Sphere(50)], ids=repr)
+def test_projected_normal_is_the_tangent_gaussian_in_one_pass(small_chunks, M):
+    """Stiefel's and the sphere's tangent Gaussian over a stack's streams take the compiled pass
+    (``ItemStreams.projected_normal``: each client's normals, scaled and projected while in
+    cache): the numbers of NumPy's draws projected by the stiefel_proj kernel (Stiefel: the
+    same bits; the sphere's own projection: to rounding), every stream left where NumPy's draw
+    leaves it, on one thread or several, and an item alone equal to its row in a stack."""
+    k = 21
+    idx = np.arange(k)
+    x = M.random_point(k, rng=5)
+    sig = np.linspace(0.0, 2.0, k)
+    x3 = np.ascontiguousarray(x.reshape(k, x.shape[1], -1))
+    assert ItemStreams(ClientRandom(2, 1, idx).generators()).projected_normal(x3, sig) is not None
+    gens = ClientRandom(2, 1, idx).generators()
+    g = np.stack([gen.standard_normal(x.shape[1:]) for gen in gens])
+    want = M.proj(x, g * sig.reshape((k,) + (1,) * M.core_ndim))
+    for threads in (1, 3):
+        rf.set_threads(threads)
+        streams = ClientRandom(2, 1, idx).streams()
+        got = M.tangent_gaussian(x, sig, rng=streams)
+        if isinstance(M, rf.Stiefel):
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=0, atol=8 * EPS * np.abs(want).max())
+        alone = ClientRandom(2, 1, idx).generators()
+        for b in alone:
+            b.standard_normal(x.shape[1:])
+        assert [a.integers(1 << 62) for a in streams.generators] == \
+            [b.integers(1 << 62) for b in alone]
+    one = M.tangent_gaussian(x[3:4], sig[3:4], rng=ItemStreams([ClientRandom(2, 1, idx)
+                                                                 .generator(3)]))
+    np.testing.assert_array_equal(one[0], got[3])
+    # what it does not serve, it leaves to NumPy's route (nothing drawn): other shapes of sigma
+    assert ItemStreams(gens).projected_normal(x3, sig[:, None]) is None
+    assert ItemStreams(gens).projected_normal(x3.astype(np.float32), sig) is None
+
+
 def test_stiefel_exp_is_edelmans_geodesic_with_scipys_expm():
     """The batched Pade-13 exponential in ``Stiefel.exp`` against SciPy's ``expm`` item by item
     on the same formula: both are backward stable scaling-and-squaring methods, so for steps of

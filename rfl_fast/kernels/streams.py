@@ -12,7 +12,9 @@ ziggurat, bit for bit, without NumPy's mispredicted sign branch; about 3 ns a no
 only after a probe of 100 000 normals from a fresh generator equals NumPy's and leaves the
 stream where NumPy leaves it; otherwise (no compiled core, another NumPy layout) NumPy draws.
 NumPy's per-generator lock is not taken there: the streams are the caller's own, each drawn
-from one thread at a time (as the threaded fills here do).
+from one thread at a time (as the threaded fills here do). The same compiled draws serve
+:meth:`ItemStreams.projected_normal`, the tangent Gaussian of Stiefel and the sphere with each
+item's normals scaled and projected while in cache (``rfl_projected_normal_rows``).
 """
 
 import ctypes
@@ -63,6 +65,26 @@ def _compiled_fill():
     return _COMPILED or None
 
 
+_PROJECTED = None       # rfl_projected_normal_rows once found (False: not available)
+
+
+def _compiled_projected():
+    """``rfl_projected_normal_rows`` of the compiled core as a ctypes function of
+    ``(capsules, x, out, sigma, n, p)``, where the compiled fill passed its probe (the same
+    normals: ``rfl/normal.hpp``), else ``None``."""
+    global _PROJECTED
+    if _PROJECTED is None:
+        _PROJECTED = False
+        if _compiled_fill() is not None:
+            fn = getattr(ctypes.PyDLL(load("cpp").__file__), "rfl_projected_normal_rows", None)
+            if fn is not None:
+                fn.argtypes = (ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p,
+                               ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+                fn.restype = ctypes.c_int
+                _PROJECTED = fn
+    return _PROJECTED or None
+
+
 def _numpy_layout():
     """Whether NumPy's PCG64 state is laid out as ``rfl/normal.hpp`` reads it: a NumPy 1.17-2.x
     (whose ``pcg64_state`` starts with a pointer to ``{u128 state; u128 inc}``), and the
@@ -101,6 +123,13 @@ def _fill_compiled(fn, capsules, block):
     """``block`` (kb, n), C-contiguous: row ``j`` drawn from ``capsules[j]``'s generator."""
     if fn(capsules, block.ctypes.data, block.shape[1]) != 1:
         raise RuntimeError("rfl_normal_rows refused its arguments")
+
+
+def _projected_compiled(fn, capsules, x, out, sigma):
+    """Items ``out`` (kb, n, p) = ``P_x(sigma_j N_j)`` (``rfl_projected_normal_rows``)."""
+    if fn(capsules, x.ctypes.data, out.ctypes.data, sigma.ctypes.data, x.shape[1],
+          x.shape[2]) != 1:
+        raise RuntimeError("rfl_projected_normal_rows refused its arguments")
 
 
 def _fill_rows(generators, rows, plain):
@@ -171,8 +200,7 @@ class ItemStreams(Streams):
         out = np.empty(shape)
         if out.size == 0:
             return out
-        parts = min(get_threads(), k, out.size // _DRAWS_PER_THREAD) if self._distinct else 1
-        cut = [k * p // max(parts, 1) for p in range(max(parts, 1) + 1)]
+        cut = self._cuts(out.size)
         fn = _compiled_fill() if self._capsules is not None else None
         if fn is not None:      # the compiled rows, on (k, n) blocks
             flat = out.reshape(k, -1)
@@ -184,14 +212,59 @@ class ItemStreams(Streams):
             rows = list(out.reshape(k, -1) if out.ndim == 1 else out)
             jobs = [(_fill_rows, self.generators[a:b], rows[a:b], self._plain)
                     for a, b in zip(cut, cut[1:])]
-        if len(jobs) == 1:
-            jobs[0][0](*jobs[0][1:])
-            return out
-        pool = _fill_pool(len(jobs) - 1)
-        futures = [pool.submit(*job) for job in jobs[1:]]
-        try:
-            jobs[0][0](*jobs[0][1:])
-        finally:
-            for f in futures:
-                f.result()
+        _run(jobs)
         return out
+
+    def projected_normal(self, x, sigma):
+        """``P_x(sigma_j N_j)`` for every item ``j``, ``N_j`` the normals that
+        ``standard_normal(x.shape)`` gives row ``j`` (the same numbers) and ``P_x(v) = v - x
+        sym(x'v)`` the Stiefel tangent projection (at ``p = 1`` the sphere's ``v - <x,v> x``),
+        in one compiled pass per item (its draw in cache); ``None`` where the compiled fill
+        does not serve these streams (then nothing is drawn).
+
+        Parameters
+        ----------
+        x : ndarray, shape (k, n, p)
+            C-contiguous float64 points, one per stream.
+        sigma : ndarray, shape (k,)
+            C-contiguous float64 scales.
+
+        Returns
+        -------
+        ndarray, shape (k, n, p), or None
+        """
+        k = len(self.generators)
+        fn = _compiled_projected() if self._capsules is not None else None
+        if (fn is None or x.ndim != 3 or x.shape[0] != k or x.dtype != np.float64
+                or not x.flags.c_contiguous or sigma.shape != (k,)
+                or sigma.dtype != np.float64 or not sigma.flags.c_contiguous):
+            return None
+        out = np.empty(x.shape)
+        if out.size:
+            caps, cut = self._capsules, self._cuts(out.size)
+            _run([(_projected_compiled, fn, caps[a:b], x[a:b], out[a:b], sigma[a:b])
+                  for a, b in zip(cut, cut[1:])])
+        return out
+
+    def _cuts(self, size):
+        """Item bounds of the threaded parts of a draw of ``size`` numbers: up to
+        :func:`rfl_fast.get_threads` parts of at least ``_DRAWS_PER_THREAD`` (one part where
+        two items share a generator)."""
+        k = len(self.generators)
+        parts = max(min(get_threads(), k, size // _DRAWS_PER_THREAD) if self._distinct else 1,
+                    1)
+        return [k * p // parts for p in range(parts + 1)]
+
+
+def _run(jobs):
+    """Run ``jobs`` (``(fn, *args)`` each), the first on this thread, the others on the pool."""
+    if len(jobs) == 1:
+        jobs[0][0](*jobs[0][1:])
+        return
+    pool = _fill_pool(len(jobs) - 1)
+    futures = [pool.submit(*job) for job in jobs[1:]]
+    try:
+        jobs[0][0](*jobs[0][1:])
+    finally:
+        for f in futures:
+            f.result()

@@ -30,6 +30,7 @@ from .._typing import ArrayLike, FloatArray, Real, RNGLike
 from ..kernels import fast_lane
 from ..kernels import xp_routes
 from ..kernels.arrays import accepts_arrays
+from ..kernels.streams import ItemStreams
 from .._validation import FLOAT64, as_array, check_core_shape, validation_enabled
 from ..errors import MethodNotAvailableError, NoSolutionError, NotOnManifoldError
 
@@ -737,6 +738,26 @@ class Manifold:
             Tangent vector(s) at ``x``.
         """
         self._missing("tangent_gaussian")
+
+    def _projected_gaussian(self, x, s, rng):
+        """``tangent_gaussian`` in one compiled pass per item (:meth:`ItemStreams.projected_normal
+        <rfl_fast.kernels.streams.ItemStreams.projected_normal>`: the same normals, scaled and
+        projected by ``v - x sym(x'v)`` while in cache) where ``rng`` is a stack's
+        ``ItemStreams`` served by the compiled fill and ``x`` a float64 stack, one point per
+        stream; ``None`` elsewhere (nothing drawn). For the manifolds whose tangent Gaussian is
+        that projection of ``sigma`` times a standard normal (Stiefel, the sphere); ``s`` is
+        :meth:`_sigma`'s."""
+        if type(rng) is not ItemStreams or x.dtype != np.float64 or x.ndim != self.core_ndim + 1:
+            return None
+        k = x.shape[0]
+        if s.size == 1:
+            sig = np.full(k, float(s.reshape(())))
+        elif s.shape == (k,) + (1,) * self.core_ndim:
+            sig = np.ascontiguousarray(s.reshape(k), dtype=np.float64)
+        else:
+            return None
+        out = rng.projected_normal(np.ascontiguousarray(x.reshape(k, x.shape[1], -1)), sig)
+        return None if out is None else out.reshape(x.shape)
 
     def _sigma(self, sigma):
         """``sigma`` checked (finite, >= 0) and shaped to broadcast against tangent vectors."""

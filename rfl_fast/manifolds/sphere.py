@@ -195,6 +195,9 @@ class Sphere(Manifold):
 
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:
-        x = self._point(x)
+        x, s = self._point(x), self._sigma(sigma)
+        fused = self._projected_gaussian(x, s, rng)
+        if fused is not None:
+            return fused
         g = as_rng(rng).standard_normal(x.shape)
-        return self.proj(x, (self._sigma(sigma) * g).astype(x.dtype, copy=False))
+        return self.proj(x, (s * g).astype(x.dtype, copy=False))

@@ -289,7 +289,10 @@ class Stiefel(Manifold):
 
     def tangent_gaussian(self, x: ArrayLike, sigma: ArrayLike, *,
                          rng: RNGLike = None) -> FloatArray:
-        x = self._point(x)
-        g, s = as_rng(rng).standard_normal(x.shape), self._sigma(sigma)
+        x, s = self._point(x), self._sigma(sigma)
+        fused = self._projected_gaussian(x, s, rng)
+        if fused is not None:
+            return fused
+        g = as_rng(rng).standard_normal(x.shape)
         g = np.multiply(g, s, out=g if np.broadcast_shapes(g.shape, s.shape) == g.shape else None)
         return self.proj(x, g.astype(x.dtype, copy=False))
