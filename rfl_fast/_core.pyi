@@ -71,7 +71,8 @@ def lorentz_transport(x: _ArrayLike, y: _ArrayLike, v: _ArrayLike) -> _Array: ..
 # z (M, d), offsets (n + 1,) int64, idx (k,) int64, xt (k, r, d) -> (St (k, r, d), q (k,))
 def pca_grad_sum(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, xt: _ArrayLike,
                  tau: float, c: float, clipped: bool, threads: int = 1,
-                 scale: _ArrayLike | None = None) -> tuple[_Array, _Array]: ...
+                 scale: _ArrayLike | None = None, points: bool = False
+                 ) -> tuple[_Array, _Array]: ...
 
 # Brockett's clipped per-sample gradient sums (rfl_fast.problems.Brockett): a (M, d, d),
 # rows (k, b), x (k, d, p), h (p,) -> ((k, d, p), trusted)

@@ -33,15 +33,29 @@ constexpr std::int64_t kPcaChunkRows = static_cast<std::int64_t>(rfl::pca::kChun
 // Multiply-adds (rows * d * r) below which one more thread costs more than it saves.
 constexpr double kPcaMinWorkPerThread = 1 << 19;
 
+// px: the points X_j (k, d, r) when `points`, transposed into the thread's own xt (r x d) for
+// each client it meets (kept while its next unit is the same client's), else the caller's
+// Xt (k, r, d).
 template <int R>
 RFL_INLINE void pca_units_r(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>& next,
-                            const double* pz, std::size_t d, const double* pxt, int r,
-                            const rfl::pca::Weight& wt, double* coef, double* own) {
+                            const double* pz, std::size_t d, const double* px, bool points,
+                            int r, const rfl::pca::Weight& wt, double* coef, double* own,
+                            double* xt) {
     const std::size_t item = static_cast<std::size_t>(r) * d;
+    std::int64_t held = -1;
     for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
         double* st = u[i].G ? own : u[i].St;  // a gradient form's St: the thread's own, in cache
+        const double* xtj = px + u[i].item * item;
+        if (points) {
+            if (u[i].item != held) {
+                for (std::size_t e = 0; e < d; ++e)
+                    for (int l = 0; l < r; ++l) xt[l * d + e] = xtj[e * r + l];
+                held = u[i].item;
+            }
+            xtj = xt;
+        }
         u[i].q = rfl::pca::client<R>(pz + u[i].lo * d, static_cast<std::size_t>(u[i].hi - u[i].lo),
-                                     d, pxt + u[i].item * item, r, wt, st, coef);
+                                     d, xtj, r, wt, st, coef);
         if (double* g = u[i].G) {  // G = scale St'
             const double sc = u[i].scale;
             for (std::size_t e = 0; e < d; ++e)
@@ -54,7 +68,7 @@ RFL_INLINE void pca_units_r(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>
 // thread that starts late, or shares its core, simply takes fewer units).
 RFL_CLONES_V4 void pca_units(PcaUnit* u, std::size_t nu, std::atomic<std::size_t>* next,
                              const double* pz, std::size_t d, const double* pxt,
-                             int r, rfl::pca::Weight wt) {
+                             int r, rfl::pca::Weight wt, bool points) {
     std::vector<double> coef(static_cast<std::size_t>(rfl::pca::kRowsMax) * r);
     double* c = coef.data();
     // one St of its own for the gradient form's units (uninitialized), only where one is
@@ -64,38 +78,42 @@ RFL_CLONES_V4 void pca_units(PcaUnit* u, std::size_t nu, std::atomic<std::size_t
     std::unique_ptr<double[]> own(transposing ? new double[static_cast<std::size_t>(r) * d]
                                               : nullptr);
     double* o = own.get();
+    std::unique_ptr<double[]> xt_own(points ? new double[static_cast<std::size_t>(r) * d]
+                                            : nullptr);
+    double* t = xt_own.get();
     switch (r) {
-        case 1: return pca_units_r<1>(u, nu, *next, pz, d, pxt, r, wt, c, o);
-        case 2: return pca_units_r<2>(u, nu, *next, pz, d, pxt, r, wt, c, o);
-        case 3: return pca_units_r<3>(u, nu, *next, pz, d, pxt, r, wt, c, o);
-        case 4: return pca_units_r<4>(u, nu, *next, pz, d, pxt, r, wt, c, o);
-        case 5: return pca_units_r<5>(u, nu, *next, pz, d, pxt, r, wt, c, o);
-        case 6: return pca_units_r<6>(u, nu, *next, pz, d, pxt, r, wt, c, o);
-        case 7: return pca_units_r<7>(u, nu, *next, pz, d, pxt, r, wt, c, o);
-        case 8: return pca_units_r<8>(u, nu, *next, pz, d, pxt, r, wt, c, o);
-        default: return pca_units_r<0>(u, nu, *next, pz, d, pxt, r, wt, c, o);
+        case 1: return pca_units_r<1>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
+        case 2: return pca_units_r<2>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
+        case 3: return pca_units_r<3>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
+        case 4: return pca_units_r<4>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
+        case 5: return pca_units_r<5>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
+        case 6: return pca_units_r<6>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
+        case 7: return pca_units_r<7>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
+        case 8: return pca_units_r<8>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
+        default: return pca_units_r<0>(u, nu, *next, pz, d, pxt, points, r, wt, c, o, t);
     }
 }
 
 
 py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const Arr& xt,
-                       double tau, double c, bool clipped, int threads, const py::object& scale) {
+                       double tau, double c, bool clipped, int threads, const py::object& scale,
+                       bool points) {
     const char* kernel = "pca_grad_sum";
     check_ndim(z, 2, kernel, "z", "(M, d)");
     check_arg(offsets, kernel, "offsets");
     check_arg(idx, kernel, "idx");
-    check_ndim(xt, 3, kernel, "xt", "(k, r, d)");
+    check_ndim(xt, 3, kernel, "xt", points ? "(k, d, r) (points=True)" : "(k, r, d)");
     if (offsets.ndim() != 1 || offsets.shape(0) < 1)
         fail(kernel, "argument offsets must have shape (n + 1,), got " + std::to_string(offsets.ndim()) + " axes");
     if (idx.ndim() != 1 || idx.shape(0) != xt.shape(0))
         fail(kernel, "argument idx must have shape (k,) with k = xt.shape[0] = " +
                          std::to_string(xt.shape(0)));
     const std::size_t d = static_cast<std::size_t>(z.shape(1));
-    if (xt.shape(2) != z.shape(1))
+    if (xt.shape(points ? 1 : 2) != z.shape(1))
         fail(kernel, "xt " + shape_str(xt) + " does not match the row length of z " + shape_str(z));
     if (clipped && !(tau > 0.0)) fail(kernel, "tau must be > 0 (inf: no clipping)");
     const py::ssize_t k = xt.shape(0), n = offsets.shape(0) - 1;
-    const int r = static_cast<int>(xt.shape(1));
+    const int r = static_cast<int>(xt.shape(points ? 2 : 1));
     const std::int64_t* po = offsets.data();
     const std::int64_t* pi = idx.data();
     const std::int64_t rows = z.shape(0);
@@ -165,7 +183,7 @@ py::tuple pca_grad_sum(const Arr& z, const I64& offsets, const I64& idx, const A
             std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), nu), by_work)));
         std::atomic<std::size_t> next{0};
         rfl::batch::run_threads(  // a thread the system refuses is not started (batch.hpp)
-            T, [&] { pca_units(units.data(), nu, &next, pz, d, pxt, r, wt); });
+            T, [&] { pca_units(units.data(), nu, &next, pz, d, pxt, r, wt, points); });
         // reduction in chunk order
         for (py::ssize_t j = 0; j < k; ++j) {
             double qj = 0.0;
@@ -346,7 +364,7 @@ void pca_local_steps_group(const LocalSteps& a, std::size_t j0, std::size_t g, d
                 [&](const double* rows, std::size_t count, const double* xt, double* Sc) {
                     PcaUnit unit{0, 0, static_cast<std::int64_t>(count), Sc, 0.0};
                     std::atomic<std::size_t> next{0};
-                    pca_units(&unit, 1, &next, rows, d, xt, r, plain);
+                    pca_units(&unit, 1, &next, rows, d, xt, r, plain, false);
                 });
     };  // gradient's St
     if (a.parallel) return sphere_parallel_steps(a, g, X, a.ps + j0, t, grad);
@@ -573,12 +591,12 @@ parallel transport, ``x <- Exp_x(-eta (P_x(scale[j] Z_i'(Z_i x)) - PT_{x_t -> x}
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",
         [](py::handle z, py::handle offsets, py::handle idx, py::handle xt, double tau, double c,
-           bool clipped, int threads, const py::object& scale) {
-            return pca_grad_sum(z, offsets, idx, xt, tau, c, clipped, threads, scale);
+           bool clipped, int threads, const py::object& scale, bool points) {
+            return pca_grad_sum(z, offsets, idx, xt, tau, c, clipped, threads, scale, points);
         },
         py::arg("z"), py::arg("offsets"), py::arg("idx"),
         py::arg("xt"), py::arg("tau"), py::arg("c"), py::arg("clipped"), py::arg("threads") = 1,
-        py::arg("scale") = py::none(),
+        py::arg("scale") = py::none(), py::arg("points") = false,
         R"pbdoc(One streaming pass over the rows of each selected client: ``(St, q)``.
 
 z: (M, d) all clients' rows; offsets: (n + 1,) int64, client i owns rows offsets[i]:offsets[i+1];
@@ -588,5 +606,7 @@ columns of X_j when clipped). For each j: ``y = X_j' z`` per row z of client idx
 ``St[j] = sum w y z'`` (r, d), i.e. ``(Z'(w o ZX))'``; ``q[j] = sum |y|^2``. ``threads``
 threads (at most; fewer for small work) claim the work in units of one client's fixed
 512-row chunk; the result does not depend on the thread count. With ``scale`` ((k,)
-float64) the first output is the gradient form ``G[j] = scale[j] St[j]'`` (k, d, r).)pbdoc");
+float64) the first output is the gradient form ``G[j] = scale[j] St[j]'`` (k, d, r). With
+``points=True`` xt holds the points X_j themselves, (k, d, r), which each thread transposes
+for the clients it takes (no transposed copy of the stack; the same results).)pbdoc");
 }

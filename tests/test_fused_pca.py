@@ -79,6 +79,36 @@ def test_gradient_form_with_scale(sizes, d, r):
 
 
 @needs_cpp
+@pytest.mark.parametrize("sizes,d,r", SHAPES)
+@pytest.mark.parametrize("tau", [None, 0.7])
+def test_points_layout_gives_the_same_bits(sizes, d, r, tau):
+    """``points=True`` (the points X_j (k, d, r), transposed by the thread that takes each
+    client, once per run of its units) gives the bits of the transposed stack, in both forms,
+    at any thread count, a client listed twice and one split into several chunks included;
+    the reference's answer to rounding."""
+    rng = np.random.default_rng(d * 11 + r)
+    Z, offsets = _clients(rng, sizes, d)
+    idx = np.concatenate([np.arange(len(sizes)), [0]]).astype(np.int64)
+    X = np.ascontiguousarray(_points(rng, idx.size, d, r))
+    clipped = tau is not None
+    t = np.inf if tau is None else tau
+    scale = rng.standard_normal(idx.size)
+    for sc in (None, scale):
+        want = fused.pca_grad_sum(Z, offsets, idx, _xt(X), t, 2.0, clipped, sc, backend="cpp")
+        ref = fused.pca_grad_sum(Z, offsets, idx, X, t, 2.0, clipped, sc, points=True,
+                                 backend="numpy")
+        _close(ref[0], want[0])
+        for threads in (1, 2, 3):
+            got = fused.pca_grad_sum(Z, offsets, idx, X, t, 2.0, clipped, sc, points=True,
+                                     threads=threads, backend="cpp")
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+    with pytest.raises(ValueError, match=r"xt .* does not match the row length"):
+        fused.pca_grad_sum(Z, offsets, idx, _xt(X) if d != r else X[:, :-1], points=True,
+                           backend="cpp")
+
+
+@needs_cpp
 def test_deterministic_and_independent_of_threads():
     rng = np.random.default_rng(3)
     Z, offsets = _clients(rng, [3000, 300, 300, 1], 784)

@@ -163,8 +163,12 @@ def pca_grad_sum_reference(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False
 
 
 def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=None, *,
-                 threads=None, backend=None):
+                 points=False, threads=None, backend=None):
     """``(St, q)`` of :func:`pca_grad_sum_reference` by the fastest available route.
+
+    ``points=True``: ``Xt`` holds the points ``X_j`` themselves, ``(k, d, r)``; the compiled
+    kernel transposes each in the thread that takes its client (no transposed copy of the
+    stack), the reference transposes them first. The same results.
 
     ``backend``: ``None`` follows ``rfl_fast.backend`` / ``RFL_FAST_BACKEND``; ``"numpy"`` runs
     the reference, anything else the C++ kernel when the extension has it (the reference
@@ -175,7 +179,9 @@ def pca_grad_sum(Z, offsets, idx, Xt, tau=np.inf, c=1.0, clipped=False, scale=No
     if route("pca_grad_sum", backend) == "cpp":
         fn = _dispatch.load("cpp").pca_grad_sum
         return fn(Z, offsets, idx, Xt, float(tau), float(c), bool(clipped),
-                  get_threads() if threads is None else int(threads), scale)
+                  get_threads() if threads is None else int(threads), scale, bool(points))
+    if points:      # (contiguous: the reference's products as for a transposed stack)
+        Xt = np.ascontiguousarray(np.swapaxes(Xt, -1, -2))
     return pca_grad_sum_reference(Z, offsets, idx, Xt, tau, c, clipped, scale)
 
 

@@ -126,9 +126,10 @@ class QuadraticProblem(Problem):
         ``St[j] = (Z_i' Z_i X_j)'`` (k, r, d) (with ``scale`` (k,): ``scale[j] Z_i' Z_i X_j``,
         (k, d, r)), ``q[j] = |Z_i X_j|_F^2``; one pass over each client's rows (the C++
         kernel, batched over the clients, when available)."""
-        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2), dtype=np.float64)
         return fused.pca_grad_sum(self._flat, self._offsets64,
-                                  np.ascontiguousarray(idx, dtype=np.int64), xt, scale=scale)
+                                  np.ascontiguousarray(idx, dtype=np.int64),
+                                  np.ascontiguousarray(x, dtype=np.float64), scale=scale,
+                                  points=True)
 
     def quadratic_rows(self) -> QuadraticRows | None:
         """The rows form's data, ``f_i``'s Euclidean gradient being ``-2c/m_i Z_i' Z_i X``;
@@ -297,7 +298,7 @@ class QuadraticProblem(Problem):
         if self._form == "covariances" or not (batch is None or isinstance(batch, np.ndarray)):
             return super().clipped_rgrad_sum(idx, x, tau, batch)
         idx = self._clients(idx)
-        xt = np.ascontiguousarray(_t(self._mat(self._points(idx, x))))
+        xs = np.ascontiguousarray(self._mat(self._points(idx, x)))
         if batch is None:
             rows, offsets, sel = self._flat, self._offsets64, idx
         else:
@@ -306,8 +307,8 @@ class QuadraticProblem(Problem):
             rows = self._flat[batch_rows(self._offsets, idx, batch).reshape(-1)]
             offsets, sel = np.arange(0, k * b + 1, b, dtype=np.int64), np.arange(k)
         # the gradient form with scale -1: -St' (k, d, r), C-contiguous, formed in the threads
-        G, _ = fused.pca_grad_sum(rows, offsets, sel, xt, tau, 2.0 * self._c, True,
-                                  np.full(sel.size, -1.0))
+        G, _ = fused.pca_grad_sum(rows, offsets, sel, xs, tau, 2.0 * self._c, True,
+                                  np.full(sel.size, -1.0), points=True)
         # one sum instead of a mask: NaN or inf anywhere (or an overflowing sum, then the
         # default way, which gives the same answer) is not finite
         if not math.isfinite(np.add.reduce(G, axis=None)):
