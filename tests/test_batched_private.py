@@ -257,6 +257,7 @@ def test_option_two_picks_item_j_of_its_own_iterate():
 
 
 @pytest.mark.parametrize("M", [rf.Stiefel(9, 3), rf.Sphere(6), rf.SPD(3), rf.Lorentz(4),
+                               rf.Grassmann(9, 3),
                                rf.Product(rf.Stiefel(5, 2), rf.Euclidean(3))], ids=repr)
 def test_a_batched_tangent_gaussian_is_each_clients_own_draw(M):
     """``tangent_gaussian`` over k clients with ``ClientRandom.streams`` gives client j the
@@ -272,6 +273,7 @@ def test_a_batched_tangent_gaussian_is_each_clients_own_draw(M):
     for j in range(idx.size):
         one = M.tangent_gaussian(x[j], sig[j], rng=lone.generator(j))
         np.testing.assert_allclose(batched[j], one, rtol=0, atol=16 * EPS * np.abs(one).max())
+    assert np.all(M.is_tangent(x, batched))   # (Grassmann: horizontal, not Stiefel's tangent)
 
 
 @pytest.mark.skipif("cpp" not in rf.available_backends(), reason="no compiled core")

@@ -117,6 +117,11 @@ class Manifold:
     #: declared capability: where a fused kernel of local steps has it
     #: (``registry.Fused.projection``), RFedProj's ambient steps fuse; ``None`` here.
     project_kernel = None
+    #: Whether ``tangent_gaussian`` is ``P_x(sigma N)`` with ``P_x(v) = v - x sym(x'v)`` (the
+    #: Stiefel projection; the sphere's at p = 1), a declared capability: its compiled one-pass
+    #: route (:meth:`_projected_gaussian`) serves only such a manifold (not Grassmann's
+    #: horizontal projection, which shares Stiefel's body).
+    stiefel_noise = False
     #: The public methods that take or return arrays: each one a class defines is wrapped once
     #: (``__init_subclass__``) to take arrays of any array-API namespace and give the caller's
     #: array type back (``rfl_fast.kernels.arrays``). A subclass with more such methods extends
@@ -747,7 +752,8 @@ class Manifold:
         stream; ``None`` elsewhere (nothing drawn). For the manifolds whose tangent Gaussian is
         that projection of ``sigma`` times a standard normal (Stiefel, the sphere); ``s`` is
         :meth:`_sigma`'s."""
-        if type(rng) is not ItemStreams or x.dtype != np.float64 or x.ndim != self.core_ndim + 1:
+        if (not self.stiefel_noise or type(rng) is not ItemStreams or x.dtype != np.float64
+                or x.ndim != self.core_ndim + 1):
             return None
         k = x.shape[0]
         if s.size == 1:

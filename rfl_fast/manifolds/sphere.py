@@ -73,6 +73,7 @@ class Sphere(Manifold):
     transport_kernels = {"projection": "sphere_proj", "parallel": "sphere_transport"}
     inverse_kernels = {"exp": "sphere_log", "projection": "sphere_inv_retr_projection"}
     project_kernel = "sphere_project"
+    stiefel_noise = True
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "sphere_proj", "retr": "sphere_retr", "inv_retr": "sphere_inv_retr",
                     "exp": "sphere_exp", "log": "sphere_log", "dist": "sphere_dist",

@@ -54,6 +54,7 @@ class Stiefel(Manifold):
     transport_kernels = {"projection": "stiefel_proj"}
     inverse_kernels = {"polar": "stiefel_inv_retr_polar"}
     project_kernel = "polar"
+    stiefel_noise = True
     array_methods = Manifold.array_methods + ("principal_angles", "dist_subspace")
     #: differentiable routes (rfl_fast.kernels.xp_routes) of a gradient-carrying call
     array_routes = {"proj": "stiefel_proj", "retr": "stiefel_retr",
