@@ -255,6 +255,7 @@ ALLOWED = {
     ("privacy/ledger.py", "check_rebuilt"): "a stored privacy ledger against its rebuild",
     ("privacy/ledger.py", "_check_sizes"): "a ledger's N_i against the problem's",
     ("_files.py", "_check_directory"): "a zip directory against its file's size",
+    ("kernels/__init__.py", "_check_cores"): "a kernel's arguments against its declared core shapes",
     ("kernels/fused.py", "_check_transport"): "the fused steps' transport against their terms",
     ("_files.py", "_check_dtype"): "an .npy header's dtype against the one asked for",
     ("algorithms/fedavg_prox.py", "check_fused_steps"): "fused iterates that left the manifold",
