@@ -67,6 +67,24 @@ _LAPACK_EIGH_FEW = Route(("numpy", "cpp", "numba"), 64,
                          max_items=2)
 
 
+#: The Stiefel exponential: the compiled kernel forms x'u, u'u and the product in its rows'
+#: passes and the 2p x 2p and p x p exponentials by per-item Pade steps; the reference makes
+#: the products as BLAS calls over the whole stack and solves by LAPACK, which overtakes it as
+#: p grows (measured quiet, 2-core VM, reference time over compiled: one item 1.1-3.8x at
+#: p = 10, 0.91-2.1x at p = 12, 0.24-0.94x at p = 16-32; batches of 16-200 items 0.62-1.08x at
+#: p = 10, 0.42-0.87x at p = 12, 0.07-0.22x at p = 128). Left as found: batches of tiny rows at
+#: p = 6-8 (200 x St(50, 8): 0.5-0.8x), where the same rule would cost 2x at St(784, 8).
+_EXP_BLAS = Route(("numpy", "cpp", "numba"), 12,
+                  "from p = 12 the reference's BLAS products and LAPACK solves beat the "
+                  "compiled per-item Pade steps (rfl-fast bench --sweep --only stiefel_exp)")
+_EXP_ONE = Route(DEFAULT_ORDER, 9,
+                 "a lone item at p = 9 to 11: the compiled kernel still leads "
+                 "(rfl-fast bench --sweep --only stiefel_exp)", max_items=1)
+_EXP_BATCH = Route(("numpy", "cpp", "numba"), 9,
+                   "batches from p = 9: the reference's products over the whole stack lead "
+                   "(rfl-fast bench --sweep --only stiefel_exp)")
+
+
 @dataclass(frozen=True)
 class Family:
     """Kernels over one kind of core shape.
@@ -154,7 +172,8 @@ REGISTRY = by_name((
            "(x, y) -> y R - x, (x'y)R + R'(y'x) = 2I, R upper triangular"),
     Kernel("polar", (2,), 2, "stiefel", False, "(a,) -> a (a'a)^(-1/2), the nearest Stiefel point"),
     Kernel("stiefel_exp", (2, 2), 2, "stiefel", False,
-           "(x, u) -> [x u] expm([[A, -S], [I, A]]) [I; 0] expm(-A), A = x'u, S = u'u"),
+           "(x, u) -> [x u] expm([[A, -S], [I, A]]) [I; 0] expm(-A), A = x'u, S = u'u",
+           routes=(_EXP_BLAS, _EXP_ONE, _EXP_BATCH)),
     # symmetric matrix functions (n, n), one symmetric eigendecomposition each
     Kernel("sym_expm", (2,), 2, "square", routes=(_LAPACK_EIGH, _LAPACK_EIGH_FEW)),
     Kernel("sym_logm", (2,), 2, "square", routes=(_LAPACK_EIGH, _LAPACK_EIGH_FEW)),
