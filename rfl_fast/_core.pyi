@@ -68,7 +68,8 @@ def lorentz_dist(x: _ArrayLike, y: _ArrayLike) -> _Array: ...
 def lorentz_transport(x: _ArrayLike, y: _ArrayLike, v: _ArrayLike) -> _Array: ...
 
 # fused PCA-type gradient sums over clients' rows (rfl_fast.kernels.fused; not a KERNELS entry):
-# z (M, d), offsets (n + 1,) int64, idx (k,) int64, xt (k, r, d) -> (St (k, r, d), q (k,))
+# z (M, d), offsets (n + 1,) int64, idx (k,) int64, xt (k, r, d) -> (St (k, r, d), q (k,));
+# with scale (k,): the gradient form (k, d, r) first; points=True: xt is the points (k, d, r)
 def pca_grad_sum(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, xt: _ArrayLike,
                  tau: float, c: float, clipped: bool, threads: int = 1,
                  scale: _ArrayLike | None = None, points: bool = False

@@ -63,7 +63,7 @@ constexpr std::int64_t kNoiseChunk = 8;
 // N_x(0, sigma_j^2) of Stiefel and the sphere with the draws of kNoiseChunk items at a time in
 // a buffer that stays in cache, where NumPy's route writes the normals, scales them and
 // projects them in three passes over memory. sigma: k doubles. Same conventions and returns as
-// rfl_normal_rows.
+// rfl_normal_rows, and -2 where memory is refused (the streams may then be partly advanced).
 RFL_EXPORT int rfl_projected_normal_rows(PyObject* capsules, const double* x, double* out,
                                          const double* sigma, std::int64_t n, std::int64_t p) {
 #if defined(RFL_HAVE_PCG64)
@@ -79,22 +79,33 @@ RFL_EXPORT int rfl_projected_normal_rows(PyObject* capsules, const double* x, do
         void* state = *static_cast<void**>(bitgen);
         states[static_cast<std::size_t>(j)] = *static_cast<rfl::normal::Pcg64**>(state);
     }
-    Py_BEGIN_ALLOW_THREADS
     const std::int64_t item = n * p;
-    std::vector<double> buf(static_cast<std::size_t>(kNoiseChunk * item));
-    for (Py_ssize_t j0 = 0; j0 < k; j0 += kNoiseChunk) {
-        const Py_ssize_t cnt = std::min<Py_ssize_t>(kNoiseChunk, k - j0);
-        rfl::normal::fill_rows(states.data() + j0, cnt, buf.data(), item);
-        for (Py_ssize_t c = 0; c < cnt; ++c) {
-            const double s = sigma[j0 + c];
-            double* g = buf.data() + c * item;
-            for (std::int64_t e = 0; e < item; ++e) g[e] *= s;
+    const std::size_t chunk = static_cast<std::size_t>(std::min<Py_ssize_t>(k, kNoiseChunk));
+    std::vector<double> buf;
+    try {  // allocated with the GIL held; a C++ exception never crosses the ctypes boundary
+        buf.resize(chunk * static_cast<std::size_t>(item));
+    } catch (...) {
+        return -2;
+    }
+    int rc = 1;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+        for (Py_ssize_t j0 = 0; j0 < k; j0 += kNoiseChunk) {
+            const Py_ssize_t cnt = std::min<Py_ssize_t>(kNoiseChunk, k - j0);
+            rfl::normal::fill_rows(states.data() + j0, cnt, buf.data(), item);
+            for (Py_ssize_t c = 0; c < cnt; ++c) {
+                const double s = sigma[j0 + c];
+                double* g = buf.data() + c * item;
+                for (std::int64_t e = 0; e < item; ++e) g[e] *= s;
+            }
+            stiefel_proj_loop(x + j0 * item, buf.data(), out + j0 * item, cnt,
+                              static_cast<int>(n), static_cast<int>(p));
         }
-        stiefel_proj_loop(x + j0 * item, buf.data(), out + j0 * item, cnt,
-                          static_cast<int>(n), static_cast<int>(p));
+    } catch (...) {  // the projection's scratch refused: no memory
+        rc = -2;
     }
     Py_END_ALLOW_THREADS
-    return 1;
+    return rc;
 #else
     (void)capsules;
     (void)x;

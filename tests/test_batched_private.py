@@ -289,7 +289,11 @@ def test_projected_normal_is_the_tangent_gaussian_in_one_pass(small_chunks, M):
     x = M.random_point(k, rng=5)
     sig = np.linspace(0.0, 2.0, k)
     x3 = np.ascontiguousarray(x.reshape(k, x.shape[1], -1))
-    assert ItemStreams(ClientRandom(2, 1, idx).generators()).projected_normal(x3, sig) is not None
+    # the compiled pass where auto gives the projection to C++ (p < 9), else NumPy's route
+    compiled = rf.kernels.auto_order("stiefel_proj", x3.shape)[0] == "cpp"
+    assert compiled == (isinstance(M, rf.Sphere) or M.shape[1] < 9)
+    drawn = ItemStreams(ClientRandom(2, 1, idx).generators()).projected_normal(x3, sig)
+    assert (drawn is not None) == compiled
     gens = ClientRandom(2, 1, idx).generators()
     g = np.stack([gen.standard_normal(x.shape[1:]) for gen in gens])
     want = M.proj(x, g * sig.reshape((k,) + (1,) * M.core_ndim))
@@ -309,9 +313,39 @@ def test_projected_normal_is_the_tangent_gaussian_in_one_pass(small_chunks, M):
     one = M.tangent_gaussian(x[3:4], sig[3:4], rng=ItemStreams([ClientRandom(2, 1, idx)
                                                                  .generator(3)]))
     np.testing.assert_array_equal(one[0], got[3])
-    # what it does not serve, it leaves to NumPy's route (nothing drawn): other shapes of sigma
+    # what it does not serve, it leaves to NumPy's route (nothing drawn): other shapes of sigma,
+    # float32, a backend in force that does not give stiefel_proj to C++
     assert ItemStreams(gens).projected_normal(x3, sig[:, None]) is None
     assert ItemStreams(gens).projected_normal(x3.astype(np.float32), sig) is None
+    with rf.backend("numpy"):
+        assert ItemStreams(gens).projected_normal(x3, sig) is None
+        np.testing.assert_allclose(M.tangent_gaussian(x, sig, rng=ClientRandom(2, 1, idx)
+                                                      .streams()), want, rtol=0,
+                                   atol=8 * EPS * np.abs(want).max())
+    # a client listed twice (one generator for two items): drawn in order, as NumPy would
+    g0 = ClientRandom(2, 1, idx).generator(0)
+    twice = M.tangent_gaussian(x[:2], sig[1:3], rng=ItemStreams([g0, g0]))
+    alone = ClientRandom(2, 1, idx).generator(0)
+    first = M.proj(x[0], sig[1] * alone.standard_normal(x.shape[1:]))
+    second = M.proj(x[1], sig[2] * alone.standard_normal(x.shape[1:]))
+    np.testing.assert_allclose(twice, np.stack([first, second]), rtol=0,
+                               atol=8 * EPS * np.abs(second).max())
+    # an empty stack: an empty answer
+    assert M.tangent_gaussian(x[:0], 1.0, rng=ItemStreams([])).shape == x[:0].shape
+
+
+def test_a_subclass_with_its_own_projection_keeps_its_noise():
+    """A subclass of Stiefel that overrides ``proj`` does not inherit the compiled noise (whose
+    projection is Stiefel's), unless it declares ``stiefel_noise`` itself."""
+    class Horizontal(rf.Stiefel):
+        def proj(self, x, u):
+            return u - x @ (np.swapaxes(x, -1, -2) @ u)
+
+    M = Horizontal(12, 3)
+    assert not M.stiefel_noise and rf.Stiefel(12, 3).stiefel_noise
+    x = M.random_point(4, rng=1)
+    v = M.tangent_gaussian(x, 1.0, rng=ClientRandom(3, 0, np.arange(4)).streams())
+    np.testing.assert_allclose(np.swapaxes(x, -1, -2) @ v, 0.0, atol=1e-13)
 
 
 def test_stiefel_exp_is_edelmans_geodesic_with_scipys_expm():

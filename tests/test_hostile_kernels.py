@@ -295,10 +295,13 @@ def test_call_refuses_unequal_core_shapes(backend, name):
 @pytest.mark.parametrize("name", sorted(n for n, k in rf.kernels.REGISTRY.items()
                                         if k.family == "square"))
 def test_call_refuses_non_square_matrices(backend, name):
-    """A kernel of square matrices refuses an (n, m) core, n != m."""
-    args = [np.full((2, 4, 3), 0.5)] * len(rf.kernels.REGISTRY[name].args)
-    with pytest.raises(ValueError, match=f"{name}: expected square"):
-        call(name, *args, backend=backend)
+    """A kernel of square matrices refuses an (n, m) core, n != m, in a batch and as one item
+    (the one-item fast path: Numba's SPD kernels took n from the first axis and wrote n x n
+    entries into each 4 x 3 item)."""
+    for shape in ((2, 4, 3), (4, 3)):
+        args = [np.full(shape, 0.5)] * len(rf.kernels.REGISTRY[name].args)
+        with pytest.raises(ValueError, match=f"{name}: expected square"):
+            call(name, *args, backend=backend)
 
 
 # ------------------------------------------------------------------ 4. dtypes

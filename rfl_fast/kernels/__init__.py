@@ -221,6 +221,7 @@ def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarr
     if len(arrays) == 2 and core_ndims[0] == core_ndims[1]:  # fast path: one item, each ready
         a, b = arrays
         if (a.ndim == core_ndims[0] and b.shape == a.shape and a.dtype is FLOAT64
+                and (REGISTRY[name].family != "square" or a.shape[-1] == a.shape[-2])
                 and b.dtype is FLOAT64 and a.flags.c_contiguous and b.flags.c_contiguous):
             out = fn(a[None], b[None])
             return out.reshape(out.shape[1:])

@@ -72,13 +72,14 @@ _LAPACK_EIGH_FEW = Route(("numpy", "cpp", "numba"), 64,
 #: the products as BLAS calls over the whole stack and solves by LAPACK, which overtakes it as
 #: p grows (measured quiet, 2-core VM, reference time over compiled: one item 1.1-3.8x at
 #: p = 10, 0.91-2.1x at p = 12, 0.24-0.94x at p = 16-32; batches of 16-200 items 0.62-1.08x at
-#: p = 10, 0.42-0.87x at p = 12, 0.07-0.22x at p = 128). Left as found: batches of tiny rows at
+#: p = 10, 0.42-0.87x at p = 12, 0.07-0.22x at p = 128; one item 1.0-1.4x at p = 14 but 0.72x
+#: at St(3072, 14)). Left as found: batches of tiny rows at
 #: p = 6-8 (200 x St(50, 8): 0.5-0.8x), where the same rule would cost 2x at St(784, 8).
-_EXP_BLAS = Route(("numpy", "cpp", "numba"), 12,
-                  "from p = 12 the reference's BLAS products and LAPACK solves beat the "
+_EXP_BLAS = Route(("numpy", "cpp", "numba"), 16,
+                  "from p = 16 the reference's BLAS products and LAPACK solves beat the "
                   "compiled per-item Pade steps (rfl-fast bench --sweep --only stiefel_exp)")
 _EXP_ONE = Route(DEFAULT_ORDER, 9,
-                 "a lone item at p = 9 to 11: the compiled kernel still leads "
+                 "a lone item at p = 9 to 15: the compiled kernel still leads mostly "
                  "(rfl-fast bench --sweep --only stiefel_exp)", max_items=1)
 _EXP_BATCH = Route(("numpy", "cpp", "numba"), 9,
                    "batches from p = 9: the reference's products over the whole stack lead "

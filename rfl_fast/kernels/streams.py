@@ -26,7 +26,7 @@ from operator import attrgetter
 import numpy as np
 
 from .._validation import Streams
-from ._dispatch import get_threads, load
+from ._dispatch import get_threads, load, resolve
 
 __all__ = ["ItemStreams"]
 
@@ -127,8 +127,11 @@ def _fill_compiled(fn, capsules, block):
 
 def _projected_compiled(fn, capsules, x, out, sigma):
     """Items ``out`` (kb, n, p) = ``P_x(sigma_j N_j)`` (``rfl_projected_normal_rows``)."""
-    if fn(capsules, x.ctypes.data, out.ctypes.data, sigma.ctypes.data, x.shape[1],
-          x.shape[2]) != 1:
+    rc = fn(capsules, x.ctypes.data, out.ctypes.data, sigma.ctypes.data, x.shape[1],
+            x.shape[2])
+    if rc == -2:
+        raise MemoryError(f"tangent_gaussian: no memory for the draws of {x.shape[1:]} points")
+    if rc != 1:
         raise RuntimeError("rfl_projected_normal_rows refused its arguments")
 
 
@@ -163,7 +166,8 @@ class ItemStreams(Streams):
     Handed as ``rng=`` to a batched draw (``Manifold.tangent_gaussian`` of a stack ``(k,
     *shape)``), it gives item ``j`` exactly the numbers that a draw for item ``j`` alone from
     ``generators[j]`` gives, so a batch of clients and one client at a time (a Flower client)
-    draw the same noise. Only ``standard_normal`` is provided.
+    draw the same noise. It provides ``standard_normal`` and, for the tangent Gaussian of Stiefel
+    and the sphere, :meth:`projected_normal`.
 
     A large draw is filled on up to :func:`rfl_fast.get_threads` threads (NumPy's fills release
     the GIL; each thread takes a contiguous run of items, at least 65 536 normals each): every
@@ -219,8 +223,10 @@ class ItemStreams(Streams):
         """``P_x(sigma_j N_j)`` for every item ``j``, ``N_j`` the normals that
         ``standard_normal(x.shape)`` gives row ``j`` (the same numbers) and ``P_x(v) = v - x
         sym(x'v)`` the Stiefel tangent projection (at ``p = 1`` the sphere's ``v - <x,v> x``),
-        in one compiled pass per item (its draw in cache); ``None`` where the compiled fill
-        does not serve these streams (then nothing is drawn).
+        in one compiled pass per item (its draw in cache) with the projection of the C++
+        ``stiefel_proj`` kernel; ``None`` where the compiled fill does not serve these streams
+        or the backend in force does not give ``stiefel_proj`` to C++ at this shape (then
+        nothing is drawn).
 
         Parameters
         ----------
@@ -237,7 +243,8 @@ class ItemStreams(Streams):
         fn = _compiled_projected() if self._capsules is not None else None
         if (fn is None or x.ndim != 3 or x.shape[0] != k or x.dtype != np.float64
                 or not x.flags.c_contiguous or sigma.shape != (k,)
-                or sigma.dtype != np.float64 or not sigma.flags.c_contiguous):
+                or sigma.dtype != np.float64 or not sigma.flags.c_contiguous
+                or resolve("stiefel_proj", None, x.shape)[0] != "cpp"):
             return None
         out = np.empty(x.shape)
         if out.size:

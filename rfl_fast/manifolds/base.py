@@ -141,6 +141,8 @@ class Manifold:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "proj" in vars(cls) and "stiefel_noise" not in vars(cls):
+            cls.stiefel_noise = False   # its own projection: not the compiled noise's
         inherit_sections(cls)
         _accept_arrays(cls)
 
@@ -756,6 +758,8 @@ class Manifold:
                 or x.ndim != self.core_ndim + 1):
             return None
         k = x.shape[0]
+        if k == 0:
+            return None
         if s.size == 1:
             sig = np.full(k, float(s.reshape(())))
         elif s.shape == (k,) + (1,) * self.core_ndim:

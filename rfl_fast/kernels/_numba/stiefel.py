@@ -338,6 +338,8 @@ def _inv_qr_chunk(x, y, out, lo, hi):
 #: the reference's degree-13 Pade coefficients and scaling threshold, and its polynomial
 _PADE13 = np.array(reference._PADE13)
 _THETA13 = reference._THETA13
+# (Numba's cache keys a function on its own file: after editing reference.pade13_uv, clear the
+# cache, or the cached _expm_item keeps the former polynomial; as for the _linalg callees)
 _pade13_uv = njit(**_JIT)(reference.pade13_uv)
 _EXP_GRAM_TOL = reference.EXP_GRAM_TOL
 _EXP_GRAM_SLACK = reference.EXP_GRAM_SLACK
