@@ -178,6 +178,10 @@ def _check_cores(name, arrays, core_ndims):
     """Refuse core shapes a kernel would read past: every argument of a registered kernel has
     one core shape (a point and its tangent vector, two points), and a ``square`` family's is
     ``(n, n)``. The compiled kernels trust the first argument's shape for all of them."""
+    for j, (a, k) in enumerate(zip(arrays, core_ndims)):
+        if a.ndim < k:
+            raise ValueError(f"{name}: argument {j}: expected at least {k} axes (its core), got "
+                             f"shape {a.shape}")
     cores = [a.shape[a.ndim - k:] for a, k in zip(arrays, core_ndims)]
     if any(c != cores[0] for c in cores[1:]):
         raise ValueError(f"{name}: expected every argument with one core shape, got core "
@@ -213,8 +217,9 @@ def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarr
     Raises
     ------
     ValueError
-        Batch axes that do not broadcast, arguments of different core shapes, or a
-        non-square matrix for a kernel of square matrices.
+        Batch axes that do not broadcast, an argument with fewer axes than its core,
+        arguments of different core shapes, or a non-square matrix for a kernel of square
+        matrices.
     """
     core_ndims, _ = KERNELS[name]
     _, fn = _dispatch.resolve(name, backend, arrays[0].shape)
@@ -225,6 +230,7 @@ def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarr
                 and b.dtype is FLOAT64 and a.flags.c_contiguous and b.flags.c_contiguous):
             out = fn(a[None], b[None])
             return out.reshape(out.shape[1:])
+    _check_cores(name, arrays, core_ndims)
     # fast path (the common case: equal batch axes) skips np.broadcast_shapes (~2-4 us)
     batch = None
     for a, k in zip(arrays, core_ndims):
@@ -234,7 +240,6 @@ def call(name: str, *arrays: np.ndarray, backend: str | None = None) -> np.ndarr
         elif b != batch:
             batch = broadcast_batch(arrays, ("argument",) * len(arrays), core_ndims)
             break
-    _check_cores(name, arrays, core_ndims)
     count = math.prod(batch)
     flat = []
     all32 = True
