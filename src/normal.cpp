@@ -18,6 +18,26 @@
 #define RFL_EXPORT extern "C" __attribute__((visibility("default")))
 #endif
 
+#if defined(RFL_HAVE_PCG64)
+// states[j] = the PCG64 state of the generator whose `bitgen_t` capsule is capsules[j] (a list
+// of len(states) capsules): bitgen_t {void* state; ...}, PCG64's state pcg64_state
+// {pcg64_random_t* pcg_state; ...}. False (no Python error left set) for a capsule that is not
+// a BitGenerator's.
+static bool pcg64_states(PyObject* capsules, std::vector<rfl::normal::Pcg64*>& states) {
+    for (std::size_t j = 0; j < states.size(); ++j) {
+        void* bitgen = PyCapsule_GetPointer(
+            PyList_GET_ITEM(capsules, static_cast<Py_ssize_t>(j)), "BitGenerator");
+        if (bitgen == nullptr) {
+            PyErr_Clear();
+            return false;
+        }
+        void* state = *static_cast<void**>(bitgen);
+        states[j] = *static_cast<rfl::normal::Pcg64**>(state);
+    }
+    return true;
+}
+#endif
+
 // Row j of out (k x n, row-major, k = len(capsules)) from the generator whose
 // `bit_generator.capsule` is capsules[j] (a list; the caller passes PCG64 ones only), in order.
 // Called with the GIL (ctypes.PyDLL); released while drawing. Returns 1 when drawn, 0 when this
@@ -27,16 +47,7 @@ RFL_EXPORT int rfl_normal_rows(PyObject* capsules, double* out, std::int64_t n) 
     if (!PyList_Check(capsules) || n < 0) return -1;
     const Py_ssize_t k = PyList_GET_SIZE(capsules);
     std::vector<rfl::normal::Pcg64*> states(static_cast<std::size_t>(k));
-    for (Py_ssize_t j = 0; j < k; ++j) {
-        // bitgen_t {void* state; ...}; PCG64's state: pcg64_state {pcg64_random_t* pcg_state; ...}
-        void* bitgen = PyCapsule_GetPointer(PyList_GET_ITEM(capsules, j), "BitGenerator");
-        if (bitgen == nullptr) {
-            PyErr_Clear();
-            return -1;
-        }
-        void* state = *static_cast<void**>(bitgen);
-        states[static_cast<std::size_t>(j)] = *static_cast<rfl::normal::Pcg64**>(state);
-    }
+    if (!pcg64_states(capsules, states)) return -1;
     Py_BEGIN_ALLOW_THREADS
     rfl::normal::fill_rows(states.data(), static_cast<std::int64_t>(k), out, n);
     Py_END_ALLOW_THREADS
@@ -70,15 +81,7 @@ RFL_EXPORT int rfl_projected_normal_rows(PyObject* capsules, const double* x, do
     if (!PyList_Check(capsules) || n < 0 || p < 1 || n > INT32_MAX || p > INT32_MAX) return -1;
     const Py_ssize_t k = PyList_GET_SIZE(capsules);
     std::vector<rfl::normal::Pcg64*> states(static_cast<std::size_t>(k));
-    for (Py_ssize_t j = 0; j < k; ++j) {
-        void* bitgen = PyCapsule_GetPointer(PyList_GET_ITEM(capsules, j), "BitGenerator");
-        if (bitgen == nullptr) {
-            PyErr_Clear();
-            return -1;
-        }
-        void* state = *static_cast<void**>(bitgen);
-        states[static_cast<std::size_t>(j)] = *static_cast<rfl::normal::Pcg64**>(state);
-    }
+    if (!pcg64_states(capsules, states)) return -1;
     const std::int64_t item = n * p;
     const std::size_t chunk = static_cast<std::size_t>(std::min<Py_ssize_t>(k, kNoiseChunk));
     std::vector<double> buf;

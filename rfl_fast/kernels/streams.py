@@ -51,18 +51,25 @@ def _compiled_fill():
     global _COMPILED
     if _COMPILED is None:
         _COMPILED = False
-        core = load("cpp")
-        path = getattr(core, "__file__", None)
-        try:
-            fn = ctypes.PyDLL(path).rfl_normal_rows if path else None
-        except (OSError, AttributeError):
-            fn = None
-        if fn is not None and _numpy_layout():
-            fn.argtypes = (ctypes.py_object, ctypes.c_void_p, ctypes.c_int64)
-            fn.restype = ctypes.c_int
-            if _probe(fn):
-                _COMPILED = fn
+        fn = _export("rfl_normal_rows", ctypes.c_void_p, ctypes.c_int64)
+        if fn is not None and _numpy_layout() and _probe(fn):
+            _COMPILED = fn
     return _COMPILED or None
+
+
+def _export(name, *argtypes):
+    """The compiled core's C function ``name`` (``src/normal.cpp``) through ``ctypes.PyDLL``
+    (called with the GIL, which it releases itself), taking a list of capsules then
+    ``argtypes`` and returning an int; ``None`` without a compiled core or that symbol."""
+    path = getattr(load("cpp"), "__file__", None)
+    try:
+        fn = getattr(ctypes.PyDLL(path), name) if path else None
+    except (OSError, AttributeError):
+        return None
+    if fn is not None:
+        fn.argtypes = (ctypes.py_object,) + argtypes
+        fn.restype = ctypes.c_int
+    return fn
 
 
 _PROJECTED = None       # rfl_projected_normal_rows once found (False: not available)
@@ -76,12 +83,8 @@ def _compiled_projected():
     if _PROJECTED is None:
         _PROJECTED = False
         if _compiled_fill() is not None:
-            fn = getattr(ctypes.PyDLL(load("cpp").__file__), "rfl_projected_normal_rows", None)
-            if fn is not None:
-                fn.argtypes = (ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p,
-                               ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-                fn.restype = ctypes.c_int
-                _PROJECTED = fn
+            _PROJECTED = _export("rfl_projected_normal_rows", ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64) or False
     return _PROJECTED or None
 
 
