@@ -40,8 +40,12 @@ inline std::size_t exp_work_size(int p) {
 
 namespace detail {
 
-// c = a b, all m x m row-major (c distinct from a and b)
-inline void mm(const double* a, const double* b, double* c, int m) {
+// c = a b, all m x m row-major (c distinct from a and b); M: 0, or m known at compile time
+// (the loops then unrolled and vectorized across the columns j; each entry's sum over k in
+// the same order either way)
+template <int M = 0>
+RFL_INLINE void mm(const double* a, const double* b, double* c, int m_) {
+    const int m = M > 0 ? M : m_;
     for (int i = 0; i < m * m; ++i) c[i] = 0.0;
     for (int i = 0; i < m; ++i)
         for (int k = 0; k < m; ++k) {
@@ -52,7 +56,9 @@ inline void mm(const double* a, const double* b, double* c, int m) {
 
 // Solve q x = r for x (m x m, m right-hand sides, in r) by Gaussian elimination with partial
 // pivoting; q is destroyed. An exactly zero pivot (only for non-finite input) leaves inf/NaN.
-inline void solve_square(double* q, double* r, int m) {
+template <int M = 0>
+RFL_INLINE void solve_square(double* q, double* r, int m_) {
+    const int m = M > 0 ? M : m_;
     for (int c = 0; c < m; ++c) {
         int piv = c;
         for (int i = c + 1; i < m; ++i)
@@ -83,7 +89,10 @@ inline void solve_square(double* q, double* r, int m) {
 }  // namespace detail
 
 // e = exp(a) for the m x m row-major a (e distinct from a). work: expm_work_size(m) doubles.
-inline void expm(const double* a, double* e, int m, double* work) {
+// M: 0, or m known at compile time.
+template <int M = 0>
+inline void expm(const double* a, double* e, int m_, double* work) {
+    const int m = M > 0 ? M : m_;
     // Higham (2005), Table 2.3: the largest 1-norm for each degree, and the coefficients
     static const double theta[4] = {1.495585217958292e-2, 2.539398330063230e-1,
                                     9.504178996162932e-1, 2.097847961257068e0};
@@ -127,11 +136,11 @@ inline void expm(const double* a, double* e, int m, double* work) {
     if (degree == 13 && norm > theta13) squarings = static_cast<int>(std::ceil(std::log2(norm / theta13)));
     const double scale = std::ldexp(1.0, -squarings);
     for (std::size_t i = 0; i < mm; ++i) x[i] = a[i] * scale;
-    detail::mm(x, x, x2, m);
+    detail::mm<M>(x, x, x2, m);
     const double* b = degree == 3 ? b3 : degree == 5 ? b5 : degree == 7 ? b7 : degree == 9 ? b9 : b13;
-    if (degree >= 5) detail::mm(x2, x2, x4, m);
-    if (degree >= 7) detail::mm(x4, x2, x6, m);
-    if (degree == 9) detail::mm(x6, x2, x8, m);
+    if (degree >= 5) detail::mm<M>(x2, x2, x4, m);
+    if (degree >= 7) detail::mm<M>(x4, x2, x6, m);
+    if (degree == 9) detail::mm<M>(x6, x2, x8, m);
     if (degree < 13) {  // t = sum_k b_{2k+1} x^{2k}, v = sum_k b_{2k} x^{2k}
         const double* pw[5] = {nullptr, x2, x4, x6, x8};
         for (int i = 0; i < m; ++i)
@@ -145,18 +154,18 @@ inline void expm(const double* a, double* e, int m, double* work) {
                 t[at] = to;
                 v[at] = ve;
             }
-        detail::mm(x, t, u, m);
+        detail::mm<M>(x, t, u, m);
     } else {            // the reference's degree-13 grouping
         for (std::size_t i = 0; i < mm; ++i) q[i] = b[13] * x6[i] + b[11] * x4[i] + b[9] * x2[i];
-        detail::mm(x6, q, t, m);
+        detail::mm<M>(x6, q, t, m);
         for (int i = 0; i < m; ++i)
             for (int j = 0; j < m; ++j) {
                 const std::size_t at = static_cast<std::size_t>(i) * m + j;
                 t[at] += b[7] * x6[at] + b[5] * x4[at] + b[3] * x2[at] + (i == j ? b[1] : 0.0);
             }
-        detail::mm(x, t, u, m);
+        detail::mm<M>(x, t, u, m);
         for (std::size_t i = 0; i < mm; ++i) q[i] = b[12] * x6[i] + b[10] * x4[i] + b[8] * x2[i];
-        detail::mm(x6, q, v, m);
+        detail::mm<M>(x6, q, v, m);
         for (int i = 0; i < m; ++i)
             for (int j = 0; j < m; ++j) {
                 const std::size_t at = static_cast<std::size_t>(i) * m + j;
@@ -167,9 +176,9 @@ inline void expm(const double* a, double* e, int m, double* work) {
         q[i] = v[i] - u[i];
         e[i] = v[i] + u[i];
     }
-    detail::solve_square(q, e, m);
+    detail::solve_square<M>(q, e, m);
     for (int s = 0; s < squarings; ++s) {
-        detail::mm(e, e, t, m);
+        detail::mm<M>(e, e, t, m);
         for (std::size_t i = 0; i < mm; ++i) e[i] = t[i];
     }
 }
@@ -197,9 +206,9 @@ RFL_INLINE void exp(const double* x, const double* u, double* o, int n, int p_, 
             B[(p + i) * q + j] = i == j ? 1.0 : 0.0;
             B[(p + i) * q + p + j] = A[i * p + j];
         }
-    expm(B, E, q, w);
+    expm<(P > 0 ? 2 * P : 0)>(B, E, q, w);
     for (std::size_t i = 0; i < pp; ++i) B[i] = -A[i];  // (B is free again; S is kept)
-    expm(B, F, p, w);
+    expm<P>(B, F, p, w);
     for (int i = 0; i < q; ++i)
         for (int j = 0; j < p; ++j) {
             double acc = 0.0;
