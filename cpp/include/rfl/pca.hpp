@@ -46,13 +46,6 @@ namespace pca {
 
 using simd::v4d;
 
-#if defined(__GNUC__) || defined(__clang__)
-// into L2 only (locality 1): an L1 prefetch evicts the rows of Xt and St the loops reuse
-#define RFL_PREFETCH(p) __builtin_prefetch((p), 0, 1)
-#else
-#define RFL_PREFETCH(p) ((void)0)
-#endif
-
 //! Rows per block (their dot products keep B*R vector accumulators in registers).
 constexpr int kRows(int R) { return R == 0 ? 1 : (R <= 5 ? 4 : 2); }
 //! Rows per block of the plain pass: at r = 1, 8 (eight independent dot-product chains, as
