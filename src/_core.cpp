@@ -310,6 +310,7 @@ one).)pbdoc");
     register_vectors(m);        // sphere_*, lorentz_*
     register_pca(m);            // pca_local_steps, pca_grad_sum
     register_brockett(m);       // brockett_clipped_sum
+    register_seeds(m);          // SpawnedSeed (rfl_fast.kernels.streams)
 
     m.def("item_blas_work", [](const std::string& kernel, const py::tuple& core) {
         py::ssize_t c[2] = {0, 0};  // the longest core shape a rule reads: (n, p)

@@ -3,8 +3,8 @@
 //
 // The module is split by kernel family so that a build compiles the units in parallel
 // (setup.py: ParallelCompile): _core.cpp (the module, the fast lanes), stiefel_polar.cpp,
-// stiefel_qr.cpp (and stiefel_exp), spd.cpp, vectors.cpp (sphere, Lorentz), pca.cpp, brockett.cpp
-// and normal.cpp (NumPy's normals, reached through ctypes).
+// stiefel_qr.cpp (and stiefel_exp), spd.cpp, vectors.cpp (sphere, Lorentz), pca.cpp, brockett.cpp,
+// seeds.cpp (the clients' seeds) and normal.cpp (NumPy's normals, reached through ctypes).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -217,6 +217,7 @@ void register_spd(py::module_& m);
 void register_vectors(py::module_& m);
 void register_pca(py::module_& m);
 void register_brockett(py::module_& m);
+void register_seeds(py::module_& m);
 
 // The Stiefel batch loops pca_local_steps reuses (stiefel_polar.cpp, stiefel_qr.cpp): N items
 // (n, p) of x and u (y) into o, as in stiefel_proj, stiefel_retr_polar, stiefel_inv_retr_polar

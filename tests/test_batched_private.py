@@ -247,6 +247,39 @@ def test_client_random_draws_are_each_clients_own():
     assert ClientRandom(3, 1, []).batches([], 2).shape == (0, 2)
 
 
+@pytest.mark.parametrize("seed", [0, 7, 2**32 - 1, 2**32, 2**64 + 3,
+                                  0x9B3D_1A2F_77C0_5E11_0D4B_2A68_F3E9_1C07])
+@pytest.mark.parametrize("t", [0, 5, 2**33])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_client_generators_are_numpys_seed_sequences(seed, t, compiled, monkeypatch):
+    """The round's generators, their seeds hashed for all clients at once (``spawn_words``) and
+    PCG64 seeded from those words (``_core.SpawnedSeed``, or NumPy's own SeedSequence without
+    it), are ``client_rng``'s: the same seed words as NumPy's ``SeedSequence``, the same draws,
+    the same children from ``spawn``, the same other words; ids of one and two 32-bit words
+    mixed, and a client listed twice gets one generator."""
+    from rfl_fast.federation.context import ClientContext
+    from rfl_fast.kernels import streams
+
+    if compiled:
+        assert (streams._spawned_seed() is None) == (streams.load("cpp") is None)
+    else:
+        monkeypatch.setattr(streams, "_SPAWNED", False)
+    ids = np.array([0, 1, 9, 2**32 - 1, 2**32, 5, 2**40 + 3, 2**63 - 1, 9])
+    want = np.stack([np.random.SeedSequence(seed, spawn_key=(3, t, int(i))).generate_state(
+        4, np.uint64) for i in ids])
+    np.testing.assert_array_equal(streams.spawn_words(seed, (3, t), ids.tolist()), want)
+    gens = ClientContext.create(seed, t, ids, None).rng.generators()
+    assert gens[2] is gens[-1]
+    for g, i in zip(gens[:-1], ids[:-1]):
+        ref = rf.federation.context.client_rng(seed, t, int(i))
+        np.testing.assert_array_equal(g.standard_normal(4), ref.standard_normal(4))
+        assert g.spawn(2)[1].integers(1 << 62) == ref.spawn(2)[1].integers(1 << 62)
+        assert g.spawn(1)[0].integers(1 << 62) == ref.spawn(1)[0].integers(1 << 62)
+        for words, dtype in ((3, np.uint32), (4, np.uint32), (2, np.uint64)):
+            np.testing.assert_array_equal(g.bit_generator.seed_seq.generate_state(words, dtype),
+                                          ref.bit_generator.seed_seq.generate_state(words, dtype))
+
+
 def test_option_two_picks_item_j_of_its_own_iterate():
     from rfl_fast.algorithms.pri import _picked
 

@@ -32,10 +32,11 @@ def test_fast_lanes_are_exactly_the_declared_ones():
 
 @pytest.mark.skipif(not kernels.is_available("cpp"), reason="C++ extension not built")
 def test_the_core_stub_declares_exactly_what_the_extension_exports():
-    """``_core.pyi`` is written by hand: it must name every function of the compiled module and
-    nothing else, and every registered kernel's C++ route and fast lane is among them."""
+    """``_core.pyi`` is written by hand: it must name every function and class of the compiled
+    module and nothing else, and every registered kernel's C++ route and fast lane is among
+    them."""
     stub = ast.parse((PACKAGE / "_core.pyi").read_text())
-    declared = {n.name for n in stub.body if isinstance(n, ast.FunctionDef)}
+    declared = {n.name for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     core = _dispatch.load("cpp")
     exported = {n for n in dir(core) if not n.startswith("__") and callable(getattr(core, n))}
     assert declared == exported, (sorted(exported - declared), sorted(declared - exported))

@@ -21,11 +21,11 @@ its draws do not depend on which other clients take part or on the order of the 
 
 import numbers
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import filterfalse, repeat
 
 import numpy as np
 
-from ..kernels.streams import ItemStreams
+from ..kernels.streams import ItemStreams, spawned_generators
 
 __all__ = ["STREAM_PARTICIPATION", "STREAM_SERVER", "STREAM_INIT", "STREAM_CLIENTS",
            "resolve_seed", "stream", "client_rng", "ClientRandom", "ClientContext",
@@ -123,9 +123,9 @@ class ClientRandom:
         ids = self._ids if positions is None else [self._ids[j] for j in
                                                     np.asarray(positions).tolist()]
         pool = self._pool
-        # client_rng's generator, inlined: one comprehension of C calls for all clients
-        pool.update({i: np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-            self.seed, spawn_key=(STREAM_CLIENTS, self.t, i)))) for i in ids if i not in pool})
+        new = list(dict.fromkeys(filterfalse(pool.__contains__, ids)))
+        if new:     # client_rng's generators, made together (no Python call per client)
+            pool.update(zip(new, spawned_generators(self.seed, (STREAM_CLIENTS, self.t), new)))
         return [pool[i] for i in ids]
 
     def generator(self, j):

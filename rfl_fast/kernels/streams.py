@@ -28,7 +28,7 @@ import numpy as np
 from .._validation import Streams
 from ._dispatch import get_threads, load, resolve
 
-__all__ = ["ItemStreams"]
+__all__ = ["ItemStreams", "spawned_generators"]
 
 _STANDARD_NORMAL = np.random.Generator.standard_normal
 _BIT_GENERATOR, _CAPSULE = attrgetter("bit_generator"), attrgetter("capsule")
@@ -278,3 +278,124 @@ def _run(jobs):
     finally:
         for f in futures:
             f.result()
+
+
+# ------------------------------------------------------------------ the clients' generators
+
+# numpy.random.SeedSequence's constants (Melissa O'Neill's seed_seq_fe, NumPy's bit_generator)
+_MASK32 = 0xFFFFFFFF
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
+
+_SPAWNED = None     # _core.SpawnedSeed once checked (False: not available)
+
+
+def spawned_generators(seed, key, ids):
+    """``numpy.random.Generator(PCG64(SeedSequence(seed, spawn_key=key + (i,))))`` for every
+    ``i`` of ``ids`` (ints >= 0), the same streams, made together: the SeedSequences' hashing
+    for all of them at once (:func:`spawn_words`), and PCG64 seeded from those words through
+    the compiled core's ``SpawnedSeed`` (no Python call per generator; a SeedSequence otherwise
+    costs ~6 us, its PCG64 seeding ~5, more than a private step's draws). Without the compiled
+    core, or where its first words differ from NumPy's, each generator is NumPy's own.
+
+    Parameters
+    ----------
+    seed : int
+        The root seed, ``>= 0``.
+    key : tuple of int
+        The spawn key's leading part.
+    ids : list of int
+
+    Returns
+    -------
+    list of numpy.random.Generator
+    """
+    cls = _spawned_seed()
+    if cls is None:
+        return [np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+            seed, spawn_key=key + (i,)))) for i in ids]
+    return list(map(np.random.Generator, map(np.random.PCG64, map(
+        cls, repeat(seed), repeat(key), ids, spawn_words(seed, key, ids)))))
+
+
+def _spawned_seed():
+    """``_core.SpawnedSeed``, registered as a spawnable seed sequence, where the compiled core
+    has it and a probe gives NumPy's words and draws, else ``None`` (kept for the process)."""
+    global _SPAWNED
+    if _SPAWNED is None:
+        _SPAWNED = False
+        cls = getattr(load("cpp"), "SpawnedSeed", None)
+        if cls is not None:
+            np.random.bit_generator.ISpawnableSeedSequence.register(cls)
+            ref = np.random.SeedSequence(20261128, spawn_key=(3, 1, 2**32 + 5))
+            words = spawn_words(20261128, (3, 1), [2**32 + 5])[0]
+            g = np.random.Generator(np.random.PCG64(cls(20261128, (3, 1), 2**32 + 5, words)))
+            if np.array_equal(words, ref.generate_state(4, np.uint64)) and \
+                    g.integers(1 << 62) == np.random.Generator(np.random.PCG64(ref)).integers(1 << 62):
+                _SPAWNED = cls
+    return _SPAWNED or None
+
+
+def _int_words(n):
+    """The 32-bit words of the int ``n >= 0``, least significant first (``[0]`` for 0), as
+    ``SeedSequence`` reads an int's entropy."""
+    words = [n & _MASK32]
+    n >>= 32
+    while n:
+        words.append(n & _MASK32)
+        n >>= 32
+    return words
+
+
+def spawn_words(seed, key, ids):
+    """``SeedSequence(seed, spawn_key=key + (i,)).generate_state(4, uint64)`` for every ``i``
+    of ``ids`` (ints >= 0): ``(len(ids), 4)`` uint64, the words PCG64 seeds itself from. The
+    SeedSequence's hashing, each step applied to all ids at once (its constants and
+    multipliers do not depend on the entropy, only the values do); equal to NumPy's (tested
+    across seeds, rounds and ids, 64-bit ones included)."""
+    ids = np.asarray(ids, dtype=np.uint64).reshape(-1)
+    out = np.empty((ids.size, 4), dtype=np.uint64)
+    big = ids > _MASK32      # an id of two words: its entropy is one word longer
+    for rows in (np.flatnonzero(~big), np.flatnonzero(big)):
+        if rows.size:
+            part = ids[rows]
+            words = [part & _MASK32] + ([part >> 32] if part[0] > _MASK32 else [])
+            out[rows] = _hashed(_int_words(seed), [w for v in key for w in _int_words(v)],
+                                [w.astype(np.uint32) for w in words])
+    return out
+
+
+def _hashed(run, head, tail):
+    """SeedSequence's pool mixing and ``generate_state(4, uint64)`` of the entropy ``run``
+    (the root seed's words, padded to the pool size as for any spawned child), then ``head``
+    (the words shared by every id), then ``tail`` (uint32 arrays, one per word)."""
+    n = tail[0].size
+    entropy = [np.full(n, w, np.uint32) for w in run + [0] * (4 - len(run)) + head] + tail
+    hc = _INIT_A
+
+    def hashmix(v):
+        nonlocal hc
+        v = v ^ np.uint32(hc)
+        hc = (hc * _MULT_A) & _MASK32
+        v = v * np.uint32(hc)
+        return v ^ (v >> np.uint32(16))
+
+    def mix(x, y):
+        r = np.uint32(_MIX_L) * x - np.uint32(_MIX_R) * y
+        return r ^ (r >> np.uint32(16))
+
+    pool = [hashmix(entropy[i]) for i in range(4)]
+    for src in range(4):
+        for dst in range(4):
+            if src != dst:
+                pool[dst] = mix(pool[dst], hashmix(pool[src]))
+    for src in range(4, len(entropy)):
+        for dst in range(4):
+            pool[dst] = mix(pool[dst], hashmix(entropy[src]))
+    hc, state = _INIT_B, []
+    for i in range(8):
+        v = pool[i % 4] ^ np.uint32(hc)
+        hc = (hc * _MULT_B) & _MASK32
+        v = v * np.uint32(hc)
+        state.append(v ^ (v >> np.uint32(16)))
+    return np.stack(state, axis=1).astype("<u4").view("<u8").astype(np.uint64)
