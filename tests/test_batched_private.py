@@ -2,6 +2,9 @@
 all participants) against the per-client default it replaces, and the per-item random streams
 that give a batch of clients the draws of each client alone."""
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -267,17 +270,49 @@ def test_client_generators_are_numpys_seed_sequences(seed, t, compiled, monkeypa
     ids = np.array([0, 1, 9, 2**32 - 1, 2**32, 5, 2**40 + 3, 2**63 - 1, 9])
     want = np.stack([np.random.SeedSequence(seed, spawn_key=(3, t, int(i))).generate_state(
         4, np.uint64) for i in ids])
-    np.testing.assert_array_equal(streams.spawn_words(seed, (3, t), ids.tolist()), want)
+    spawn_words = streams.spawn_words
+    np.testing.assert_array_equal(spawn_words(seed, (3, t), ids.tolist()), want)
     gens = ClientContext.create(seed, t, ids, None).rng.generators()
     assert gens[2] is gens[-1]
     for g, i in zip(gens[:-1], ids[:-1]):
         ref = rf.federation.context.client_rng(seed, t, int(i))
         np.testing.assert_array_equal(g.standard_normal(4), ref.standard_normal(4))
-        assert g.spawn(2)[1].integers(1 << 62) == ref.spawn(2)[1].integers(1 << 62)
-        assert g.spawn(1)[0].integers(1 << 62) == ref.spawn(1)[0].integers(1 << 62)
+        mine, theirs = g.bit_generator.seed_seq, ref.bit_generator.seed_seq
         for words, dtype in ((3, np.uint32), (4, np.uint32), (2, np.uint64)):
-            np.testing.assert_array_equal(g.bit_generator.seed_seq.generate_state(words, dtype),
-                                          ref.bit_generator.seed_seq.generate_state(words, dtype))
+            np.testing.assert_array_equal(mine.generate_state(words, dtype),
+                                          theirs.generate_state(words, dtype))
+        assert (mine.entropy, mine.spawn_key) == (theirs.entropy, theirs.spawn_key)
+        for n in (2, 1):    # (SeedSequence.spawn: Generator.spawn needs NumPy 1.25)
+            assert [s.generate_state(2).tolist() for s in mine.spawn(n)] == \
+                [s.generate_state(2).tolist() for s in theirs.spawn(n)]
+        for copier in (copy.deepcopy, lambda a: pickle.loads(pickle.dumps(a))):
+            copied = copier(g)
+            np.testing.assert_array_equal(copied.standard_normal(3), ref.standard_normal(3))
+            g.standard_normal(3)
+            assert copied.bit_generator.seed_seq.n_children_spawned == 3
+    for bad in ([-1], [0, -3]):
+        with pytest.raises(ValueError, match="ids"):
+            spawn_words(seed, (3, t), bad)
+    with pytest.raises(ValueError, match="seed"):
+        spawn_words(-1, (3, t), [0])
+
+
+def test_spawned_seed_reads_its_words_whatever_their_layout():
+    """``_core.SpawnedSeed`` copies its four words (a strided or reversed view reads the same
+    words as its copy) and refuses anything but four uint64 words, naming the argument."""
+    from rfl_fast.kernels import streams
+
+    cls = streams._spawned_seed()
+    if cls is None:
+        pytest.skip("no compiled core")
+    base = np.arange(8, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    for view in (base[::2], base[::-2], base[4:]):
+        got = cls(0, (3,), 1, view).generate_state(4, np.uint64)
+        np.testing.assert_array_equal(got, view)
+        assert not np.shares_memory(got, base)
+    for bad in (base[:3], base.astype(np.int64)[:4], base[:4].astype(">u8"), base.reshape(2, 4)):
+        with pytest.raises(ValueError, match="words"):
+            cls(0, (3,), 1, bad)
 
 
 def test_option_two_picks_item_j_of_its_own_iterate():

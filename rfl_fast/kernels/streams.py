@@ -15,6 +15,10 @@ NumPy's per-generator lock is not taken there: the streams are the caller's own,
 from one thread at a time (as the threaded fills here do). The same compiled draws serve
 :meth:`ItemStreams.projected_normal`, the tangent Gaussian of Stiefel and the sphere with each
 item's normals scaled and projected while in cache (``rfl_projected_normal_rows``).
+
+The generators themselves, one per client and round, are made together by
+:func:`spawned_generators`: NumPy's SeedSequence hashing for all clients at once, and PCG64
+seeded from its words through the compiled core's ``SpawnedSeed`` (the same streams).
 """
 
 import ctypes
@@ -325,20 +329,25 @@ def _spawned_seed():
     if _SPAWNED is None:
         _SPAWNED = False
         cls = getattr(load("cpp"), "SpawnedSeed", None)
-        if cls is not None:
-            np.random.bit_generator.ISpawnableSeedSequence.register(cls)
-            ref = np.random.SeedSequence(20261128, spawn_key=(3, 1, 2**32 + 5))
-            words = spawn_words(20261128, (3, 1), [2**32 + 5])[0]
-            g = np.random.Generator(np.random.PCG64(cls(20261128, (3, 1), 2**32 + 5, words)))
-            if np.array_equal(words, ref.generate_state(4, np.uint64)) and \
-                    g.integers(1 << 62) == np.random.Generator(np.random.PCG64(ref)).integers(1 << 62):
-                _SPAWNED = cls
+        try:
+            if cls is not None:
+                np.random.bit_generator.ISpawnableSeedSequence.register(cls)
+                ref = np.random.SeedSequence(20261128, spawn_key=(3, 1, 2**32 + 5))
+                words = spawn_words(20261128, (3, 1), [2**32 + 5])[0]
+                mine = np.random.PCG64(cls(20261128, (3, 1), 2**32 + 5, words))
+                if np.array_equal(words, ref.generate_state(4, np.uint64)) and \
+                        mine.random_raw() == np.random.PCG64(ref).random_raw():
+                    _SPAWNED = cls
+        except Exception:       # noqa: BLE001 - any surprise: NumPy's own generators
+            _SPAWNED = False
     return _SPAWNED or None
 
 
 def _int_words(n):
     """The 32-bit words of the int ``n >= 0``, least significant first (``[0]`` for 0), as
     ``SeedSequence`` reads an int's entropy."""
+    if n < 0:
+        raise ValueError(f"seed and spawn key: expected ints >= 0, got {n}")
     words = [n & _MASK32]
     n >>= 32
     while n:
@@ -351,9 +360,15 @@ def spawn_words(seed, key, ids):
     """``SeedSequence(seed, spawn_key=key + (i,)).generate_state(4, uint64)`` for every ``i``
     of ``ids`` (ints >= 0): ``(len(ids), 4)`` uint64, the words PCG64 seeds itself from. The
     SeedSequence's hashing, each step applied to all ids at once (its constants and
-    multipliers do not depend on the entropy, only the values do); equal to NumPy's (tested
-    across seeds, rounds and ids, 64-bit ones included)."""
-    ids = np.asarray(ids, dtype=np.uint64).reshape(-1)
+    multipliers depend only on the entropy's length, so ids of one and of two 32-bit words are
+    hashed apart); equal to NumPy's (tested across seeds, rounds and ids, 64-bit ones
+    included)."""
+    ids = np.asarray(ids).reshape(-1)
+    if ids.size and not (np.issubdtype(ids.dtype, np.integer) and ids.min() >= 0):
+        raise ValueError(f"ids: expected client ids (ints >= 0), got {ids.dtype} values "
+                         f"down to {ids.min()}" if ids.dtype.kind in "iuf" else
+                         f"ids: expected client ids (ints >= 0), got {ids.dtype} values")
+    ids = ids.astype(np.uint64)
     out = np.empty((ids.size, 4), dtype=np.uint64)
     big = ids > _MASK32      # an id of two words: its entropy is one word longer
     for rows in (np.flatnonzero(~big), np.flatnonzero(big)):
