@@ -549,9 +549,12 @@ class PriRFed(FederatedAlgorithm):
         path = [] if self.output_option == 2 else None
         both = np.repeat(idx, 2)
         n_list = sizes.tolist()
+        # client j's x and xs side by side, for the picked sample's terms at both
+        pair = np.empty((k, 2) + xs.shape[1:], dtype=xs.dtype)
         for _ in range(K):
             g = problem.clipped_rgrad_sum(idx, xs, tau) / sizes[per_item]   # full clipped mean
             x = xs
+            pair[:, 1] = xs                         # (written once an epoch)
             for _ in range(m):
                 if path is not None:
                     path.append(x)
@@ -560,9 +563,10 @@ class PriRFed(FederatedAlgorithm):
                 # the picked sample's clipped term at x and at xs: one call on 2k rows, client
                 # j's two side by side (its sample read once while in cache; each row's sum is
                 # its own, as in a call of its own)
+                pair[:, 0] = x
                 try:
-                    av = problem.clipped_rgrad_sum(both, np.stack([x, xs], axis=1).reshape(
-                        (2 * k,) + x.shape[1:]), tau, np.repeat(sel, 2, axis=0))
+                    av = problem.clipped_rgrad_sum(both, pair.reshape((2 * k,) + x.shape[1:]),
+                                                   tau, np.repeat(sel, 2, axis=0))
                     av = av.reshape((k, 2) + av.shape[1:])
                     a, v = av[:, 0], av[:, 1] - g
                 except ValueError:      # a sample refused: the calls of one point each, whose
