@@ -80,8 +80,11 @@ def pca_grad_sum(z: _ArrayLike, offsets: _ArrayLike, idx: _ArrayLike, xt: _Array
 def brockett_clipped_sum(a: _ArrayLike, rows: _ArrayLike, x: _ArrayLike, h: _ArrayLike,
                          tau: float, threads: int = 1) -> tuple[_Array, bool]: ...
 
-# numpy.random.SeedSequence(seed, spawn_key=key + (i,)) with its generate_state(4, uint64)
-# given (rfl_fast.kernels.streams.spawned_generators; src/seeds.cpp)
+# numpy.random.SeedSequence(seed, spawn_key=key + (i,)).generate_state(4, uint64) per id:
+# prefix the root seed's 32-bit words (padded to 4) then the key's; ids (n,) uint64 -> (n, 4)
+def spawn_words(prefix: list[int], ids: npt.ArrayLike) -> npt.NDArray[np.uint64]: ...
+# that SeedSequence with those words given (rfl_fast.kernels.streams.spawned_generators;
+# src/seeds.cpp)
 class SpawnedSeed:
     def __init__(self, seed: int, key: tuple[int, ...], i: int,
                  words: npt.NDArray[np.uint64]) -> None: ...

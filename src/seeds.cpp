@@ -5,8 +5,10 @@
 // client: PCG64's call to generate_state(4, numpy.uint64) returns a copy of the words; anything
 // else (other words, spawn, entropy, pickling) is the SeedSequence's own, made on first use.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "binding.hpp"
 
@@ -52,9 +54,82 @@ class SpawnedSeed {
     py::object full_;
 };
 
+// numpy.random.SeedSequence's hashing (Melissa O'Neill's seed_seq_fe; NumPy's bit_generator.pyx)
+constexpr std::uint32_t kInitA = 0x43b0d7e5, kMultA = 0x931e8875, kInitB = 0x8b51f9dd,
+                        kMultB = 0x58f38ded, kMixL = 0xca01f9dd, kMixR = 0x4973f715;
+
+// SeedSequence(entropy).generate_state(4, uint64) for the entropy words `e` (n of them):
+// the pool of 4 words mixed as SeedSequence.mix_entropy, then 8 words drawn from it, paired
+// little-endian
+void hashed(const std::uint32_t* e, std::size_t n, std::uint64_t* out) {
+    std::uint32_t hc = kInitA;
+    const auto hashmix = [&hc](std::uint32_t v) {
+        v ^= hc;
+        hc *= kMultA;
+        v *= hc;
+        return v ^ (v >> 16);
+    };
+    const auto mix = [](std::uint32_t x, std::uint32_t y) {
+        const std::uint32_t r = kMixL * x - kMixR * y;
+        return r ^ (r >> 16);
+    };
+    std::uint32_t pool[4];
+    for (std::size_t i = 0; i < 4; ++i) pool[i] = hashmix(i < n ? e[i] : 0u);
+    for (std::size_t src = 0; src < 4; ++src)
+        for (std::size_t dst = 0; dst < 4; ++dst)
+            if (src != dst) pool[dst] = mix(pool[dst], hashmix(pool[src]));
+    for (std::size_t src = 4; src < n; ++src)
+        for (std::size_t dst = 0; dst < 4; ++dst) pool[dst] = mix(pool[dst], hashmix(e[src]));
+    std::uint32_t h = kInitB, w[8];
+    for (int i = 0; i < 8; ++i) {
+        std::uint32_t v = pool[i % 4] ^ h;
+        h *= kMultB;
+        v *= h;
+        w[i] = v ^ (v >> 16);
+    }
+    for (int i = 0; i < 4; ++i)
+        out[i] = static_cast<std::uint64_t>(w[2 * i]) | (static_cast<std::uint64_t>(w[2 * i + 1]) << 32);
+}
+
+// (n, 4): row j the words of SeedSequence(entropy = prefix + id j's words): prefix the root
+// seed's words (padded to 4, as for any spawned child) and the key's; an id's words are its
+// low 32 bits, and its high ones where not zero
+py::array_t<std::uint64_t> spawn_words(const py::sequence& prefix_words,
+                                       const py::array_t<std::uint64_t, py::array::c_style |
+                                                                        py::array::forcecast>& ids) {
+    if (ids.ndim() != 1) throw py::value_error("spawn_words: ids: expected a 1-D array");
+    std::vector<std::uint32_t> prefix;
+    for (const auto& w : prefix_words) {
+        const auto v = w.cast<unsigned long long>();
+        if (v > 0xffffffffULL)
+            throw py::value_error("spawn_words: prefix: expected 32-bit words, got " +
+                                  std::to_string(v));
+        prefix.push_back(static_cast<std::uint32_t>(v));
+    }
+    const py::ssize_t n = ids.shape(0);
+    py::array_t<std::uint64_t> out({n, py::ssize_t(4)});
+    std::vector<std::uint32_t> e(prefix);
+    e.resize(prefix.size() + 2);
+    const std::uint64_t* pi = ids.data();
+    std::uint64_t* po = out.mutable_data();
+    for (py::ssize_t j = 0; j < n; ++j) {
+        const std::uint64_t id = pi[j];
+        e[prefix.size()] = static_cast<std::uint32_t>(id);
+        e[prefix.size() + 1] = static_cast<std::uint32_t>(id >> 32);
+        hashed(e.data(), prefix.size() + (id >> 32 ? 2 : 1), po + 4 * j);
+    }
+    return out;
+}
+
 }  // namespace
 
 void register_seeds(py::module_& m) {
+    m.def("spawn_words", &spawn_words, py::arg("prefix"), py::arg("ids"),
+          R"pbdoc(``numpy.random.SeedSequence(entropy).generate_state(4, numpy.uint64)`` for each id
+(uint64, 1-D): ``(n, 4)`` uint64, the entropy ``prefix`` (uint32 words: the root seed's,
+padded to 4, then the spawn key's) followed by the id's words (its low 32 bits, then its high
+ones where not zero), as SeedSequence reads ``SeedSequence(seed, spawn_key=key + (id,))``.
+rfl_fast.kernels.streams.spawn_words; tested against NumPy's.)pbdoc");
     np_uint64 = py::object(py::module_::import("numpy").attr("uint64")).release();
     np_seed_sequence = py::object(py::module_::import("numpy.random").attr("SeedSequence")).release();
     py::class_<SpawnedSeed>(m, "SpawnedSeed", R"pbdoc(

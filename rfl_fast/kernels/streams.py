@@ -17,8 +17,9 @@ from one thread at a time (as the threaded fills here do). The same compiled dra
 item's normals scaled and projected while in cache (``rfl_projected_normal_rows``).
 
 The generators themselves, one per client and round, are made together by
-:func:`spawned_generators`: NumPy's SeedSequence hashing for all clients at once, and PCG64
-seeded from its words through the compiled core's ``SpawnedSeed`` (the same streams).
+:func:`spawned_generators`: NumPy's SeedSequence hashing for all clients in one compiled call,
+and PCG64 seeded from its words through the compiled core's ``SpawnedSeed`` (the same
+streams).
 """
 
 import ctypes
@@ -286,10 +287,7 @@ def _run(jobs):
 
 # ------------------------------------------------------------------ the clients' generators
 
-# numpy.random.SeedSequence's constants (Melissa O'Neill's seed_seq_fe, NumPy's bit_generator)
 _MASK32 = 0xFFFFFFFF
-_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
-_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
 
 _SPAWNED = None     # _core.SpawnedSeed once checked (False: not available)
 
@@ -297,10 +295,11 @@ _SPAWNED = None     # _core.SpawnedSeed once checked (False: not available)
 def spawned_generators(seed, key, ids):
     """``numpy.random.Generator(PCG64(SeedSequence(seed, spawn_key=key + (i,))))`` for every
     ``i`` of ``ids`` (ints >= 0), the same streams, made together: the SeedSequences' hashing
-    for all of them at once (:func:`spawn_words`), and PCG64 seeded from those words through
-    the compiled core's ``SpawnedSeed`` (no Python call per generator; a SeedSequence otherwise
-    costs ~6 us, its PCG64 seeding ~5, more than a private step's draws). Without the compiled
-    core, or where its first words differ from NumPy's, each generator is NumPy's own.
+    for all of them in one compiled call (:func:`spawn_words`), and PCG64 seeded from those
+    words through the compiled core's ``SpawnedSeed`` (no Python call per generator; a
+    SeedSequence otherwise costs ~6 us, its PCG64 seeding ~5, more than a private step's
+    draws). Without the compiled core, or where its first words differ from NumPy's, each
+    generator is NumPy's own.
 
     Parameters
     ----------
@@ -328,7 +327,8 @@ def _spawned_seed():
     global _SPAWNED
     if _SPAWNED is None:
         _SPAWNED = False
-        cls = getattr(load("cpp"), "SpawnedSeed", None)
+        core = load("cpp")
+        cls = getattr(core, "SpawnedSeed", None) if hasattr(core, "spawn_words") else None
         try:
             if cls is not None:
                 np.random.bit_generator.ISpawnableSeedSequence.register(cls)
@@ -358,59 +358,15 @@ def _int_words(n):
 
 def spawn_words(seed, key, ids):
     """``SeedSequence(seed, spawn_key=key + (i,)).generate_state(4, uint64)`` for every ``i``
-    of ``ids`` (ints >= 0): ``(len(ids), 4)`` uint64, the words PCG64 seeds itself from. The
-    SeedSequence's hashing, each step applied to all ids at once (its constants and
-    multipliers depend only on the entropy's length, so ids of one and of two 32-bit words are
-    hashed apart); equal to NumPy's (tested across seeds, rounds and ids, 64-bit ones
-    included)."""
+    of ``ids`` (ints >= 0): ``(len(ids), 4)`` uint64, the words PCG64 seeds itself from, hashed
+    by the compiled core (``_core.spawn_words``: SeedSequence's mixing, about 0.1 us an id,
+    where a SeedSequence costs ~6 us; equal to NumPy's, tested across seeds, rounds and ids,
+    64-bit ones included). Needs the compiled core."""
     ids = np.asarray(ids).reshape(-1)
     if ids.size and not (np.issubdtype(ids.dtype, np.integer) and ids.min() >= 0):
         raise ValueError(f"ids: expected client ids (ints >= 0), got {ids.dtype} values "
                          f"down to {ids.min()}" if ids.dtype.kind in "iuf" else
                          f"ids: expected client ids (ints >= 0), got {ids.dtype} values")
-    ids = ids.astype(np.uint64)
-    out = np.empty((ids.size, 4), dtype=np.uint64)
-    big = ids > _MASK32      # an id of two words: its entropy is one word longer
-    for rows in (np.flatnonzero(~big), np.flatnonzero(big)):
-        if rows.size:
-            part = ids[rows]
-            words = [part & _MASK32] + ([part >> 32] if part[0] > _MASK32 else [])
-            out[rows] = _hashed(_int_words(seed), [w for v in key for w in _int_words(v)],
-                                [w.astype(np.uint32) for w in words])
-    return out
-
-
-def _hashed(run, head, tail):
-    """SeedSequence's pool mixing and ``generate_state(4, uint64)`` of the entropy ``run``
-    (the root seed's words, padded to the pool size as for any spawned child), then ``head``
-    (the words shared by every id), then ``tail`` (uint32 arrays, one per word)."""
-    n = tail[0].size
-    entropy = [np.full(n, w, np.uint32) for w in run + [0] * (4 - len(run)) + head] + tail
-    hc = _INIT_A
-
-    def hashmix(v):
-        nonlocal hc
-        v = v ^ np.uint32(hc)
-        hc = (hc * _MULT_A) & _MASK32
-        v = v * np.uint32(hc)
-        return v ^ (v >> np.uint32(16))
-
-    def mix(x, y):
-        r = np.uint32(_MIX_L) * x - np.uint32(_MIX_R) * y
-        return r ^ (r >> np.uint32(16))
-
-    pool = [hashmix(entropy[i]) for i in range(4)]
-    for src in range(4):
-        for dst in range(4):
-            if src != dst:
-                pool[dst] = mix(pool[dst], hashmix(pool[src]))
-    for src in range(4, len(entropy)):
-        for dst in range(4):
-            pool[dst] = mix(pool[dst], hashmix(entropy[src]))
-    hc, state = _INIT_B, []
-    for i in range(8):
-        v = pool[i % 4] ^ np.uint32(hc)
-        hc = (hc * _MULT_B) & _MASK32
-        v = v * np.uint32(hc)
-        state.append(v ^ (v >> np.uint32(16)))
-    return np.stack(state, axis=1).astype("<u4").view("<u8").astype(np.uint64)
+    run = _int_words(seed)      # a spawned child's root entropy is padded to the pool size
+    prefix = run + [0] * (4 - len(run)) + [w for v in key for w in _int_words(v)]
+    return load("cpp").spawn_words(prefix, ids.astype(np.uint64))
