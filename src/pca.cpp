@@ -273,6 +273,10 @@ void sphere_parallel_transport(const double* x, const double* y, const double* v
 //   d = P_x(s_c G_c(x)) - PT_{x_t -> x}(v),   x <- Exp_x(-eta d)
 // (P_x: the Stiefel projection loop at p = 1, as the header's loop; NaN where a Log or the
 // transport has no answer, which Exp carries into x).
+// Without an offset, with `sum` (RFedAGS's stream under the sphere's parallel transport): the
+// directions d = P_x(s_c G_c(x)) transported to the anchor x_t and summed, the first as it is
+// (x = x_t there), sum += PT_{x -> x_t}(d), x <- Exp_x(-eta d) but after the last step (x:
+// the last point whose gradient was taken), the composed loop's stream over eta.
 template <class Grad>
 void sphere_parallel_steps(const LocalSteps& a, std::size_t g, double* X,
                            const double* s, const rfl::pca::Terms& t, Grad&& grad) {
@@ -293,6 +297,25 @@ void sphere_parallel_steps(const LocalSteps& a, std::size_t g, double* X,
             for (std::size_t i = 0; i < d; ++i) G[c * d + i] = sc * St[i];
         }
         stiefel_proj_loop(X, G, U, static_cast<py::ssize_t>(g), n, 1);
+        if (t.offset == nullptr) {  // the stream
+            const bool last = step + 1 == a.steps;
+            for (std::size_t c = 0; c < g; ++c) {
+                const double* xc = X + c * d;
+                double* uc = U + c * d;
+                double* sum = t.sum + c * d;
+                const double* dv = uc;
+                if (step > 0) {
+                    sphere_parallel_transport(xc, t.anchor, uc, T, d);
+                    dv = T;
+                }
+                for (std::size_t i = 0; i < d; ++i) sum[i] += dv[i];
+                if (last) continue;
+                for (std::size_t i = 0; i < d; ++i) uc[i] = -a.eta * uc[i];
+                rfl::sphere::exp(xc, uc, Y + c * d, d);
+            }
+            if (!last) std::copy(Y, Y + all, X);
+            continue;
+        }
         for (std::size_t c = 0; c < g; ++c) {
             const double* xc = X + c * d;
             const double* v = t.offset + c * d;
@@ -484,9 +507,11 @@ py::object pca_local_steps(const Arr& z, const I64& offsets, const I64& idx, con
     if (parallel && !geodesic)
         fail(kernel, "transport 'parallel' (the sphere's parallel transport of the offset) needs "
                      "retraction 'exp' at r = 1, got retraction '" + retraction + "'");
-    if (parallel && (offset.is_none() || anchor.is_none() || mu != 0.0 || accumulate || ambient))
-        fail(kernel, "transport 'parallel' needs an offset and its anchor x_t (the point it is "
-                     "tangent at), mu = 0, and neither accumulate nor ambient");
+    if (parallel && (offset.is_none() == !accumulate || anchor.is_none() || mu != 0.0 ||
+                     ambient || (accumulate && !coef.is_none())))
+        fail(kernel, "transport 'parallel' needs the anchor x_t, mu = 0, no ambient steps, and "
+                     "either an offset (tangent at x_t) or accumulate (the stream transported "
+                     "to x_t, without coef), not both");
     const Arr dr = like_x0(drift, x0, kernel, "drift");  // RFedProj's drift corrections
     // the outputs
     Arr x({k, x0.shape(1), x0.shape(2)});

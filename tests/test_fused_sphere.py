@@ -223,7 +223,9 @@ def test_sphere_declares_its_fused_steps():
         assert steps is not None and steps.keywords == {"transport": "sphere_transport"}
         assert alg._fused_steps(P, "projection", "parallel") is None
     assert RFedSVRG(0.1, 3, client_option=2)._fused_steps(P, "exp", "parallel") is None
-    assert RFedAGS(0.1, 3)._fused_steps(P, "exp", "parallel") is None
+    assert RFedAGS(0.1, 3)._fused_steps(P, "exp", "parallel").keywords == {
+        "transport": "sphere_transport"}
+    assert RFedAGS(0.1, 3, batch_size=4)._fused_steps(P, "exp", "parallel") is None
     assert RFedSVRG2BB(0.1, 3)._fused_steps(P, "projection", "projection") is not None
 
 
@@ -288,17 +290,26 @@ def test_algorithms_fused_equal_their_composed_loop(name, backend):
     assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
 
 
-def test_ags_parallel_transport_stays_on_the_composed_loop():
-    """RFedAGS with the sphere's default (parallel) transport: its stream
-    ``sum_k T_{x_k -> x_t}(v_k)`` is one transport of the sum only for a projection, so no
-    fused kernel is taken (its gate refuses ``sphere_transport``, which is not the gradient's
-    kernel)."""
-    P, _ = _problem((30, 50, 20), 12, 2)
-    kw = dict(participation=Full(), x0=P.manifold.random_point(rng=1), seed=0, metrics=False)
-    for alg in (RFedAGS(0.05, 3),):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(fused, "pca_local_steps", lambda *a, **k: pytest.fail("fused taken"))
-            assert np.isfinite(run(P, alg, 2, **kw).x).all()
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_ags_parallel_transport_fused_equals_its_composed_loop(backend):
+    """RFedAGS with the sphere's default (parallel) transport takes the fused kernel once per
+    round, each step's direction transported to ``x_t`` inside it (the stream ``sum_k
+    PT_{x_k -> x_t}(a d_k)`` is not one transport of the sum), and gives the composed loop's
+    iterates to rounding: :func:`test_algorithms_fused_equal_their_composed_loop`'s bound, the
+    growth per step enlarged by ``a_max`` (the transport of ``d_k`` moves with ``x_k``:
+    Lipschitz constant ``|d_k| <= a_max / eta``, times the step ``eta``)."""
+    P, data = _problem((30, 50, 600, 20), 40, 9)
+    alg = RFedAGS(0.05, 5)
+    rounds, tau, eta = 3, 5, 0.05
+    x0 = P.manifold.random_point(rng=1)
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    a, b, n = _fused_then_composed(P, alg, rounds, kw, backend)
+    assert n == rounds                          # one fused call per round
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip((30, 50, 600, 20),
+                                                                           data))
+    bound = rounds * tau * (1 + 2 * a_max) ** tau * (3 * a_max * (40 + 10) + 10) * EPS
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
 
 
 # ---------------------------------------------------------------- the parallel transport
@@ -380,6 +391,61 @@ def test_parallel_compiled_kernel_equals_its_reference(corrected, sizes, d):
         got, fused.sphere_local_steps(*args, **kw, threads=2, backend="cpp"))
 
 
+def _composed_stream(P, idx, x_t, eta, steps):
+    """RFedAGS's composed local loop (``algorithms.ags``' ``client_update``) over the step,
+    written out with the problem's ``rgrad`` and ``Sphere``'s maps from ``x_t``: ``d =
+    rgrad f_i(x)``, ``sum += d`` (the first) or ``PT_{x -> x_t}(d)``, ``x <- Exp_x(-eta d)``
+    but after the last step; ``(x, sum)``."""
+    M = P.manifold
+    at = np.broadcast_to(x_t, (idx.size, x_t.size))
+    x, total = np.array(at), np.zeros(at.shape)
+    for step in range(steps):
+        d = P.rgrad(idx, x)
+        total += d if step == 0 else M.transport(x, at, d, "parallel")
+        if step + 1 < steps:
+            x = M.retr(x, -eta * d, "exp")
+    return x, total
+
+
+@pytest.mark.parametrize("gram", [False, True])
+def test_parallel_stream_reference_equals_the_composed_maps(gram):
+    """``transport="parallel"`` with ``accumulate`` (no offset): the reference's stream is
+    RFedAGS's composed loop under the sphere's parallel transport (each direction transported
+    to ``x_t``), step by step; tolerance :func:`_bound` over the step (the sum's terms are
+    directions, ``1/eta`` times a step). Transporting the sum once (the projection's shortcut)
+    is not it: off by far more."""
+    P, idx, x_t, _, _, _ = _parallel_case((30, 45, 12), 9, 3, gram)
+    rows = P.quadratic_rows()
+    x0 = np.broadcast_to(x_t, (idx.size, 9))
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.05, 4)
+    got = fused.sphere_local_steps_reference(*args, h=rows.h, anchor=x_t, accumulate=True,
+                                             transport="parallel")
+    want = _composed_stream(P, idx, x_t, 0.05, 4)
+    _compare(got, want, _bound(P, idx, 0.05, 4, {}, 45 * 9) / 0.05)
+    once = fused.sphere_local_steps_reference(*args, h=rows.h, accumulate=True)[1]
+    once = P.manifold.proj(np.broadcast_to(x_t, once.shape), once)
+    assert np.max(np.abs(once - want[1])) > 1e6 * _bound(P, idx, 0.05, 4, {}, 45 * 9)
+    assert np.max(np.abs(want[0] - x0)) > 1e-3
+
+
+@needs_cpp
+@pytest.mark.parametrize("sizes,d", CASES)
+def test_parallel_stream_compiled_kernel_equals_its_reference(sizes, d):
+    """The C++ loop of the stream under the parallel transport against the reference, clients
+    in lockstep groups or alone; the thread count changes no bit. Tolerance as
+    :func:`test_parallel_stream_reference_equals_the_composed_maps`."""
+    P, idx, x_t, _, _, _ = _parallel_case(sizes, d, 5)
+    rows = P.quadratic_rows()
+    kw = {"anchor": x_t, "accumulate": True, "transport": "parallel"}
+    args = (rows.rows, rows.offsets, idx, np.broadcast_to(x_t, (idx.size, d)),
+            rows.scale[idx], 0.02, 3)
+    want = fused.sphere_local_steps_reference(*args, **kw)
+    got = fused.sphere_local_steps(*args, **kw, threads=1, backend="cpp")
+    _compare(got, want, _bound(P, idx, 0.02, 3, {}, max(sizes) * d) / 0.02)
+    for g, h in zip(got, fused.sphere_local_steps(*args, **kw, threads=2, backend="cpp")):
+        np.testing.assert_array_equal(g, h)
+
+
 @needs_cpp
 def test_parallel_compiled_kernel_near_the_antipode():
     """Where ``1 + <x_t, x> < 1e-6`` the kernel takes the logarithm's form of the transport, as
@@ -409,9 +475,9 @@ def test_parallel_compiled_kernel_near_the_antipode():
 @needs_cpp
 def test_parallel_transport_refusals_name_the_argument():
     """``transport`` is checked with the other arguments, by the binding and the reference:
-    the parallel transport only with retraction 'exp' (r = 1), an offset, its anchor,
-    ``mu = 0``, and neither accumulate nor ambient; the stepper refuses a transport kernel its
-    fused kernel does not declare."""
+    the parallel transport only with retraction 'exp' (r = 1), the anchor, ``mu = 0``, no
+    ambient steps and either an offset or accumulate (without coef), not both; the stepper
+    refuses a transport kernel its fused kernel does not declare."""
     from rfl_fast import _core
     from rfl_fast.algorithms.fedavg_prox import fused_local_steps
 
@@ -428,10 +494,14 @@ def test_parallel_transport_refusals_name_the_argument():
         with pytest.raises(ValueError, match="transport 'parallel'.*needs retraction 'exp'"):
             fn(Z, off, idx, x0, one, 0.1, 1, offset=v, anchor=a, transport="parallel")
         for bad in ({"anchor": a}, {"offset": v}, {"offset": v, "anchor": a, "mu": 0.5},
-                    {"offset": v, "anchor": a, "accumulate": True}):
-            with pytest.raises(ValueError, match="transport 'parallel' needs an offset and its "
-                                                 "anchor"):
+                    {"offset": v, "anchor": a, "accumulate": True}, {"accumulate": True},
+                    {"anchor": a, "accumulate": True, "coef": one}):
+            with pytest.raises(ValueError, match="transport 'parallel' needs the anchor x_t"):
                 fn(Z, off, idx, x0, one, 0.1, 1, retraction="exp", transport="parallel", **bad)
+        got = fn(Z, off, idx, x0 + np.array([[1.0], [0], [0], [0]]), one, 0.1, 1,
+                 anchor=a + np.array([[1.0], [0], [0], [0]]), accumulate=True,
+                 retraction="exp", transport="parallel")
+        assert len(got) == 2 and got[1].shape == x0.shape
     P, _ = _problem((30, 45, 12), 9, 3)
     x = P.manifold.random_point(rng=1)
     steps = fused_local_steps(P, "projection", inverse=True)

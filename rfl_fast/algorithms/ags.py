@@ -35,6 +35,7 @@ formulas exactly.
 """
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 from numpy.polynomial.legendre import leggauss
@@ -259,11 +260,15 @@ class RFedAGS(FederatedAlgorithm):
         x_t = msg["x"]
         k = idx.size
         steps = self._fused_steps(problem, method, transport)
-        if steps is not None:      # one fused call; the stream transported once, by linearity
-            x, total = steps(idx, x_t, a, self.local_steps, accumulate=True)
+        if steps is not None:      # one fused call
+            carried = "transport" in getattr(steps, "keywords", ())  # by the kernel, to x_t
+            x, total = steps(idx, x_t, a, self.local_steps, accumulate=True,
+                             **({"anchor": x_t} if carried else {}))
             check_fused_steps(self.name, M, idx, x, a)
             check_fused_steps(self.name, M, idx, total, a)     # the last gradient overflowed
-            return {"zeta": M.transport(x, x_t, a * total, transport)}, cstate, memo
+            # (a projection transport: the stream transported once, by linearity)
+            return {"zeta": a * total if carried else M.transport(x, x_t, a * total, transport)
+                    }, cstate, memo
         x = stacked(x_t, k)
         zeta = np.zeros((k,) + M.shape)
         for step in range(self.local_steps):
@@ -281,12 +286,21 @@ class RFedAGS(FederatedAlgorithm):
         kernel (``Manifold.transport_kernels``, a projection: linear in its vector and
         forgetting where the vector came from), so the stream
         ``sum_k T_{x_k -> x_t}(a eta_k)`` is ``T(a sum_k eta_k)``: one transport of the sum (the
-        composed loop's stream to rounding; the ``k = 0`` term is tangent at ``x_t`` already)."""
-        kernels = problem.manifold.step_kernels.get(method)
-        if (self.batch_size is not None or kernels is None
-                or problem.manifold.transport_kernels.get(transport) != kernels[0]):
+        composed loop's stream to rounding; the ``k = 0`` term is tangent at ``x_t`` already);
+        or ``transport`` declared as a kernel the fused kernel carries itself
+        (``steps.transports``: the sphere's parallel transport, each step's direction
+        transported to the anchor ``x_t`` inside the kernel, linear in the direction, so the
+        stream is ``a`` times the kernel's sum); the stepper then carries that kernel
+        (``functools.partial``'s ``transport``)."""
+        M = problem.manifold
+        kernels, kernel = M.step_kernels.get(method), M.transport_kernels.get(transport)
+        if self.batch_size is not None or kernels is None or kernel is None:
             return None
-        return fused_local_steps(problem, method)
+        steps = fused_local_steps(problem, method)
+        if kernel == kernels[0] or steps is None:
+            return steps
+        return (partial(steps, transport=kernel) if kernel in getattr(steps, "transports", ())
+                else None)
 
     def _weights(self, problem, state, idx, ctx):
         """Coefficients of the respondents' streams in the server direction."""

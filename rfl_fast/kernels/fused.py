@@ -243,17 +243,29 @@ def _sphere_parallel_transport(x, y, v):
 
 
 def _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset, anchor, coef,
-                               h):
+                               h, accumulate=False):
     """:func:`pca_local_steps_reference`'s ``transport="parallel"`` steps in the composed
     loop's order (``algorithms.svrg``), with the sphere's maps' NumPy kernels (those
     ``Sphere``'s methods call: :func:`reference.sphere_log`, :func:`_sphere_parallel_transport`,
     :func:`reference.sphere_exp`; the kernels layer imports no manifold):
     ``v = offset[j] - coef[j] Log_{x_t}(x)`` (``v = offset[j]`` without ``coef``),
     ``d = P_x(egrad) - PT_{x_t -> x}(v)``, ``x <- Exp_x(-eta d)``, ``x_t`` the anchor. (k, d, 1)
-    arrays in and out; NaN where a Log or the transport has no answer (the antipode)."""
+    arrays in and out; NaN where a Log or the transport has no answer (the antipode). With
+    ``accumulate`` (no offset): RFedAGS's stream ``sum += PT_{x -> x_t}(d)`` of ``d =
+    P_x(egrad)`` (the first as it is, at ``x_t``), ``x <- Exp_x(-eta d)`` but after the last
+    step: ``(x, sum)``."""
     x = np.array(x0[..., 0], dtype=np.float64)
     at = np.ascontiguousarray(np.broadcast_to(np.asarray(anchor, dtype=np.float64)[..., 0],
                                               x.shape))
+    if accumulate:
+        total = np.zeros_like(x)
+        for step in range(steps):
+            d = reference.stiefel_proj(x[..., None], _egrad(Z, offsets, idx, x[..., None],
+                                                            scale, h))[..., 0]
+            total += d if step == 0 else _sphere_parallel_transport(x, at, d)
+            if step + 1 < steps:
+                x = reference.sphere_exp(x, -eta * d)
+        return x[..., None], total[..., None]
     off = np.asarray(offset, dtype=np.float64)[..., 0]
     for _ in range(steps):
         rg = reference.stiefel_proj(x[..., None], _egrad(Z, offsets, idx, x[..., None], scale,
@@ -264,7 +276,7 @@ def _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset, a
     return x[..., None]
 
 
-def _check_transport(transport, retraction, offset, anchor, mu, accumulate, ambient):
+def _check_transport(transport, retraction, offset, anchor, mu, accumulate, ambient, coef):
     """Refuse a ``transport`` (``pca_local_steps``' argument) the steps cannot take, naming
     it, as the compiled binding does."""
     if transport not in ("projection", "parallel"):
@@ -274,11 +286,12 @@ def _check_transport(transport, retraction, offset, anchor, mu, accumulate, ambi
         raise ValueError(f"pca_local_steps: transport 'parallel' (the sphere's parallel "
                          f"transport of the offset) needs retraction 'exp' at r = 1, got "
                          f"retraction {retraction!r}")
-    if transport == "parallel" and (offset is None or anchor is None or mu != 0.0
-                                    or accumulate or ambient):
-        raise ValueError("pca_local_steps: transport 'parallel' needs an offset and its anchor "
-                         "x_t (the point it is tangent at), mu = 0, and neither accumulate "
-                         "nor ambient")
+    if transport == "parallel" and ((offset is None) == (not accumulate) or anchor is None
+                                    or mu != 0.0 or ambient
+                                    or (accumulate and coef is not None)):
+        raise ValueError("pca_local_steps: transport 'parallel' needs the anchor x_t, mu = 0, "
+                         "no ambient steps, and either an offset (tangent at x_t) or "
+                         "accumulate (the stream transported to x_t, without coef), not both")
 
 
 #: retraction mode -> (retraction, inverse retraction) of the local steps' reference
@@ -360,10 +373,10 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
     if retraction == "exp" and np.shape(x0)[-1] != 1:
         raise ValueError(f"pca_local_steps: retraction 'exp' (the sphere's Exp and Log) needs "
                          f"r = 1, got x0 of shape {np.shape(x0)}")
-    _check_transport(transport, retraction, offset, anchor, mu, accumulate, ambient)
+    _check_transport(transport, retraction, offset, anchor, mu, accumulate, ambient, coef)
     if transport == "parallel":
         return _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset,
-                                          anchor, coef, h)
+                                          anchor, coef, h, accumulate)
     x = np.array(x0, dtype=np.float64)
     if anchor is None:
         total = np.zeros_like(x)
@@ -539,7 +552,8 @@ def local_stepper(rows, step_kernels, inverse=None, projection=None):
         R_{x_t}^{-1}(x))))`` (RFedSVRG's and 2BB's steps under the sphere's parallel transport;
         ``steps.transports`` lists the kernels it takes); with ``accumulate``, ``(x, sum)``,
         ``sum`` each client's directions summed over its steps (the last retraction not taken):
-        RFedAGS's gradient stream before its transport; with ``ambient`` (``projection``
+        RFedAGS's gradient stream before its transport (with ``transport`` and ``anchor`` x_t,
+        no offset: each direction transported to ``x_t`` by that kernel, then summed); with ``ambient`` (``projection``
         given), RFedProj's steps ``zhat <- zhat - eta (grad f_i(x) + drift_j)``,
         ``x <- P_M(zhat)``, returning ``zhat``. ``None`` where no fused kernel fuses
         ``step_kernels`` (and ``inverse``, ``projection``) or ``rows`` is ``None``.

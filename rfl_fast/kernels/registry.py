@@ -265,7 +265,8 @@ FUSED = by_name((
     Fused("sphere_local_steps", ("cpp", "numpy"),
           "pca_local_steps on the sphere's points (d,) with its Exp and Log (the retraction "
           "mode 'exp' of pca_local_steps at r = 1: x <- cos|u| x + sin|u| u/|u|; transport "
-          "'parallel': the offset parallel-transported from the anchor x_t)",
+          "'parallel': the offset parallel-transported from the anchor x_t, or with "
+          "accumulate each direction transported to it)",
           steps=("sphere_proj", "sphere_exp"), inverse="sphere_log",
           projection="sphere_project", transports=("sphere_transport",)),
     Fused("sphere_projection_local_steps", ("cpp", "numpy"),
