@@ -274,9 +274,10 @@ void sphere_parallel_transport(const double* x, const double* y, const double* v
 // (P_x: the Stiefel projection loop at p = 1, as the header's loop; NaN where a Log or the
 // transport has no answer, which Exp carries into x).
 // Without an offset, with `sum` (RFedAGS's stream under the sphere's parallel transport): the
-// directions d = P_x(s_c G_c(x)) transported to the anchor x_t and summed, the first as it is
-// (x = x_t there), sum += PT_{x -> x_t}(d), x <- Exp_x(-eta d) but after the last step (x:
-// the last point whose gradient was taken), the composed loop's stream over eta.
+// directions d = P_x(s_c G_c(x)) transported to the anchor x_t and summed, sum +=
+// PT_{x -> x_t}(d) (from x0 = x_t the first transport is the identity to rounding, which the
+// composed loop skips), x <- Exp_x(-eta d) but after the last step (x: the last point whose
+// gradient was taken), the composed loop's stream over eta.
 template <class Grad>
 void sphere_parallel_steps(const LocalSteps& a, std::size_t g, double* X,
                            const double* s, const rfl::pca::Terms& t, Grad&& grad) {
@@ -303,12 +304,8 @@ void sphere_parallel_steps(const LocalSteps& a, std::size_t g, double* X,
                 const double* xc = X + c * d;
                 double* uc = U + c * d;
                 double* sum = t.sum + c * d;
-                const double* dv = uc;
-                if (step > 0) {
-                    sphere_parallel_transport(xc, t.anchor, uc, T, d);
-                    dv = T;
-                }
-                for (std::size_t i = 0; i < d; ++i) sum[i] += dv[i];
+                sphere_parallel_transport(xc, t.anchor, uc, T, d);
+                for (std::size_t i = 0; i < d; ++i) sum[i] += T[i];
                 if (last) continue;
                 for (std::size_t i = 0; i < d; ++i) uc[i] = -a.eta * uc[i];
                 rfl::sphere::exp(xc, uc, Y + c * d, d);
@@ -609,9 +606,12 @@ covariances with ``h = 1``). With ``retraction="exp"`` (r = 1: the sphere S^(d-1
 as d x 1 matrices) the retraction and its inverse are the sphere's Exp ``cos|u| x + sin|u| u/|u|``
 and Log in place of the polar pair (the projection and the nearest point are the polar loops'
 at p = 1: ``u - x x'u``, ``x/|x|``). With ``transport="parallel"`` (retraction ``"exp"`` only;
-``offset``, tangent at ``anchor`` = x_t, and ``mu = 0``): RFedSVRG's steps under the sphere's
-parallel transport, ``x <- Exp_x(-eta (P_x(scale[j] Z_i'(Z_i x)) - PT_{x_t -> x}(v)))`` with
-``v = offset[j] - coef[j] Log_{x_t}(x)`` (``v = offset[j]`` without ``coef``).)pbdoc");
+``anchor`` = x_t, ``mu = 0``, no ambient steps) and ``offset``, tangent at x_t: RFedSVRG's steps
+under the sphere's parallel transport, ``x <- Exp_x(-eta (P_x(scale[j] Z_i'(Z_i x)) -
+PT_{x_t -> x}(v)))`` with ``v = offset[j] - coef[j] Log_{x_t}(x)`` (``v = offset[j]`` without
+``coef``); or instead ``accumulate`` (no ``coef``): RFedAGS's stream, each step's direction
+``d = P_x(scale[j] Z_i'(Z_i x))`` transported to x_t and summed, ``sum[j] += PT_{x -> x_t}(d)``,
+``x <- Exp_x(-eta d)`` but after the last step.)pbdoc");
 
     // fused PCA-type gradient sums (not a KERNELS entry: clients of different sizes)
     m.def("pca_grad_sum",

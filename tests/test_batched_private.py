@@ -271,7 +271,7 @@ def test_client_generators_are_numpys_seed_sequences(seed, t, compiled, monkeypa
     want = np.stack([np.random.SeedSequence(seed, spawn_key=(3, t, int(i))).generate_state(
         4, np.uint64) for i in ids])
     spawn_words = streams.spawn_words
-    if streams.load("cpp") is not None:     # (the words are hashed by the compiled core)
+    if hasattr(streams.load("cpp"), "spawn_words"):     # (hashed by the compiled core)
         np.testing.assert_array_equal(spawn_words(seed, (3, t), ids.tolist()), want)
         np.testing.assert_array_equal(spawn_words(seed, (3, t), ids[:0]), want[:0])
     gens = ClientContext.create(seed, t, ids, None).rng.generators()

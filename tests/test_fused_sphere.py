@@ -263,9 +263,9 @@ ALGORITHMS = {
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_algorithms_fused_equal_their_composed_loop(name, backend):
     """Each algorithm on SpherePCA takes the fused kernel once per round (RFedSVRG's, 2BB's,
-    2BBS's and RFedAGS's with the projection transport, the gradient's own kernel; with the
-    default parallel transport they stay on the composed loop) and gives the composed loop's
-    iterates to rounding.
+    2BBS's and RFedAGS's here with the projection transport, the gradient's own kernel; with
+    the default parallel transport: the tests below) and gives the composed loop's iterates
+    to rounding.
 
     Tolerance: as the kPCA tests of ``tests/test_algorithms.py``: a difference of
     ``3 a (d + 10) + 10`` eps per step (the gradient's sums in another order, ``P_x(g - v)``
@@ -394,8 +394,8 @@ def test_parallel_compiled_kernel_equals_its_reference(corrected, sizes, d):
 def _composed_stream(P, idx, x_t, eta, steps):
     """RFedAGS's composed local loop (``algorithms.ags``' ``client_update``) over the step,
     written out with the problem's ``rgrad`` and ``Sphere``'s maps from ``x_t``: ``d =
-    rgrad f_i(x)``, ``sum += d`` (the first) or ``PT_{x -> x_t}(d)``, ``x <- Exp_x(-eta d)``
-    but after the last step; ``(x, sum)``."""
+    rgrad f_i(x)``, ``sum += d`` (the first, at ``x_t``) or ``PT_{x -> x_t}(d)``,
+    ``x <- Exp_x(-eta d)`` but after the last step; ``(x, sum)``."""
     M = P.manifold
     at = np.broadcast_to(x_t, (idx.size, x_t.size))
     x, total = np.array(at), np.zeros(at.shape)
@@ -407,13 +407,26 @@ def _composed_stream(P, idx, x_t, eta, steps):
     return x, total
 
 
+def _stream_bound(P, idx, eta, steps, rows_d):
+    """The stream's tolerance: a step's direction ``d`` is ``1/eta`` times the step, so its
+    own error is :func:`_bound`'s over ``eta``; an error ``e`` in ``x`` moves the next
+    directions by at most ``a/eta e`` (the gradient's Lipschitz constant ``|s| |Z|^2``) and
+    their transports by ``|d| e <= a/eta e``; summed over the steps: :func:`_bound` times
+    ``(1 + 2 a steps) / eta`` (``a = eta |s| |Z|^2``, the largest over the clients), plus the
+    transport's few eps of ``|d|`` per term."""
+    rows = P.quadratic_rows()
+    a = max(eta * abs(rows.scale[i]) * np.linalg.norm(
+        rows.rows[rows.offsets[i]:rows.offsets[i + 1]], 2) ** 2 for i in idx)
+    return _bound(P, idx, eta, steps, {}, rows_d) * (1 + 2 * a * steps) / eta + \
+        steps * 10 * (P.d + 3) * EPS * a / eta
+
+
 @pytest.mark.parametrize("gram", [False, True])
 def test_parallel_stream_reference_equals_the_composed_maps(gram):
     """``transport="parallel"`` with ``accumulate`` (no offset): the reference's stream is
     RFedAGS's composed loop under the sphere's parallel transport (each direction transported
-    to ``x_t``), step by step; tolerance :func:`_bound` over the step (the sum's terms are
-    directions, ``1/eta`` times a step). Transporting the sum once (the projection's shortcut)
-    is not it: off by far more."""
+    to ``x_t``), step by step; tolerance :func:`_stream_bound`. Not transporting (the sum as
+    it is) and transporting the sum once (the projection's shortcut) are off by far more."""
     P, idx, x_t, _, _, _ = _parallel_case((30, 45, 12), 9, 3, gram)
     rows = P.quadratic_rows()
     x0 = np.broadcast_to(x_t, (idx.size, 9))
@@ -421,27 +434,33 @@ def test_parallel_stream_reference_equals_the_composed_maps(gram):
     got = fused.sphere_local_steps_reference(*args, h=rows.h, anchor=x_t, accumulate=True,
                                              transport="parallel")
     want = _composed_stream(P, idx, x_t, 0.05, 4)
-    _compare(got, want, _bound(P, idx, 0.05, 4, {}, 45 * 9) / 0.05)
-    once = fused.sphere_local_steps_reference(*args, h=rows.h, accumulate=True)[1]
-    once = P.manifold.proj(np.broadcast_to(x_t, once.shape), once)
-    assert np.max(np.abs(once - want[1])) > 1e6 * _bound(P, idx, 0.05, 4, {}, 45 * 9)
+    bound = _stream_bound(P, idx, 0.05, 4, 45 * 9)
+    _compare(got, want, bound)
+    raw = fused.sphere_local_steps_reference(*args, h=rows.h, accumulate=True)[1]
+    once = P.manifold.proj(np.broadcast_to(x_t, raw.shape), raw)
+    for wrong in (raw, once):
+        assert np.max(np.abs(wrong - want[1])) > 1e4 * bound
     assert np.max(np.abs(want[0] - x0)) > 1e-3
 
 
 @needs_cpp
-@pytest.mark.parametrize("sizes,d", CASES)
-def test_parallel_stream_compiled_kernel_equals_its_reference(sizes, d):
+@pytest.mark.parametrize("gram", [False, True])
+@pytest.mark.parametrize("sizes,d,steps", [(CASES[0][0], CASES[0][1], 3),
+                                           (CASES[1][0], CASES[1][1], 3),
+                                           ((1000,) * 10, 40, 4)])   # work for two threads
+def test_parallel_stream_compiled_kernel_equals_its_reference(sizes, d, steps, gram):
     """The C++ loop of the stream under the parallel transport against the reference, clients
-    in lockstep groups or alone; the thread count changes no bit. Tolerance as
-    :func:`test_parallel_stream_reference_equals_the_composed_maps`."""
-    P, idx, x_t, _, _, _ = _parallel_case(sizes, d, 5)
+    in lockstep groups or alone, rows or Gram matrices, from a start other than ``x_t`` (the
+    first direction is transported too); the thread count changes no bit (the last case is
+    large enough for the kernel to start a second thread: its rule needs 2^19 multiply-adds
+    a thread). Tolerance :func:`_stream_bound`."""
+    P, idx, x_t, x0, _, _ = _parallel_case(sizes, d, 5, gram)
     rows = P.quadratic_rows()
-    kw = {"anchor": x_t, "accumulate": True, "transport": "parallel"}
-    args = (rows.rows, rows.offsets, idx, np.broadcast_to(x_t, (idx.size, d)),
-            rows.scale[idx], 0.02, 3)
+    kw = {"anchor": x_t, "accumulate": True, "transport": "parallel", "h": rows.h}
+    args = (rows.rows, rows.offsets, idx, x0, rows.scale[idx], 0.02, steps)
     want = fused.sphere_local_steps_reference(*args, **kw)
     got = fused.sphere_local_steps(*args, **kw, threads=1, backend="cpp")
-    _compare(got, want, _bound(P, idx, 0.02, 3, {}, max(sizes) * d) / 0.02)
+    _compare(got, want, _stream_bound(P, idx, 0.02, steps, max(sizes) * d))
     for g, h in zip(got, fused.sphere_local_steps(*args, **kw, threads=2, backend="cpp")):
         np.testing.assert_array_equal(g, h)
 

@@ -261,7 +261,8 @@ class RFedAGS(FederatedAlgorithm):
         k = idx.size
         steps = self._fused_steps(problem, method, transport)
         if steps is not None:      # one fused call
-            carried = "transport" in getattr(steps, "keywords", ())  # by the kernel, to x_t
+            # the transport carried by the kernel, each direction to x_t
+            carried = getattr(steps, "keywords", {}).get("transport") is not None
             x, total = steps(idx, x_t, a, self.local_steps, accumulate=True,
                              **({"anchor": x_t} if carried else {}))
             check_fused_steps(self.name, M, idx, x, a)

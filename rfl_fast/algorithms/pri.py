@@ -550,7 +550,7 @@ class PriRFed(FederatedAlgorithm):
         both = np.repeat(idx, 2)
         n_list = sizes.tolist()
         # client j's x and xs side by side, for the picked sample's terms at both
-        pair = np.empty((k, 2) + xs.shape[1:], dtype=xs.dtype)
+        pair = np.empty((k, 2) + xs.shape[1:], dtype=np.result_type(xs, np.float64))
         for _ in range(K):
             g = problem.clipped_rgrad_sum(idx, xs, tau) / sizes[per_item]   # full clipped mean
             x = xs

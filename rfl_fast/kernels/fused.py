@@ -252,8 +252,8 @@ def _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset, a
     ``d = P_x(egrad) - PT_{x_t -> x}(v)``, ``x <- Exp_x(-eta d)``, ``x_t`` the anchor. (k, d, 1)
     arrays in and out; NaN where a Log or the transport has no answer (the antipode). With
     ``accumulate`` (no offset): RFedAGS's stream ``sum += PT_{x -> x_t}(d)`` of ``d =
-    P_x(egrad)`` (the first as it is, at ``x_t``), ``x <- Exp_x(-eta d)`` but after the last
-    step: ``(x, sum)``."""
+    P_x(egrad)`` (from ``x0 = x_t`` the first transport is the identity to rounding),
+    ``x <- Exp_x(-eta d)`` but after the last step: ``(x, sum)``."""
     x = np.array(x0[..., 0], dtype=np.float64)
     at = np.ascontiguousarray(np.broadcast_to(np.asarray(anchor, dtype=np.float64)[..., 0],
                                               x.shape))
@@ -262,7 +262,7 @@ def _sphere_parallel_reference(Z, offsets, idx, x0, scale, eta, steps, offset, a
         for step in range(steps):
             d = reference.stiefel_proj(x[..., None], _egrad(Z, offsets, idx, x[..., None],
                                                             scale, h))[..., 0]
-            total += d if step == 0 else _sphere_parallel_transport(x, at, d)
+            total += _sphere_parallel_transport(x, at, d)
             if step + 1 < steps:
                 x = reference.sphere_exp(x, -eta * d)
         return x[..., None], total[..., None]
@@ -361,7 +361,8 @@ def pca_local_steps_reference(Z, offsets, idx, x0, scale, eta, steps, offset=Non
         ``P_x(scale[j] Z_i' Z_i x) - PT_{x_t -> x}(offset[j] - coef[j] Log_{x_t}(x))``
         (``coef`` optional), RFedSVRG's (and 2BB's) steps under the sphere's default transport,
         computed with the NumPy kernels of the sphere's maps (``Sphere.log``, ``transport``,
-        ``exp``; NaN where they have no answer).
+        ``exp``; NaN where they have no answer); with ``accumulate`` instead of an offset (no
+        ``coef``), RFedAGS's stream: each direction transported to ``x_t``, then summed.
 
     Returns
     -------

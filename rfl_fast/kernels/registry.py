@@ -240,7 +240,9 @@ class Fused:
     empty: none); ``transports``: the transport kernels (``Manifold.transport_kernels``) by
     which it can carry a constant offset tangent at the anchor ``x_t`` to each iterate besides
     the gradient's own projection ``P_X(egrad - offset)`` (RFedSVRG's correction under a
-    transport that remembers ``x_t``; ``kernels.fused.TRANSPORT_MODES``; empty: none)."""
+    transport that remembers ``x_t``), and by which it can carry each direction of an
+    accumulated stream to ``x_t`` (RFedAGS's; ``kernels.fused.TRANSPORT_MODES``; empty:
+    none)."""
 
     name: str
     order: tuple

@@ -369,4 +369,8 @@ def spawn_words(seed, key, ids):
                          f"ids: expected client ids (ints >= 0), got {ids.dtype} values")
     run = _int_words(seed)      # a spawned child's root entropy is padded to the pool size
     prefix = run + [0] * (4 - len(run)) + [w for v in key for w in _int_words(v)]
-    return load("cpp").spawn_words(prefix, ids.astype(np.uint64))
+    core = load("cpp")
+    if not hasattr(core, "spawn_words"):
+        raise RuntimeError("spawn_words: needs rfl_fast's compiled core, which is not built "
+                           "(spawned_generators uses NumPy's SeedSequences without it)")
+    return core.spawn_words(prefix, ids.astype(np.uint64))

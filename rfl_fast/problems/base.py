@@ -349,7 +349,8 @@ class Problem:
         idx : array_like of int, shape (k,)
             Client ids.
         x : ndarray, shape ``(k, *shape)``
-            One point per listed client.
+            One point per listed client: read during the call only (the caller may reuse its
+            buffer afterwards; neither keep it nor write to it).
         tau : float
             Clipping threshold (> 0; ``inf``: the plain sum).
         batch : ndarray of int (k, b), or a sequence of k 1-d arrays, optional
