@@ -359,9 +359,9 @@ def _int_words(n):
 def spawn_words(seed, key, ids):
     """``SeedSequence(seed, spawn_key=key + (i,)).generate_state(4, uint64)`` for every ``i``
     of ``ids`` (ints >= 0): ``(len(ids), 4)`` uint64, the words PCG64 seeds itself from, hashed
-    by the compiled core (``_core.spawn_words``: SeedSequence's mixing, about 0.1 us an id,
-    where a SeedSequence costs ~6 us; equal to NumPy's, tested across seeds, rounds and ids,
-    64-bit ones included). Needs the compiled core."""
+    by the compiled core (``_core.spawn_words``: SeedSequence's mixing in one loop over the
+    ids, where a SeedSequence object costs ~6 us each; equal to NumPy's, tested across seeds,
+    rounds and ids, 64-bit ones included). Needs the compiled core."""
     ids = np.asarray(ids).reshape(-1)
     if ids.size and not (np.issubdtype(ids.dtype, np.integer) and ids.min() >= 0):
         raise ValueError(f"ids: expected client ids (ints >= 0), got {ids.dtype} values "
