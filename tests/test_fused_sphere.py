@@ -247,6 +247,26 @@ def _fused_then_composed(P, alg, rounds, kw, backend):
     return a, b, n
 
 
+def _fused_equals_composed(alg, backend, growth, factor=1.0):
+    """``alg`` on SpherePCA (clients of 30, 50, 600, 20 rows in R^40), 3 rounds of 5 steps of
+    0.05, fused then composed (:func:`_fused_then_composed`): one fused call per round, the
+    runs moved, and the iterates within ``factor rounds tau growth^tau (3 a (d + 10) + 10)
+    eps``, ``growth`` the per-step growth of a difference as a function of ``a`` (``eta |s|
+    |Z|^2``, the largest over the clients) and ``eta``."""
+    sizes, d = (30, 50, 600, 20), 40
+    P, data = _problem(sizes, d, 9)
+    rounds, tau, eta = 3, 5, 0.05
+    x0 = P.manifold.random_point(rng=1)
+    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
+    a, b, n = _fused_then_composed(P, alg, rounds, kw, backend)
+    assert n == rounds                          # one fused call per round
+    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip(sizes, data))
+    bound = factor * rounds * tau * growth(a_max, eta) ** tau * \
+        (3 * a_max * (d + 10) + 10) * EPS
+    assert np.max(np.abs(a.x - b.x)) <= bound
+    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
+
+
 ALGORITHMS = {
     "RFedAvg": (RFedAvg(0.05, 5), 1.0),
     "RFedProx": (RFedProx(0.05, 5, mu=0.5), 1.0),
@@ -274,20 +294,9 @@ def test_algorithms_fused_equal_their_composed_loop(name, backend):
     the clients) and not by the tangent mean (beta = 1): ``rounds tau growth^tau per_step
     eps``; RFedProj times 10 for its drift correction's round trip (divided by ``eta tau`` and
     multiplied back)."""
-    P, data = _problem((30, 50, 600, 20), 40, 9)
     alg, factor = ALGORITHMS[name]
-    rounds, tau, eta = 3, 5, 0.05
-    x0 = P.manifold.random_point(rng=1)
-    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    a, b, n = _fused_then_composed(P, alg, rounds, kw, backend)
-    assert n == rounds                          # one fused call per round
-    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip((30, 50, 600, 20),
-                                                                           data))
     mu = getattr(alg, "mu", 0.0)
-    bound = factor * rounds * tau * (1 + a_max + 3 * eta * mu) ** tau * \
-        (3 * a_max * (40 + 10) + 10) * EPS
-    assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
+    _fused_equals_composed(alg, backend, lambda a, eta: 1 + a + 3 * eta * mu, factor)
 
 
 @pytest.mark.parametrize("backend", ["auto", "numpy"])
@@ -298,18 +307,7 @@ def test_ags_parallel_transport_fused_equals_its_composed_loop(backend):
     iterates to rounding: :func:`test_algorithms_fused_equal_their_composed_loop`'s bound, the
     growth per step enlarged by ``a_max`` (the transport of ``d_k`` moves with ``x_k``:
     Lipschitz constant ``|d_k| <= a_max / eta``, times the step ``eta``)."""
-    P, data = _problem((30, 50, 600, 20), 40, 9)
-    alg = RFedAGS(0.05, 5)
-    rounds, tau, eta = 3, 5, 0.05
-    x0 = P.manifold.random_point(rng=1)
-    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    a, b, n = _fused_then_composed(P, alg, rounds, kw, backend)
-    assert n == rounds                          # one fused call per round
-    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip((30, 50, 600, 20),
-                                                                           data))
-    bound = rounds * tau * (1 + 2 * a_max) ** tau * (3 * a_max * (40 + 10) + 10) * EPS
-    assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
+    _fused_equals_composed(RFedAGS(0.05, 5), backend, lambda a, eta: 1 + 2 * a)
 
 
 # ---------------------------------------------------------------- the parallel transport
@@ -549,7 +547,6 @@ def test_parallel_transport_algorithms_fused_equal_their_composed_loop(name, bac
     ``diff`` moves with ``x``: Lipschitz constant ``|v|``), ``|diff| <= 2 max_i |grad f_i|``
     (``<= 2 a_max / eta`` on the unit sphere)."""
     from rfl_fast.algorithms import svrg as svrg_module
-    P, data = _problem((30, 50, 600, 20), 40, 9)
     alg = PARALLEL[name]
     assert alg.transport is None or alg.transport == "parallel"
     coef = None
@@ -561,16 +558,6 @@ def test_parallel_transport_algorithms_fused_equal_their_composed_loop(name, bac
     gate = svrg_module.RFedSVRG._fused_steps
     monkeypatch.setattr(svrg_module.RFedSVRG, "_fused_steps",
                         lambda self, *a: seen.append(a[-1]) or gate(self, *a))
-    rounds, tau, eta = 3, 5, 0.05
-    x0 = P.manifold.random_point(rng=1)
-    kw = dict(participation=Full(), x0=x0, seed=0, metrics=False)
-    a, b, n = _fused_then_composed(P, alg, rounds, kw, backend)
-    assert set(seen) == {"parallel"}
-    assert n == rounds                          # one fused call per round
-    a_max = max(eta * 2.0 / m * np.linalg.norm(z, 2) ** 2 for m, z in zip((30, 50, 600, 20),
-                                                                           data))
     c = 0.0 if coef is None else np.abs(coef).max()
-    growth = 1 + 3 * a_max + 3 * eta * c
-    bound = rounds * tau * growth ** tau * (3 * a_max * (40 + 10) + 10) * EPS
-    assert np.max(np.abs(a.x - b.x)) <= bound
-    assert np.max(np.abs(a.x - x0)) > 1e-3      # the runs moved
+    _fused_equals_composed(alg, backend, lambda a, eta: 1 + 3 * a + 3 * eta * c)
+    assert set(seen) == {"parallel"}
